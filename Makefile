@@ -1,0 +1,43 @@
+# mongogate: `make run` serves on the embedded engine with demo data; `make test` runs the suite.
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# The embedded engine (mongoeco) needs Python >= 3.13: try python3.14, python3.13, then pyenv's.
+FIND_PY = for c in python3.14 python3.13 "$$(pyenv prefix 3.13.0 2>/dev/null)/bin/python3" \
+            "$$(ls -d $$HOME/.pyenv/versions/3.1[3-9]* 2>/dev/null | tail -1)/bin/python3"; do \
+            if command -v "$$c" >/dev/null 2>&1 && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then \
+              echo "$$c"; exit 0; fi; done; exit 1
+
+.PHONY: setup run test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@BASE=$$($(FIND_PY)) || { echo "error: mongogate's embedded engine needs Python >= 3.13;" \
+	  "install python3.13 (or pyenv install 3.13) and retry" >&2; exit 1; }; \
+	echo "using $$BASE ($$($$BASE --version))"; \
+	test -x $(PY) || $$BASE -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[embedded,dev]'
+	@touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/mongogate serve --http --demo --config examples/mongogate.toml
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/mypy
+
+bench: setup
+	$(PY) benchmarks/memory.py
+	$(PY) benchmarks/policy.py
+	$(PY) benchmarks/scheduler.py
+
+clean:
+	rm -rf $(VENV) .mongogate build *.egg-info

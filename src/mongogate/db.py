@@ -1,0 +1,173 @@
+"""Database access: two pymongo async clients, and the embedded engine when no URI is set.
+
+The embedded engine (mongoeco) runs on its own thread and event loop, never on the
+server's loop: a driver waiting on a server that shares its loop can deadlock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
+
+from mongogate.config import DatabaseSettings
+from mongogate.errors import ConfigError, StorageError
+
+log = logging.getLogger(__name__)
+
+Doc = dict[str, Any]
+IndexHook = Callable[[AsyncDatabase[Doc]], Awaitable[None]]
+
+
+class EmbeddedEngine:
+    """The mongoeco wire server on a SQLite file, locked so that one process owns a data dir."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.uri: str | None = None
+        self._lock_file: IO[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+
+    def start(self) -> str:
+        try:
+            from mongoeco.engines.sqlite import SQLiteEngine
+            from mongoeco.wire import AsyncMongoEcoProxyServer
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ConfigError(
+                "no database.uri is configured and the embedded engine is not installed; "
+                "install mongogate[embedded] (needs Python >= 3.13) or set database.uri"
+            ) from e
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=loop.run_forever, name="mongogate-embedded", daemon=True)
+        self._thread.start()
+        db_file = self.data_dir / "mongogate.sqlite3"
+        server = AsyncMongoEcoProxyServer(
+            engine=SQLiteEngine(str(db_file), executor_workers=2), host="127.0.0.1", port=0
+        )
+        try:
+            addr = asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
+        except BaseException:
+            self.stop()
+            raise
+        self._server = server
+        self.uri = str(addr.uri)
+        log.info("embedded engine on %s (data in %s)", self.uri, db_file)
+        return self.uri
+
+    def _take_lock(self) -> None:
+        lock_path = self.data_dir / "engine.lock"
+        f = open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the engine's lifetime
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise ConfigError(
+                f"data directory {self.data_dir} is in use by {holder}; stop that server, or give this "
+                "one its own directory (server.data_dir / MONGOGATE_SERVER__DATA_DIR), or set database.uri"
+            ) from e
+        f.seek(0)
+        f.truncate()
+        f.write(f"mongogate pid {os.getpid()}\n")
+        f.flush()
+        self._lock_file = f
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            if self._server is not None:
+                with contextlib.suppress(Exception):
+                    asyncio.run_coroutine_threadsafe(self._server.close(), loop).result(timeout=30)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=30)
+            loop.close()
+        self._loop = self._thread = self._server = None
+        if self._lock_file is not None:
+            with contextlib.suppress(OSError):
+                self._lock_file.seek(0)
+                self._lock_file.truncate()
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+
+class Database:
+    """The memory (read-write) and query (read-only user) connections."""
+
+    def __init__(self, settings: DatabaseSettings, data_dir: Path) -> None:
+        self.settings = settings
+        self.data_dir = data_dir
+        self.engine: EmbeddedEngine | None = None
+        self._client: AsyncMongoClient[Doc] | None = None
+        self._query_client: AsyncMongoClient[Doc] | None = None
+
+    @property
+    def embedded(self) -> bool:
+        return self.engine is not None
+
+    async def open(self) -> None:
+        uri = self.settings.uri
+        if uri is None:
+            engine = EmbeddedEngine(self.data_dir)
+            uri = await anyio.to_thread.run_sync(engine.start)
+            self.engine = engine
+            log.warning(
+                "embedded engine (mongoeco) in %s: it enforces no roles, so read-only rests on "
+                "mongogate's own checks; use database.uri/query_uri with real MongoDB in production",
+                self.data_dir,
+            )
+        timeout = self.settings.timeout_ms
+        opts: dict[str, Any] = {"serverSelectionTimeoutMS": timeout, "tz_aware": True}
+        self._client = AsyncMongoClient(uri, **opts)
+        query_uri = self.settings.query_uri or uri
+        self._query_client = AsyncMongoClient(query_uri, **opts)
+
+    async def close(self) -> None:
+        for c in (self._client, self._query_client):
+            if c is not None:
+                await c.close()
+        self._client = self._query_client = None
+        if self.engine is not None:
+            await anyio.to_thread.run_sync(self.engine.stop)
+            self.engine = None
+
+    @property
+    def client(self) -> AsyncMongoClient[Doc]:
+        if self._client is None:
+            raise StorageError("database is not open")
+        return self._client
+
+    @property
+    def memory(self) -> AsyncDatabase[Doc]:
+        """Read-write database for memory collections only."""
+        return self.client[self.settings.name]
+
+    @property
+    def query(self) -> AsyncDatabase[Doc]:
+        """Database through the read-only query user; query tools use nothing else."""
+        if self._query_client is None:
+            raise StorageError("database is not open")
+        return self._query_client[self.settings.name]
+
+    async def ping(self) -> None:
+        try:
+            await self.client.admin.command("ping")
+        except PyMongoError as e:
+            raise StorageError(f"cannot reach MongoDB: {e}") from e

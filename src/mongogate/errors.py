@@ -1,0 +1,83 @@
+"""One error hierarchy. Messages are written for the model: what went wrong, what would work."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+class MongogateError(Exception):
+    """Base of every error mongogate raises on purpose."""
+
+    #: stable machine-readable code (used by the audit log and in tool errors)
+    code: str = "error"
+    #: whether retrying the same call later may succeed
+    retryable: bool = False
+
+
+class ConfigError(MongogateError):
+    """The configuration is invalid; raised at startup, never mid-request."""
+
+    code = "config_invalid"
+
+
+class InvalidInput(MongogateError):
+    """A tool argument is wrong (unknown role, empty id, oversized content, bad limit...)."""
+
+    code = "invalid_input"
+
+
+class NotFound(MongogateError):
+    """The thing does not exist for this tenant (another tenant's id looks exactly the same)."""
+
+    code = "not_found"
+
+
+class PolicyViolation(MongogateError):
+    """A query filter (or sort/limit) broke the tool's policy; nothing reached the database."""
+
+    def __init__(self, reason: str, path: str, message: str, allowed: str | None = None) -> None:
+        self.reason = reason
+        self.path = path
+        self.allowed = allowed
+        text = f"filter rejected ({reason}) at {path}: {message}"
+        if allowed:
+            text += f". Allowed: {allowed}"
+        super().__init__(text)
+
+    @property
+    def code(self) -> str:  # type: ignore[override]
+        return self.reason
+
+
+class AuthError(MongogateError):
+    """The caller could not be authenticated or lacks a required scope."""
+
+    code = "unauthorized"
+
+
+class StorageError(MongogateError):
+    """The database failed or is unreachable; wraps the driver error with `from`."""
+
+    code = "storage_error"
+    retryable = True
+
+
+class LeaseBusy(MongogateError):
+    """Someone else holds the lease; retry after it expires."""
+
+    code = "lease_busy"
+    retryable = True
+
+    def __init__(self, what: str, expires_at: datetime, ms_left: int) -> None:
+        self.expires_at = expires_at
+        self.ms_left = ms_left
+        super().__init__(
+            f"{what} is busy: another turn holds its lease until {expires_at.isoformat()} "
+            f"({ms_left} ms from now). Retry after that; nothing was written."
+        )
+
+
+class LeaseLost(MongogateError):
+    """The caller's lease no longer owns the session or run; it must stop, nothing was written."""
+
+    code = "lease_lost"

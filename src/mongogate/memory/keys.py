@@ -1,0 +1,48 @@
+"""Input checks and message keys. Keys come from the work (turn, role, call), never from time."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from mongogate.errors import InvalidInput
+
+Role = Literal["user", "assistant", "tool", "system"]
+ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
+
+
+def check_id(value: object, what: str, max_len: int) -> str:
+    """Ids become parts of keys, so ':' (the key separator), NUL and control characters are refused."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{what} must be a non-empty string")
+    if len(value) > max_len:
+        raise InvalidInput(f"{what} is {len(value)} characters long; the maximum is {max_len}")
+    if ":" in value or any(ord(c) < 32 for c in value):
+        raise InvalidInput(f"{what} {value[:40]!r} may not contain ':' or control characters")
+    return value
+
+
+def check_content(content: object, what: str, max_bytes: int) -> str:
+    if not isinstance(content, str):
+        raise InvalidInput(f"{what} must be a string")
+    size = len(content.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidInput(
+            f"{what} is {size} bytes; the maximum is {max_bytes} (memory.max_message_bytes). "
+            "Store a summary or a reference instead."
+        )
+    return content
+
+
+def message_key(turn_id: str, role: str, call_id: str | None) -> str:
+    """`<turn>:user`, `<turn>:system`, `<turn>:assistant`, `<turn>:assistant:<call>`, `<turn>:tool:<call>`."""
+    if role not in ROLES:
+        raise InvalidInput(f"role {role!r} is unknown; use one of {', '.join(ROLES)}")
+    if role in ("user", "system"):
+        if call_id is not None:
+            raise InvalidInput(f"a {role} message takes no call_id; only assistant and tool messages do")
+        return f"{turn_id}:{role}"
+    if role == "tool":
+        if call_id is None:
+            raise InvalidInput("a tool message needs the call_id of the tool call it answers")
+        return f"{turn_id}:tool:{call_id}"
+    return f"{turn_id}:assistant" if call_id is None else f"{turn_id}:assistant:{call_id}"

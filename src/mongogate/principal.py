@@ -1,0 +1,15 @@
+"""Who is calling. The tenant always comes from authentication, never from a tool argument."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    subject: str = "anonymous"
+    scopes: frozenset[str] = field(default_factory=frozenset)
+
+    def has_scopes(self, required: list[str] | tuple[str, ...]) -> bool:
+        return set(required) <= self.scopes

@@ -1,0 +1,77 @@
+"""The tool registry: memory tools plus the query tools operators register (config or code).
+
+    registry = ToolRegistry.from_settings(settings)
+    registry.add_query_tool(QueryToolSpec(name="find_invoices", ...))
+    server = build_server(settings, registry)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
+
+from mcp.server.mcpserver.tools import Tool
+
+from mongogate.config import RESERVED_TOOL_NAMES, Settings
+from mongogate.errors import ConfigError
+from mongogate.policy.spec import QueryToolSpec
+from mongogate.tools.memory_tools import memory_tools
+
+if TYPE_CHECKING:
+    from mongogate.tools.state import AppState
+
+ToolFactory = Callable[[Settings], list[Tool]]
+StartupHook = Callable[["AppState"], Awaitable[None]]
+
+
+class ToolRegistry:
+    def __init__(self, specs: Iterable[QueryToolSpec] = ()) -> None:
+        self._specs: dict[str, QueryToolSpec] = {}
+        self._factories: list[ToolFactory] = []
+        self.startup_hooks: list[StartupHook] = []
+        for spec in specs:
+            self.add_query_tool(spec)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ToolRegistry:
+        return cls(settings.query_tools)
+
+    @property
+    def query_specs(self) -> list[QueryToolSpec]:
+        return list(self._specs.values())
+
+    def add_query_tool(self, spec: QueryToolSpec) -> None:
+        """Register one scoped read-only query tool (validated like a [[query_tools]] entry)."""
+        if not isinstance(spec, QueryToolSpec):
+            raise ConfigError("add_query_tool takes a QueryToolSpec")
+        if spec.name in RESERVED_TOOL_NAMES:
+            raise ConfigError(f"query tool {spec.name!r}: the name clashes with a built-in tool")
+        if spec.name in self._specs:
+            raise ConfigError(f"query tool {spec.name!r} is registered twice")
+        self._specs[spec.name] = spec
+
+    def add_tools(self, factory: ToolFactory) -> None:
+        """Add further tools built when the server is assembled (e.g. the run/checkpoint tools)."""
+        self._factories.append(factory)
+
+    def on_startup(self, hook: StartupHook) -> None:
+        """Run ``hook(state)`` once the database is open (indexes, demo data...)."""
+        self.startup_hooks.append(hook)
+
+    def build(self, settings: Settings) -> list[Tool]:
+        allowed = set(settings.policy.allowed_operators)
+        tools = memory_tools()
+        for spec in self._specs.values():
+            outside = sorted(set(spec.operators) - allowed)
+            if outside:
+                raise ConfigError(f"query tool {spec.name!r}: operators {outside} are outside policy.allowed_operators")
+            from mongogate.tools.query import query_tool  # late: only when query tools exist
+
+            tools.append(query_tool(spec, settings))
+        for factory in self._factories:
+            tools.extend(factory(settings))
+        names = [t.name for t in tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"tool names registered twice: {dupes}")
+        return tools

@@ -1,0 +1,29 @@
+"""What every tool call can reach: the server's long-lived parts (the lifespan value)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mongogate.config import Settings
+from mongogate.db import Database
+from mongogate.memory.store import MemoryStore
+from mongogate.memory.turns import Turns
+from mongogate.principal import Principal
+
+if TYPE_CHECKING:
+    from mongogate.policy.audit import AuditLog
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    db: Database
+    memory: MemoryStore
+    turns: Turns
+    #: resolves the caller from the request (token) or the launch configuration (stdio)
+    principal: Callable[[Any], Principal]
+    require_scopes: Callable[[Principal, list[str], str], None]
+    audit: AuditLog | None = None
+    extras: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,55 @@
+"""Shared fixtures: the embedded engine starts once per test session on a random port.
+
+Tests talk to it with real pymongo over the wire, exactly as production talks to MongoDB.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from pymongo import AsyncMongoClient
+
+from mongogate.db import EmbeddedEngine
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def engine_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `mongodb://` URI: $MONGODB_URI if set, else the embedded engine on its own thread."""
+    if os.environ.get("MONGODB_URI"):
+        yield os.environ["MONGODB_URI"]
+        return
+    engine = EmbeddedEngine(tmp_path_factory.mktemp("engine"))
+    uri = engine.start()
+    try:
+        yield uri
+    finally:
+        engine.stop()
+
+
+@pytest.fixture
+def db_name() -> str:
+    """A fresh database per test, so tests never see each other's data."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def mongo(engine_uri: str) -> AsyncIterator[AsyncMongoClient[dict[str, object]]]:
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(engine_uri, tz_aware=True)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"

@@ -15,9 +15,6 @@ from mongogate.memory import lease
 from mongogate.memory.keys import check_content
 from mongogate.memory.store import Message, MemoryStore, session_not_found
 
-#: how long end_turn keeps the lease while it writes the reply
-_END_GRACE_MS = 30_000
-
 
 @dataclass(frozen=True)
 class TurnStart:
@@ -95,7 +92,9 @@ class Turns:
         match = {"_id": sid, "tenant": tenant}
         key = f"{tid}:assistant"
         try:
-            owned = await lease.extend(st.sessions, match, lid, _END_GRACE_MS)
+            # Ownership is checked, not extended: a worker that dies here must not hold the
+            # session longer than its lease said. The reply's key makes a late write harmless.
+            owned = await st.sessions.find_one({**match, "locked_by": lid}, {"_id": 1})
             if owned is None:
                 if await st.sessions.find_one(match, {"_id": 1}) is None:
                     raise session_not_found(sid)

@@ -1,0 +1,61 @@
+"""Demo data: a small multi-tenant `orders` collection and the `find_orders` tool that reads it."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pymongo import ASCENDING
+from pymongo.errors import BulkWriteError
+
+from mongogate.policy.spec import QueryToolSpec
+from mongogate.tools.state import AppState
+
+log = logging.getLogger(__name__)
+
+DEMO_TENANTS = ("acme", "globex", "initech")
+STATUSES = ("pending", "paid", "shipped", "cancelled")
+
+FIND_ORDERS = QueryToolSpec(
+    name="find_orders",
+    description="Find the caller's orders by status, total or date.",
+    collection="orders",
+    tenant_field="userId",
+    projection=["number", "status", "total", "createdAt"],
+    fields={"status": "string", "total": "number", "createdAt": "date", "number": "string"},
+    sort={"createdAt": -1},
+    max_limit=50,
+    max_time_ms=2000,
+)
+
+
+def demo_orders() -> list[dict[str, Any]]:
+    """Deterministic orders: 12 per tenant, so the demo looks the same on every machine."""
+    base = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    docs = []
+    for t, tenant in enumerate(DEMO_TENANTS):
+        for i in range(12):
+            docs.append(
+                {
+                    "_id": f"{tenant}-{i:03d}",
+                    "userId": tenant,
+                    "number": f"{tenant[:2].upper()}-{1000 + i}",
+                    "status": STATUSES[(i + t) % len(STATUSES)],
+                    "total": round(19.5 + 37.25 * i + 3 * t, 2),
+                    "createdAt": base + timedelta(days=9 * i + t),
+                    "internalNote": f"not for the model ({tenant})",
+                }
+            )
+    return docs
+
+
+async def seed_demo(state: AppState) -> None:
+    coll = state.db.memory["orders"]
+    await coll.create_index([("userId", ASCENDING), ("createdAt", -1)], name="tenant_created")
+    try:
+        await coll.insert_many(demo_orders(), ordered=False)
+    except BulkWriteError as e:
+        if any(err.get("code") != 11000 for err in e.details.get("writeErrors", [])):
+            raise
+    log.info("demo data ready: %d orders for tenants %s", await coll.count_documents({}), ", ".join(DEMO_TENANTS))

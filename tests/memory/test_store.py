@@ -1,0 +1,165 @@
+"""Messages: one document each, deterministic keys, atomic seq, turn-boundary windows."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import pytest
+from pymongo import AsyncMongoClient
+
+from mongogate.config import MemorySettings
+from mongogate.errors import InvalidInput, NotFound
+from mongogate.memory.store import MemoryStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_append_returns_keys_and_increasing_seq(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    r1 = await store.append("acme", sid, "t1", "user", "hi")
+    r2 = await store.append("acme", sid, "t1", "assistant", "calling", "c1")
+    r3 = await store.append("acme", sid, "t1", "tool", "42", "c1")
+    r4 = await store.append("acme", sid, "t1", "assistant", "it is 42")
+    assert [r.key for r in (r1, r2, r3, r4)] == ["t1:user", "t1:assistant:c1", "t1:tool:c1", "t1:assistant"]
+    assert [r.status for r in (r1, r2, r3, r4)] == ["inserted"] * 4
+    assert r1.seq < r2.seq < r3.seq < r4.seq
+
+
+async def test_repeat_is_duplicate_and_stores_once(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    first = await store.append("acme", sid, "t1", "user", "hi")
+    again = await store.append("acme", sid, "t1", "user", "hi (retried)")
+    assert again.status == "duplicate" and again.seq == first.seq and again.key == first.key
+    assert await store.messages.count_documents({"session_id": sid}) == 1
+    ctx = await store.load_context("acme", sid)
+    assert [m.content for m in ctx.messages] == ["hi"]  # the first write stands
+
+
+async def test_two_turns_at_once_keep_all_four_messages(store: MemoryStore) -> None:
+    """The lost-update race of the one-document-per-chat design cannot happen."""
+    sid = await store.create_session("acme")
+
+    async def turn(t: str) -> None:
+        await store.append("acme", sid, t, "user", f"question {t}")
+        await store.append("acme", sid, t, "assistant", f"answer {t}")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(turn, "a")
+        tg.start_soon(turn, "b")
+    ctx = await store.load_context("acme", sid)
+    assert sorted(m.content for m in ctx.messages) == ["answer a", "answer b", "question a", "question b"]
+
+
+def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_name: str) -> None:
+    """Real threads, each with its own client and event loop, racing on one session."""
+    settings = MemorySettings()
+
+    async def setup() -> str:
+        async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+            s = MemoryStore(c[db_name], settings)
+            await s.ensure_indexes()
+            return await s.create_session("acme")
+
+    sid = anyio.run(setup)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(16)
+
+    def worker(w: int) -> None:
+        async def run() -> None:
+            async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+                s = MemoryStore(c[db_name], settings)
+                barrier.wait()
+                for i in range(50):
+                    for _ in range(2):  # every key is sent twice
+                        await s.append("acme", sid, f"w{w}-t{i}", "user", f"m {w} {i}")
+
+        try:
+            anyio.run(run)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+    async def check() -> tuple[int, int]:
+        async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+            docs = await c[db_name]["messages"].find({"session_id": sid}, {"seq": 1}).to_list()
+            return len(docs), len({d["seq"] for d in docs})
+
+    count, distinct = anyio.run(check)
+    assert (count, distinct) == (800, 800)
+
+
+async def test_window_starts_at_a_user_message(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    await store.append("acme", sid, "t1", "user", "q1")
+    await store.append("acme", sid, "t1", "assistant", "call", "c1")
+    await store.append("acme", sid, "t1", "tool", "result", "c1")
+    await store.append("acme", sid, "t1", "assistant", "a1")
+    await store.append("acme", sid, "t2", "user", "q2")
+    await store.append("acme", sid, "t2", "assistant", "a2")
+    # The last 4 messages would start with t1's tool result; the window starts at t2's user message.
+    ctx = await store.load_context("acme", sid, 4)
+    assert [(m.role, m.turn_id) for m in ctx.messages] == [("user", "t2"), ("assistant", "t2")]
+    assert ctx.truncated
+    whole = await store.load_context("acme", sid, 10)
+    assert len(whole.messages) == 6 and not whole.truncated
+    exact = await store.load_context("acme", sid, 6)
+    assert len(exact.messages) == 6 and not exact.truncated
+
+
+async def test_indexes_exist(store: MemoryStore) -> None:
+    info = await store.messages.index_information()
+    assert info["session_key_unique"]["unique"] is True
+    assert info["session_key_unique"]["key"] == [("session_id", 1), ("key", 1)]
+    assert info["session_seq_desc"]["key"] == [("session_id", 1), ("seq", -1)]
+    await store.ensure_indexes()  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"role": "robot"}, "role 'robot' is unknown"),
+        ({"turn_id": ""}, "turn_id must be a non-empty string"),
+        ({"turn_id": "x" * 201}, "maximum is 200"),
+        ({"turn_id": "a:b"}, "may not contain ':'"),
+        ({"role": "tool"}, "needs the call_id"),
+        ({"role": "user", "call_id": "c1"}, "takes no call_id"),
+        ({"content": "x" * 4097}, "the maximum is 4096"),
+        ({"content": 12}, "content must be a string"),
+    ],
+)
+async def test_bad_input_is_refused_and_writes_nothing(store: MemoryStore, kwargs: dict[str, Any], fragment: str) -> None:
+    sid = await store.create_session("acme")
+    args: dict[str, Any] = {"turn_id": "t1", "role": "user", "content": "hi", "call_id": None} | kwargs
+    with pytest.raises(InvalidInput, match=fragment):
+        await store.append("acme", sid, args["turn_id"], args["role"], args["content"], args["call_id"])
+    assert await store.messages.count_documents({}) == 0
+    assert (await store.sessions.find_one({"_id": sid}))["next_seq"] == 0  # type: ignore[index]
+
+
+@pytest.mark.parametrize("limit", [0, -1, 51, "10", True])
+async def test_limit_out_of_range(store: MemoryStore, limit: object) -> None:
+    sid = await store.create_session("acme")
+    with pytest.raises(InvalidInput, match="limit must be an integer from 1 to 50"):
+        await store.load_context("acme", sid, limit)
+
+
+async def test_unknown_session_and_other_tenant_look_the_same(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    await store.append("acme", sid, "t1", "user", "secret")
+    errors = []
+    for tenant, session in (("globex", sid), ("acme", "no-such-session")):
+        with pytest.raises(NotFound) as e:
+            await store.load_context(tenant, session)
+        errors.append(str(e.value).replace(session, "<id>"))
+        with pytest.raises(NotFound):
+            await store.append(tenant, session, "t9", "user", "intrusion")
+    assert errors[0] == errors[1]
+    assert await store.messages.count_documents({"session_id": sid}) == 1

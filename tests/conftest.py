@@ -9,10 +9,12 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
 
+from mongogate.config import Settings, load_settings
 from mongogate.db import EmbeddedEngine
 
 
@@ -53,3 +55,25 @@ async def mongo(engine_uri: str) -> AsyncIterator[AsyncMongoClient[dict[str, obj
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
+
+
+DEV_SECRET = "test-secret-0123456789abcdef-0123456789abcdef"
+
+
+def make_settings(engine_uri: str, db_name: str, tmp: Path, **overrides: Any) -> Settings:
+    """Settings for a server on the shared engine, with its own database and audit file."""
+    base: dict[str, Any] = {
+        "database": {"uri": engine_uri, "name": db_name},
+        "server": {"data_dir": str(tmp)},
+        "auth": {"mode": "none", "tenant": "acme"},
+    }
+    for section, values in overrides.items():
+        if isinstance(values, dict) and isinstance(base.get(section), dict):
+            base[section] = {**base[section], **values}
+        else:
+            base[section] = values
+    return load_settings(None, **base)
+
+
+def jwt_auth() -> dict[str, Any]:
+    return {"mode": "jwt", "jwt_secret": DEV_SECRET, "issuer": "mongogate-test", "audience": "mongogate"}

@@ -67,6 +67,9 @@ async def _privileges(settings: Settings, allow_writable: bool) -> None:
     if report.read_only:
         log.info("%s", report.detail)
         return
+    if not report.roles_enforced:
+        log.warning("%s", report.detail)
+        return
     if allow_writable:
         log.warning("!!! %s; serving anyway because --allow-writable-query-user was given !!!", report.detail)
         return
@@ -148,9 +151,12 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
             print("query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks")
         else:
             report = await check_query_user(db._query_client)  # type: ignore[arg-type]
-            ok = bool(report.read_only) or allow_writable
-            print(f"query user: {'ok' if report.read_only else 'PROBLEM'} ({report.detail})")
-            problems += 0 if ok else 1
+            if not report.roles_enforced:
+                print(f"query user: roles not enforced ({report.detail})")
+            else:
+                ok = bool(report.read_only) or allow_writable
+                print(f"query user: {'ok' if report.read_only else 'PROBLEM'} ({report.detail})")
+                problems += 0 if ok else 1
     finally:
         await db.close()
     return 1 if problems else 0

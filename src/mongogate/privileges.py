@@ -23,10 +23,20 @@ class PrivilegeReport:
     read_only: bool | None  # None: could not be determined
     detail: str
     write_actions: tuple[str, ...] = ()
+    roles_enforced: bool = True
+
+
+NO_ROLES = (
+    "the server is the mongoeco engine, which enforces no roles: the read-only guarantee rests on "
+    "mongogate's own checks (query tools only ever call find)"
+)
 
 
 async def check_query_user(client: AsyncMongoClient[Any]) -> PrivilegeReport:
     try:
+        info = await client.admin.command("buildInfo")
+        if info.get("gitVersion") == "mongoeco":
+            return PrivilegeReport(None, NO_ROLES, roles_enforced=False)
         status = await client.admin.command({"connectionStatus": 1, "showPrivileges": True})
     except PyMongoError as e:
         return PrivilegeReport(None, f"could not read the query user's privileges: {e}")

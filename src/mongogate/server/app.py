@@ -56,7 +56,14 @@ def build_server(
     if transport == "http" and settings.auth.mode != "none":
         verifier = build_token_verifier(settings.auth)
         url = public_url(settings)
-        sdk_auth = SdkAuthSettings(issuer_url=settings.auth.issuer or url, resource_server_url=url)  # type: ignore[arg-type]
+        issuer = settings.auth.issuer or ""
+        # The protected-resource metadata names an authorization server by URL; a JWT `iss`
+        # need not be one, so fall back to our own URL.
+        issuer_url = issuer if issuer.startswith(("https://", "http://")) else url
+        # Our verifier checks `aud` itself (auth.audience), so the SDK need not match the resource.
+        sdk_auth = SdkAuthSettings(
+            issuer_url=issuer_url, resource_server_url=url, validate_token_resource=False  # type: ignore[arg-type]
+        )
     elif transport == "http" and not insecure_no_auth:
         raise ConfigError(
             "refusing to serve HTTP without authentication: set auth.mode to 'jwt' or 'api_keys', or pass "

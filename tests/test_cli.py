@@ -1,0 +1,138 @@
+"""The command line as a user runs it: real subprocesses, real HTTP, the real MCP client over stdio."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+EXE = [sys.executable, "-m", "mongogate.cli"]
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    e.update(
+        MONGOGATE_SERVER__DATA_DIR=str(tmp_path / "data"),
+        MONGOGATE_DATABASE__URI=engine_uri,
+        MONGOGATE_DATABASE__NAME=db_name,
+    )
+    return e
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_check_reports_and_exits_zero(env: dict[str, str]) -> None:
+    r = run(["check", "--config", "examples/mongogate.toml"], env)
+    assert r.returncode == 0, r.stderr
+    assert "connection: ok" in r.stdout and "indexes: ok" in r.stdout
+
+
+def test_check_fails_on_bad_config(env: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[memory]\nmax_context_limit = "lots"\n[query_tools]\n')
+    r = run(["check", "--config", str(bad)], env)
+    assert r.returncode == 2
+    assert str(bad) in r.stderr and "memory.max_context_limit" in r.stderr
+
+
+def test_check_fails_when_database_unreachable(env: dict[str, str]) -> None:
+    env = env | {"MONGOGATE_DATABASE__URI": "mongodb://127.0.0.1:1/", "MONGOGATE_DATABASE__TIMEOUT_MS": "300"}
+    r = run(["check"], env)
+    assert r.returncode == 2 and "cannot reach MongoDB" in r.stderr
+
+
+def test_tools_lists_schemas(env: dict[str, str]) -> None:
+    r = run(["tools", "--config", "examples/mongogate.toml"], env)
+    assert r.returncode == 0, r.stderr
+    assert "## find_orders  (read-only)" in r.stdout and "## load_context  (read-only)" in r.stdout
+    assert '"additionalProperties": false' in r.stdout
+
+
+def test_http_refuses_to_serve_without_auth(env: dict[str, str]) -> None:
+    r = run(["serve", "--http"], env | {"MONGOGATE_AUTH__TENANT": "acme"})
+    assert r.returncode == 2 and "refusing to serve HTTP without authentication" in r.stderr
+    r = run(["serve", "--http", "--insecure-no-auth", "--host", "0.0.0.0"], env | {"MONGOGATE_AUTH__TENANT": "a"})
+    assert r.returncode == 2 and "loopback" in r.stderr
+
+
+def test_serve_http_demo_runs_the_example_client(env: dict[str, str]) -> None:
+    """What `make run` starts, and the example client from the README against it."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*EXE, "serve", "--http", "--demo", "--config", "examples/mongogate.toml", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        banner = ""
+        deadline = time.time() + 60
+        while "export MONGOGATE_TOKEN=" not in banner and time.time() < deadline:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            banner += line
+        m = re.search(r"export MONGOGATE_TOKEN=(\S+)", banner)
+        assert m, banner
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        client = subprocess.run(
+            [sys.executable, "examples/http_client.py", "--url", f"http://127.0.0.1:{port}/mcp", "--token", m[1]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert client.returncode == 0, client.stderr + client.stdout
+        assert "find_orders status=paid" in client.stdout and "AC-10" in client.stdout
+        assert "operator_not_allowed" in client.stdout
+        assert "returns the stored answer: True" in client.stdout
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert out == ""  # nothing on stdout
+
+
+@pytest.mark.anyio
+async def test_stdio_server_uses_configured_tenant(env: dict[str, str]) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mongogate.cli", "serve", "--demo"],
+        env={k: env[k] for k in env if k.startswith("MONGOGATE_")} | {"MONGOGATE_AUTH__TENANT": "globex"},
+        cwd=str(ROOT),
+    )
+    async with Client(params) as c:
+        r = await c.call_tool("find_orders", {"filter": {}, "limit": 50})
+        assert not r.is_error, r.content
+        numbers = [d["number"] for d in r.structured_content["documents"]]  # type: ignore[index]
+        assert len(numbers) == 12 and all(n.startswith("GL-") for n in numbers)
+        sid = (await c.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+        assert sid
+
+
+def test_stdio_without_tenant_exits_with_explanation(env: dict[str, str]) -> None:
+    r = run(["serve"], env)
+    assert r.returncode == 2
+    assert "MONGOGATE_AUTH__TENANT" in r.stderr and r.stdout == ""

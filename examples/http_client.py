@@ -1,7 +1,7 @@
 """Run one turn and two queries against a mongogate server over Streamable HTTP.
 
-    export MONGOGATE_TOKEN=...        # printed by `make run`, or: mongogate token --tenant acme
-    python examples/http_client.py --url http://127.0.0.1:8000/mcp
+export MONGOGATE_TOKEN=...        # printed by `make run`, or: mongogate token --tenant acme
+python examples/http_client.py --url http://127.0.0.1:8000/mcp
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ async def main(url: str, token: str) -> int:
 
         session = (await call("create_session", title="example"))["session_id"]
         turn = uuid.uuid4().hex[:8]
-        start = await call("begin_turn", session_id=session, turn_id=turn, text="Which of my orders are paid?")
+        start = await call(
+            "begin_turn", session_id=session, turn_id=turn, text="Which of my orders are paid?"
+        )
         print("begin_turn:", {k: start[k] for k in ("lease_id", "answered")})
         if "find_orders" in names:
             found = await call("find_orders", filter={"status": "paid"}, limit=5)
@@ -45,9 +47,13 @@ async def main(url: str, token: str) -> int:
             print("a rejected filter:", bad.content[0].text)  # type: ignore[union-attr]
         else:
             reply = "No query tool is registered on this server."
-        end = await call("end_turn", session_id=session, turn_id=turn, lease_id=start["lease_id"], reply=reply)
+        end = await call(
+            "end_turn", session_id=session, turn_id=turn, lease_id=start["lease_id"], reply=reply
+        )
         print("end_turn:", end)
-        replay = await call("begin_turn", session_id=session, turn_id=turn, text="Which of my orders are paid?")
+        replay = await call(
+            "begin_turn", session_id=session, turn_id=turn, text="Which of my orders are paid?"
+        )
         print("replayed turn returns the stored answer:", replay["answered"], "->", replay["answer"])
         ctx = await call("load_context", session_id=session)
         print("context:", [(m["role"], m["content"][:40]) for m in ctx["messages"]])

@@ -68,7 +68,9 @@ def test_tools_lists_schemas(env: dict[str, str]) -> None:
 def test_http_refuses_to_serve_without_auth(env: dict[str, str]) -> None:
     r = run(["serve", "--http"], env | {"MONGOGATE_AUTH__TENANT": "acme"})
     assert r.returncode == 2 and "refusing to serve HTTP without authentication" in r.stderr
-    r = run(["serve", "--http", "--insecure-no-auth", "--host", "0.0.0.0"], env | {"MONGOGATE_AUTH__TENANT": "a"})
+    r = run(
+        ["serve", "--http", "--insecure-no-auth", "--host", "0.0.0.0"], env | {"MONGOGATE_AUTH__TENANT": "a"}
+    )
     assert r.returncode == 2 and "loopback" in r.stderr
 
 
@@ -99,7 +101,14 @@ def test_serve_http_demo_runs_the_example_client(env: dict[str, str]) -> None:
                     break
             time.sleep(0.1)
         client = subprocess.run(
-            [sys.executable, "examples/http_client.py", "--url", f"http://127.0.0.1:{port}/mcp", "--token", m[1]],
+            [
+                sys.executable,
+                "examples/http_client.py",
+                "--url",
+                f"http://127.0.0.1:{port}/mcp",
+                "--token",
+                m[1],
+            ],
             capture_output=True,
             text=True,
             timeout=60,

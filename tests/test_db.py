@@ -66,7 +66,9 @@ def test_stop_leaves_no_engine_thread(tmp_path: Path) -> None:
 async def test_unreachable_uri_is_a_storage_error() -> None:
     from mongogate.errors import StorageError
 
-    db = Database(DatabaseSettings(uri="mongodb://127.0.0.1:1/?directConnection=true", timeout_ms=300), Path("."))
+    db = Database(
+        DatabaseSettings(uri="mongodb://127.0.0.1:1/?directConnection=true", timeout_ms=300), Path(".")
+    )
     await db.open()
     try:
         with pytest.raises(StorageError, match="cannot reach MongoDB"):

@@ -12,9 +12,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -92,7 +92,9 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
             f"  .venv/bin/python examples/http_client.py --url {url}",
         ]
     elif settings.auth.mode == "none":
-        lines.append(f"no authentication (--insecure-no-auth): every call acts as tenant {settings.auth.tenant!r}")
+        lines.append(
+            f"no authentication (--insecure-no-auth): every call acts as tenant {settings.auth.tenant!r}"
+        )
     if demo:
         lines.append("demo data: tenants acme, globex, initech; tool find_orders")
     print("\n".join(lines), file=sys.stderr, flush=True)
@@ -105,7 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.host or args.port is not None:
         overrides["server"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = _settings(args, **overrides)
-    transport = "http" if args.http else "stdio"
+    transport: Literal["stdio", "http"] = "http" if args.http else "stdio"
     if args.http and args.insecure_no_auth:
         from mongogate.server.http import is_loopback
 
@@ -148,7 +150,9 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
         if db.embedded:
-            print("query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks")
+            print(
+                "query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks"
+            )
         else:
             report = await check_query_user(db._query_client)  # type: ignore[arg-type]
             if not report.roles_enforced:
@@ -184,7 +188,7 @@ def _since(text: str | None) -> datetime | None:
     from mongogate.server.tokens import parse_ttl
 
     try:
-        return datetime.now(UTC) - __import__("datetime").timedelta(seconds=parse_ttl(text))
+        return datetime.now(UTC) - timedelta(seconds=parse_ttl(text))
     except ValueError:
         pass
     try:
@@ -226,7 +230,9 @@ def cmd_token(args: argparse.Namespace) -> int:
         ttl = parse_ttl(args.ttl)
     except ValueError as e:
         raise MongogateError(str(e)) from e
-    print(mint_dev_token(settings.auth, tenant=args.tenant, ttl_s=ttl, subject=args.subject, scopes=args.scope))
+    print(
+        mint_dev_token(settings.auth, tenant=args.tenant, ttl_s=ttl, subject=args.subject, scopes=args.scope)
+    )
     return 0
 
 
@@ -236,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sp.add_argument("--config", help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)")
+        sp.add_argument(
+            "--config", help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)"
+        )
         return sp
 
     s = with_config(sub.add_parser("serve", help="run the MCP server (stdio by default)"))
@@ -284,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
         return int(args.func(args))

@@ -7,7 +7,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mongogate.errors import ConfigError
@@ -104,7 +112,9 @@ class PolicySettings(Section):
     def _known(cls, v: list[str]) -> list[str]:
         unknown = sorted(set(v) - SUPPORTED_OPERATORS)
         if unknown:
-            raise ValueError(f"{unknown} cannot be allowed: the policy can only check {sorted(SUPPORTED_OPERATORS)}")
+            raise ValueError(
+                f"{unknown} cannot be allowed: the policy can only check {sorted(SUPPORTED_OPERATORS)}"
+            )
         return v
 
 
@@ -124,7 +134,10 @@ class SchedulerSettings(Section):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="MONGOGATE_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=True
+        env_prefix="MONGOGATE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        nested_model_default_partial_update=True,
     )
 
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
@@ -194,7 +207,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         try:
             raw = tomllib.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError as e:
-            raise ConfigError(f"config file {p} does not exist; pass --config PATH or set MONGOGATE_CONFIG") from e
+            raise ConfigError(
+                f"config file {p} does not exist; pass --config PATH or set MONGOGATE_CONFIG"
+            ) from e
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"config file {p} is not valid TOML: {e}") from e
         base = p.parent

@@ -58,4 +58,6 @@ async def seed_demo(state: AppState) -> None:
     except BulkWriteError as e:
         if any(err.get("code") != 11000 for err in e.details.get("writeErrors", [])):
             raise
-    log.info("demo data ready: %d orders for tenants %s", await coll.count_documents({}), ", ".join(DEMO_TENANTS))
+    log.info(
+        "demo data ready: %d orders for tenants %s", await coll.count_documents({}), ", ".join(DEMO_TENANTS)
+    )

@@ -44,7 +44,9 @@ async def check_query_user(client: AsyncMongoClient[Any]) -> PrivilegeReport:
     users = auth.get("authenticatedUsers", [])
     privileges = auth.get("authenticatedUserPrivileges")
     if not users:
-        return PrivilegeReport(False, "the query connection is not authenticated, so nothing limits its writes")
+        return PrivilegeReport(
+            False, "the query connection is not authenticated, so nothing limits its writes"
+        )
     if privileges is None:
         return PrivilegeReport(None, "the server did not report the query user's privileges")
     found = sorted({a for p in privileges for a in p.get("actions", []) if a in WRITE_ACTIONS})

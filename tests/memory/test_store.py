@@ -135,7 +135,9 @@ async def test_indexes_exist(store: MemoryStore) -> None:
         ({"content": 12}, "content must be a string"),
     ],
 )
-async def test_bad_input_is_refused_and_writes_nothing(store: MemoryStore, kwargs: dict[str, Any], fragment: str) -> None:
+async def test_bad_input_is_refused_and_writes_nothing(
+    store: MemoryStore, kwargs: dict[str, Any], fragment: str
+) -> None:
     sid = await store.create_session("acme")
     args: dict[str, Any] = {"turn_id": "t1", "role": "user", "content": "hi", "call_id": None} | kwargs
     with pytest.raises(InvalidInput, match=fragment):

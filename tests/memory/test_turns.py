@@ -40,7 +40,8 @@ async def test_two_turns_at_once_both_land_through_the_lease(turns: Turns, store
     msgs = (await store.load_context("acme", sid)).messages
     assert sorted(m.content for m in msgs) == ["answer a", "answer b", "question a", "question b"]
     # turns never interleave: each answer directly follows its question
-    assert [m.turn_id for m in msgs][0] == [m.turn_id for m in msgs][1]
+    ids = [m.turn_id for m in msgs]
+    assert ids[0] == ids[1] and ids[2] == ids[3]
     assert busy >= 1
 
 

@@ -72,23 +72,34 @@ async def test_tools_have_schemas_and_annotations(engine_uri: str, db_name: str,
     assert tools["load_context"].annotations is not None
     assert tools["load_context"].annotations.read_only_hint is True
     assert tools["append"].annotations is not None and tools["append"].annotations.idempotent_hint is True
-    assert tools["begin_turn"].annotations is not None and tools["begin_turn"].annotations.read_only_hint is False
+    assert (
+        tools["begin_turn"].annotations is not None
+        and tools["begin_turn"].annotations.read_only_hint is False
+    )
 
 
 async def test_bad_input_is_a_clear_tool_error(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     settings = make_settings(engine_uri, db_name, tmp_path, memory={"max_message_bytes": 1000})
     async with Client(build_server(settings)) as c:
         sid = (await call(c, "create_session"))["session_id"]
-        assert "tenant" in await error(c, "append", session_id=sid, turn_id="t", role="user", content="x", tenant="b")
+        assert "tenant" in await error(
+            c, "append", session_id=sid, turn_id="t", role="user", content="x", tenant="b"
+        )
         assert "role" in await error(c, "append", session_id=sid, turn_id="t", role="robot", content="x")
-        assert "maximum is 1000" in await error(c, "append", session_id=sid, turn_id="t", role="user", content="x" * 1001)
-        assert "limit must be an integer from 1 to 200" in await error(c, "load_context", session_id=sid, limit=0)
+        assert "maximum is 1000" in await error(
+            c, "append", session_id=sid, turn_id="t", role="user", content="x" * 1001
+        )
+        assert "limit must be an integer from 1 to 200" in await error(
+            c, "load_context", session_id=sid, limit=0
+        )
         assert "not found" in await error(c, "load_context", session_id="missing")
         ctx = await call(c, "load_context", session_id=sid)
         assert ctx["messages"] == []  # nothing was written by any refused call
 
 
-async def test_tenant_isolation_through_every_memory_tool(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+async def test_tenant_isolation_through_every_memory_tool(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
     a = build_server(make_settings(engine_uri, db_name, tmp_path / "a", auth={"tenant": "acme"}))
     b = build_server(make_settings(engine_uri, db_name, tmp_path / "b", auth={"tenant": "globex"}))
     async with Client(a) as ca, Client(b) as cb:
@@ -99,7 +110,10 @@ async def test_tenant_isolation_through_every_memory_tool(engine_uri: str, db_na
             ("load_context", {"session_id": sid}),
             ("append", {"session_id": sid, "turn_id": "t9", "role": "user", "content": "intrusion"}),
             ("begin_turn", {"session_id": sid, "turn_id": "t9", "text": "intrusion"}),
-            ("end_turn", {"session_id": sid, "turn_id": "t1", "lease_id": start["lease_id"], "reply": "hijack"}),
+            (
+                "end_turn",
+                {"session_id": sid, "turn_id": "t1", "lease_id": start["lease_id"], "reply": "hijack"},
+            ),
         ]
         for tool, args in attempts:
             text = await error(cb, tool, **args)
@@ -111,7 +125,9 @@ async def test_tenant_isolation_through_every_memory_tool(engine_uri: str, db_na
         await call(ca, "end_turn", session_id=sid, turn_id="t1", lease_id=start["lease_id"], reply="ok")
 
 
-async def test_busy_session_is_retryable_error_with_expiry(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+async def test_busy_session_is_retryable_error_with_expiry(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
         sid = (await call(c, "create_session"))["session_id"]
         await call(c, "begin_turn", session_id=sid, turn_id="t1", text="a", lease_ms=60_000)

@@ -171,7 +171,9 @@ class MemoryStore:
             return self.settings.default_context_limit
         cap = self.settings.max_context_limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= cap:
-            raise InvalidInput(f"limit must be an integer from 1 to {cap} (memory.max_context_limit); got {limit!r}")
+            raise InvalidInput(
+                f"limit must be an integer from 1 to {cap} (memory.max_context_limit); got {limit!r}"
+            )
         return limit
 
     async def load_context(self, tenant: str, session_id: object, limit: object = None) -> Context:
@@ -200,7 +202,8 @@ class MemoryStore:
             window = window[first_user:]
         return Context(
             messages=[
-                Message(d["role"], d["content"], d["turn_id"], int(d["seq"]), d.get("call_id")) for d in window
+                Message(d["role"], d["content"], d["turn_id"], int(d["seq"]), d.get("call_id"))
+                for d in window
             ],
             truncated=truncated,
         )

@@ -13,7 +13,7 @@ from pymongo.errors import PyMongoError
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.keys import check_content
-from mongogate.memory.store import Message, MemoryStore, session_not_found
+from mongogate.memory.store import MemoryStore, Message, session_not_found
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ class Turns:
             # Already answered: nothing to do, so the lease is released at once.
             await lease.release(st.sessions, match, lease_id)
             return TurnStart(None, True, answer["content"], ctx.messages, ctx.truncated)
-        until = lease.as_utc(taken["locked_until"]).isoformat()
-        return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, until)
+        expires = lease.as_utc(taken["locked_until"]).isoformat()
+        return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires)
 
     async def end_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, reply: object

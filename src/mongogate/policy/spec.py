@@ -57,10 +57,13 @@ class QueryToolSpec(BaseModel):
         for f in self.fields:
             if not f or f.startswith("$") or "\x00" in f:
                 raise ValueError(f"field name {f!r} is empty, starts with '$' or contains NUL")
-        if self.tenant_field in self.fields:
+        tenant_paths = [
+            f for f in self.fields if f == self.tenant_field or f.startswith(self.tenant_field + ".")
+        ]
+        if tenant_paths:
             raise ValueError(
-                f"tenant_field {self.tenant_field!r} must not be a filterable field: the tenant is "
-                "injected by the server, the model never names it"
+                f"tenant_field {self.tenant_field!r} must not be a filterable field (found {tenant_paths}): "
+                "the tenant is injected by the server, the model never names it"
             )
         undeclared = [p for p in self.projection if p not in self.fields and p not in ("_id",)]
         if undeclared:

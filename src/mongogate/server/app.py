@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
 
 from mongogate import __version__
 from mongogate.config import Settings
@@ -62,7 +63,9 @@ def build_server(
         issuer_url = issuer if issuer.startswith(("https://", "http://")) else url
         # Our verifier checks `aud` itself (auth.audience), so the SDK need not match the resource.
         sdk_auth = SdkAuthSettings(
-            issuer_url=issuer_url, resource_server_url=url, validate_token_resource=False  # type: ignore[arg-type]
+            issuer_url=AnyHttpUrl(issuer_url),
+            resource_server_url=AnyHttpUrl(url),
+            validate_token_resource=False,
         )
     elif transport == "http" and not insecure_no_auth:
         raise ConfigError(

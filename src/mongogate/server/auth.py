@@ -112,7 +112,7 @@ def _key_from_public_key(public: object, where: str) -> _Key:
     )
 
 
-def load_pem_public_key(path: Path) -> _Key:
+def _load_pem_public_key(path: Path) -> _Key:
     """Read a PEM public key (or an X.509 certificate) and pin its algorithm."""
     where = f"auth.jwt_public_key_file {path}"
     try:
@@ -168,7 +168,7 @@ def _jwk_alg(jwk: Mapping[str, Any], where: str) -> str:
     raise ConfigError(f"{where}: unsupported kty {kty!r}; expected 'RSA' or 'EC'")
 
 
-def load_jwks(path: Path) -> dict[str | None, _Key]:
+def _load_jwks(path: Path) -> dict[str | None, _Key]:
     """Read a JWKS file into ``kid -> key``; signature keys only, public parts only."""
     where = f"auth.jwks_file {path}"
     try:
@@ -205,13 +205,13 @@ def load_jwks(path: Path) -> dict[str | None, _Key]:
         key = _key_from_public_key(public, here)
         if key.alg.startswith("ES") and key.alg != alg:
             raise ConfigError(f"{here}: alg {alg} does not match the key's curve ({key.alg})")
-        if kid in keys:
-            raise ConfigError(f"{here}: duplicate kid {kid!r}")
+        if kid in keys or (keys and (kid is None or None in keys)):
+            if kid is not None and kid in keys:
+                raise ConfigError(f"{here}: duplicate kid {kid!r}")
+            raise ConfigError(f"{where}: with several keys every key needs a 'kid' so tokens can name theirs")
         keys[kid] = _Key(alg, public)
     if not keys:
         raise ConfigError(f"{where}: no signature keys (expected at least one RSA or EC key with use 'sig')")
-    if None in keys and len(keys) > 1:
-        raise ConfigError(f"{where}: with several keys every key needs a 'kid' so tokens can name theirs")
     return keys
 
 
@@ -278,9 +278,9 @@ class JwtVerifier(TokenVerifier):
         if auth.jwt_secret is not None:
             self._key = _Key("HS256", hs256_secret_bytes(auth))
         elif auth.jwt_public_key_file is not None:
-            self._key = load_pem_public_key(auth.jwt_public_key_file)
+            self._key = _load_pem_public_key(auth.jwt_public_key_file)
         elif auth.jwks_file is not None:
-            self._jwks = load_jwks(auth.jwks_file)
+            self._jwks = _load_jwks(auth.jwks_file)
         self._tenant_claim = auth.tenant_claim
         self._issuer = auth.issuer
         self._audience = auth.audience
@@ -349,7 +349,8 @@ class JwtVerifier(TokenVerifier):
             token=token,
             client_id=sub or "unknown",
             scopes=_scopes(payload),
-            expires_at=int(payload["exp"]),
+            # The SDK re-checks expires_at against its clock without leeway; give it our effective expiry.
+            expires_at=int(payload["exp"]) + self._leeway,
             resource=self._audience,
             subject=sub,
             claims={"tenant": tenant, "iss": payload.get("iss")},

@@ -1,4 +1,4 @@
-"""Streamable HTTP serving with uvicorn, in the foreground (CLI) or on a background thread (tests, embedding)."""
+"""Streamable HTTP with uvicorn: in the foreground (CLI) or on a background thread (tests, embedding)."""
 
 from __future__ import annotations
 
@@ -80,5 +80,7 @@ class BackgroundHttpServer:
     def __enter__(self) -> BackgroundHttpServer:
         return self.start()
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

@@ -53,6 +53,8 @@ def mint_dev_token(
     secret = hs256_secret_bytes(auth)
     if not tenant or tenant.strip() != tenant:
         raise ValueError(f"invalid tenant {tenant!r}: it must be non-empty, without surrounding spaces")
+    if any(not s or s.split() != [s] for s in scopes):
+        raise ValueError(f"invalid scopes {list(scopes)!r}: each must be non-empty and without spaces")
     if ttl_s <= 0:
         raise ValueError(f"ttl_s must be positive, got {ttl_s}")
     now = int(time.time())

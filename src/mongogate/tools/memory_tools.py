@@ -23,7 +23,10 @@ class MessageOut(ToolOutput):
 
 
 def _messages(msgs: list[Message]) -> list[MessageOut]:
-    return [MessageOut(role=m.role, content=m.content, turn_id=m.turn_id, seq=m.seq, call_id=m.call_id) for m in msgs]
+    return [
+        MessageOut(role=m.role, content=m.content, turn_id=m.turn_id, seq=m.seq, call_id=m.call_id)
+        for m in msgs
+    ]
 
 
 class CreateSessionIn(ToolInput):
@@ -93,7 +96,9 @@ async def _create_session(call: Call, a: CreateSessionIn) -> CreateSessionOut:
 
 
 async def _append(call: Call, a: AppendIn) -> AppendOut:
-    r = await call.app.memory.append(call.principal.tenant, a.session_id, a.turn_id, a.role, a.content, a.call_id)
+    r = await call.app.memory.append(
+        call.principal.tenant, a.session_id, a.turn_id, a.role, a.content, a.call_id
+    )
     return AppendOut(status=r.status, key=r.key, seq=r.seq)  # type: ignore[arg-type]
 
 

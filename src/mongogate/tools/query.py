@@ -40,7 +40,9 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
         try:
             validate_arguments(raw, schema)
             started = time.perf_counter()
-            result = await run_query(call.app.db.query[spec.collection], spec, raw, call.principal.tenant, limits)
+            result = await run_query(
+                call.app.db.query[spec.collection], spec, raw, call.principal.tenant, limits
+            )
         except PolicyViolation as e:
             if audit is not None:
                 audit.filter_rejected(

@@ -1,8 +1,8 @@
 """The tool registry: memory tools plus the query tools operators register (config or code).
 
-    registry = ToolRegistry.from_settings(settings)
-    registry.add_query_tool(QueryToolSpec(name="find_invoices", ...))
-    server = build_server(settings, registry)
+registry = ToolRegistry.from_settings(settings)
+registry.add_query_tool(QueryToolSpec(name="find_invoices", ...))
+server = build_server(settings, registry)
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ class ToolRegistry:
         for spec in self._specs.values():
             outside = sorted(set(spec.operators) - allowed)
             if outside:
-                raise ConfigError(f"query tool {spec.name!r}: operators {outside} are outside policy.allowed_operators")
+                raise ConfigError(
+                    f"query tool {spec.name!r}: operators {outside} are outside policy.allowed_operators"
+                )
             from mongogate.tools.query import query_tool  # late: only when query tools exist
 
             tools.append(query_tool(spec, settings))

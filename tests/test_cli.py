@@ -145,3 +145,22 @@ def test_stdio_without_tenant_exits_with_explanation(env: dict[str, str]) -> Non
     r = run(["serve"], env)
     assert r.returncode == 2
     assert "MONGOGATE_AUTH__TENANT" in r.stderr and r.stdout == ""
+
+
+def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_path: Path) -> None:
+    from mongogate.policy.audit import AuditLog
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path, redact_values=False, max_value_chars=64, stream=None)
+    for tenant, reason in (("acme", "operator_not_allowed"), ("acme", "field_not_allowed"), ("globex", "too_deep")):
+        log.filter_rejected(
+            tool="find_orders", tenant=tenant, principal="dev", reason=reason, path="filter.x", filter={}, request_id="1"
+        )
+    r = run(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h"], env)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(lines) == 2 and all('"tenant": "acme"' in line for line in lines)
+    assert "2 rejected filter(s)" in r.stdout
+    assert "by reason: operator_not_allowed 1, field_not_allowed 1" in r.stdout
+    r = run(["audit", "--path", str(path), "--reason", "too_deep"], env)
+    assert "1 rejected filter(s)" in r.stdout and "by tool: find_orders 1" in r.stdout

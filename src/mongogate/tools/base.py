@@ -76,6 +76,7 @@ def make_tool(
 ) -> Tool:
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:
         app: AppState = ctx.request_context.lifespan_context
+        principal: Principal | None = None
         try:
             principal = app.principal(ctx)
             if required_scopes:
@@ -83,7 +84,8 @@ def make_tool(
             call = Call(app=app, principal=principal, request_id=str(ctx.request_id), tool=name)
             result = await handler(call, input_model.model_construct(**kwargs))
         except MongogateError as e:
-            log.info("tool %s refused: %s", name, e.code)
+            who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
+            log.info("tool %s refused for %s: %s", name, who, e.code)
             raise MongogateToolError(e) from e
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return CallToolResult(

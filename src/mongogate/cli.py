@@ -53,11 +53,7 @@ async def _privileges(settings: Settings, allow_writable: bool) -> None:
     from mongogate.privileges import check_query_user
 
     if settings.database.uri is None:
-        log.warning(
-            "embedded engine: it enforces no roles, so the query tools' read-only guarantee rests on "
-            "mongogate's own checks (query tools only ever call find)"
-        )
-        return
+        return  # the embedded engine: Database.open() says plainly that it enforces no roles
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:

@@ -56,11 +56,14 @@ async def test_second_server_on_same_data_dir_gets_a_clear_error(tmp_path: Path)
 
 
 def test_stop_leaves_no_engine_thread(tmp_path: Path) -> None:
+    before = set(threading.enumerate())
     engine = EmbeddedEngine(tmp_path)
     engine.start()
-    assert any(t.name == "mongogate-embedded" for t in threading.enumerate())
+    mine = [t for t in set(threading.enumerate()) - before if t.name == "mongogate-embedded"]
+    assert len(mine) == 1
     engine.stop()
-    assert not any(t.name == "mongogate-embedded" for t in threading.enumerate())
+    assert not mine[0].is_alive()
+    assert not (set(threading.enumerate()) - before)  # no executor or loop thread outlives stop()
 
 
 async def test_unreachable_uri_is_a_storage_error() -> None:

@@ -224,11 +224,12 @@ def cmd_token(args: argparse.Namespace) -> int:
     settings = _settings(args)
     try:
         ttl = parse_ttl(args.ttl)
+        token = mint_dev_token(
+            settings.auth, tenant=args.tenant, ttl_s=ttl, subject=args.subject, scopes=args.scope
+        )
     except ValueError as e:
         raise MongogateError(str(e)) from e
-    print(
-        mint_dev_token(settings.auth, tenant=args.tenant, ttl_s=ttl, subject=args.subject, scopes=args.scope)
-    )
+    print(token)
     return 0
 
 

@@ -13,7 +13,7 @@ from pymongo.errors import PyMongoError
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.keys import check_content
-from mongogate.memory.store import MemoryStore, Message, session_not_found
+from mongogate.memory.store import Doc, MemoryStore, Message, session_not_found
 
 
 @dataclass(frozen=True)
@@ -56,15 +56,7 @@ class Turns:
         lease_id = lease.new_lease_id()
         match = {"_id": sid, "tenant": tenant}
         try:
-            taken = await lease.acquire(st.sessions, match, lease_id, ttl)
-            if taken is None:
-                current = await st.sessions.find_one(match, {"locked_until": 1, "locked_by": 1})
-                if current is None:
-                    raise session_not_found(sid)
-                if current.get("locked_until") is not None:
-                    until, left = lease.remaining_ms(current)
-                    raise LeaseBusy(f"session {sid!r}", until, left)
-                raise StorageError("could not take the session lease; retry")  # pragma: no cover
+            taken = await self._take(match, sid, lease_id, ttl)
         except PyMongoError as e:
             raise StorageError(f"could not take the session lease: {e}") from e
         try:
@@ -80,6 +72,21 @@ class Turns:
             return TurnStart(None, True, answer["content"], ctx.messages, ctx.truncated)
         expires = lease.as_utc(taken["locked_until"]).isoformat()
         return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires)
+
+    async def _take(self, match: Doc, sid: str, lease_id: str, ttl: int) -> Doc:
+        sessions = self.store.sessions
+        for _ in range(5):
+            taken = await lease.acquire(sessions, match, lease_id, ttl)
+            if taken is not None:
+                return taken
+            current = await sessions.find_one(match, {"locked_until": 1})
+            if current is None:
+                raise session_not_found(sid)
+            until, left = lease.remaining_ms(current) if current.get("locked_until") else (None, 0)
+            if until is not None and left > 0:
+                raise LeaseBusy(f"session {sid!r}", until, left)
+            # released (or expired) between our two reads: try again
+        raise StorageError(f"could not take the lease of session {sid!r} after 5 attempts; retry")
 
     async def end_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, reply: object

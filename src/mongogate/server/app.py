@@ -10,7 +10,6 @@ from typing import Any, Literal
 
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
-from pydantic import AnyHttpUrl
 
 from mongogate import __version__
 from mongogate.config import Settings
@@ -62,10 +61,9 @@ def build_server(
         # need not be one, so fall back to our own URL.
         issuer_url = issuer if issuer.startswith(("https://", "http://")) else url
         # Our verifier checks `aud` itself (auth.audience), so the SDK need not match the resource.
-        sdk_auth = SdkAuthSettings(
-            issuer_url=AnyHttpUrl(issuer_url),
-            resource_server_url=AnyHttpUrl(url),
-            validate_token_resource=False,
+        # Plain strings: the SDK model keeps an empty path, and issuers compare as exact strings.
+        sdk_auth = SdkAuthSettings.model_validate(
+            {"issuer_url": issuer_url, "resource_server_url": url + "/mcp", "validate_token_resource": False}
         )
     elif transport == "http" and not insecure_no_auth:
         raise ConfigError(

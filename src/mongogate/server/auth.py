@@ -363,6 +363,9 @@ class JwtVerifier(TokenVerifier):
         except _Rejected as e:
             logger.info("bearer token rejected: %s", e)
             return None
+        except Exception as e:  # a parser surprise must deny (401), never answer 500
+            logger.warning("bearer token rejected: unexpected %s while verifying it", type(e).__name__)
+            return None
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """TokenVerifier protocol: None makes the SDK answer 401 with WWW-Authenticate."""

@@ -1,0 +1,480 @@
+"""The authoritative filter check: an allowlist walk that bounds size and converts values.
+
+The JSON schema shown to the model is a guide and a first check; this walk decides alone.
+Anything it does not positively recognise is rejected, so nothing unexpected reaches MongoDB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from bson import ObjectId
+
+from mongogate.errors import AuthError, PolicyViolation
+from mongogate.policy.spec import QueryToolSpec
+
+if TYPE_CHECKING:
+    from mongogate.config import PolicySettings
+
+LOGICAL_OPERATORS = frozenset({"$and", "$or", "$nor"})
+COMPARISON_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+LIST_OPERATORS = frozenset({"$in", "$nin"})
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+#: ISO 8601 date or date-time accepted for `date` fields (no offset means UTC); shared with the schema
+ISO_DATETIME_PATTERN = (
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})"
+    r"(?:[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$"
+)
+OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
+_ISO_RE = re.compile(ISO_DATETIME_PATTERN)
+_OID_RE = re.compile(OBJECT_ID_PATTERN)
+
+TYPE_WORDS: dict[str, str] = {
+    "string": "a string",
+    "number": "a number",
+    "int": "an integer",
+    "bool": "true or false",
+    "date": "an ISO 8601 date-time string such as 2024-05-01T00:00:00Z",
+    "objectId": "a 24-character hex ObjectId string",
+}
+_SEG_MAX = 64
+
+
+def seg(key: object) -> str:
+    """A key as quoted in a message: escaped (NUL, control chars) and shortened, never huge."""
+    text = key if isinstance(key, str) else repr(key)
+    if not text.isprintable():
+        text = json.dumps(text)[1:-1]
+    return text if len(text) <= _SEG_MAX else text[: _SEG_MAX - 1] + "…"
+
+
+_PLAIN_KEY = re.compile(r"[^.\[\]\"\s]+")
+
+
+def key_path(path: str, key: object) -> str:
+    """``path.key``, or ``path["key"]`` when the key holds dots, brackets, quotes or odd characters,
+    so ``filter["a.b"]`` (one dotted field) and ``filter.a.b`` (nested keys) never look alike."""
+    if isinstance(key, str) and key.isprintable() and _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{seg(key)}" if path else seg(key)
+    text = key if isinstance(key, str) else repr(key)
+    if len(text) > _SEG_MAX:
+        text = text[: _SEG_MAX - 1] + "…"
+    return f"{path}[{json.dumps(text)}]"
+
+
+#: where a value sits, built cheaply while walking and rendered only for an error:
+#: (parent, key or list index); None is the filter itself
+Loc = tuple[Any, object] | None
+
+
+def where(loc: Loc) -> str:
+    """``filter.$or[1].total.$where`` from a Loc."""
+    keys: list[object] = []
+    while loc is not None:
+        loc, key = loc
+        keys.append(key)
+    out = "filter"
+    for key in reversed(keys):
+        out = f"{out}[{key}]" if type(key) is int else key_path(out, key)
+    return out
+
+
+def show(value: object, limit: int = 40) -> str:
+    """A value as quoted in a message: JSON-ish and short."""
+    if isinstance(value, str) and len(value) > limit:
+        value = value[:limit]
+    try:
+        text = json.dumps(value, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _type_name(value: object) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+class _Bounds:
+    """Depth and node count, checked before anything else reads the filter.
+
+    Depth counts nested objects (the filter itself is level 1); an array adds a level only
+    inside another array, so `$or`/`$in` operands cost nothing but list-in-list bombs do.
+    Nodes count every value, in document order; a huge container is never read past the cap.
+    """
+
+    def __init__(self, limits: PolicySettings) -> None:
+        self.max_depth, self.max_nodes = limits.max_depth, limits.max_nodes
+        self.nodes = 1
+
+    def walk(self, value: dict[Any, Any] | list[Any], loc: Loc, depth: int) -> None:
+        if depth > self.max_depth:
+            raise PolicyViolation(
+                "too_deep",
+                where(loc),
+                f"the filter nests objects more than {self.max_depth} levels deep",
+                f"at most {self.max_depth} levels of nested objects",
+            )
+        in_array = isinstance(value, list)
+        items = enumerate(value) if isinstance(value, list) else value.items()
+        for key, child in items:
+            self.nodes += 1
+            if self.nodes > self.max_nodes:
+                raise PolicyViolation(
+                    "too_many_nodes",
+                    where((loc, key)),
+                    f"the filter has more than {self.max_nodes} values in total",
+                    f"at most {self.max_nodes} values (keys, operands and list items); split the question",
+                )
+            if isinstance(child, dict):
+                self.walk(child, (loc, key), depth + 1)
+            elif isinstance(child, list):
+                self.walk(child, (loc, key), depth + in_array)
+
+
+def check_bounds(filter: object, limits: PolicySettings) -> None:
+    """Refuse depth and size bombs (``too_deep``, ``too_many_nodes``) cheaply; other values pass.
+
+    Runs first in check_filter, and in validate_arguments before jsonschema reads a bomb."""
+    if isinstance(filter, dict):
+        _Bounds(limits).walk(filter, None, 1)
+
+
+class _Walk:
+    """One check of one filter against one spec (state: the effective allowlist)."""
+
+    def __init__(self, spec: QueryToolSpec, limits: PolicySettings) -> None:
+        self.spec = spec
+        self.limits = limits
+        self.ops = frozenset(spec.operators) & frozenset(limits.allowed_operators)
+
+    # What is allowed, as told in errors: built only when something is refused.
+    @cached_property
+    def allowed_ops(self) -> str:
+        return "operators " + (", ".join(sorted(self.ops)) or "none")
+
+    @cached_property
+    def field_ops(self) -> str:
+        return ", ".join(sorted(self.ops - LOGICAL_OPERATORS)) or "none"
+
+    @cached_property
+    def allowed_fields(self) -> str:
+        return ", ".join(f"{f} ({t})" for f, t in self.spec.fields.items())
+
+    # -- structure ----------------------------------------------------------------------------
+
+    def filter_object(self, obj: dict[Any, Any], loc: Loc) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            kloc = (loc, key)
+            if isinstance(key, str) and key.startswith("$"):
+                self.operator_allowed(key, kloc)
+                if key not in LOGICAL_OPERATORS:
+                    raise PolicyViolation(
+                        "operator_misplaced",
+                        where(kloc),
+                        f'{key} applies to a field; write it inside one, e.g. {{"field": {{"{key}": ...}}}}',
+                        f"at this level: fields ({self.allowed_fields}) or "
+                        + (", ".join(sorted(self.ops & LOGICAL_OPERATORS)) or "no logical operators"),
+                    )
+                out[key] = self.logical(key, value, kloc)
+            else:
+                name = self.field_name(key, kloc)
+                out[name] = self.field_value(name, value, kloc)
+        return out
+
+    def operator_allowed(self, op: str, loc: Loc) -> None:
+        if op not in self.ops:
+            raise PolicyViolation(
+                "operator_not_allowed",
+                where(loc),
+                f"operator {seg(op)} is not allowed in this tool",
+                self.allowed_ops,
+            )
+
+    def logical(self, op: str, value: object, loc: Loc) -> list[dict[str, Any]]:
+        if not isinstance(value, list) or not value:
+            self.reject(value, loc, "invalid_operand", f"{op} takes a non-empty array of filter objects")
+        out = []
+        for i, item in enumerate(value):
+            iloc = (loc, i)
+            if not isinstance(item, dict):
+                self.reject(item, iloc, "invalid_operand", f"each {op} item must be a filter object")
+            out.append(self.filter_object(item, iloc))
+        return out
+
+    def field_name(self, key: object, loc: Loc) -> str:
+        if not isinstance(key, str) or not key or "\x00" in key:
+            raise PolicyViolation(
+                "invalid_field_name",
+                where(loc),
+                "field names must be non-empty strings without NUL characters",
+                self.allowed_fields,
+            )
+        tenant = self.spec.tenant_field
+        if key == tenant or key.startswith(tenant + "."):
+            raise PolicyViolation(
+                "tenant_field_forbidden",
+                where(loc),
+                f"{seg(key)} is the tenant field: the server scopes every query to the caller's tenant "
+                "itself, it cannot be filtered on",
+                self.allowed_fields,
+            )
+        if key not in self.spec.fields:
+            hint = " (dotted paths only when declared verbatim)" if "." in key else ""
+            raise PolicyViolation(
+                "field_not_allowed",
+                where(loc),
+                f"field {seg(key)} is not declared in this tool{hint}",
+                self.allowed_fields,
+            )
+        return key
+
+    def field_value(self, name: str, value: object, loc: Loc) -> Any:
+        ftype = self.spec.fields[name]
+        if isinstance(value, list):
+            self.reject(
+                value, loc, "type_mismatch", f"{name} expects {TYPE_WORDS[ftype]}, not an array; use $in"
+            )
+        if not isinstance(value, dict):
+            return self.value(ftype, value, loc, name)
+        if not value:
+            raise PolicyViolation(
+                "invalid_operand",
+                where(loc),
+                f"{name} got an empty object",
+                f"a value or operators {self.field_ops}",
+            )
+        out: dict[str, Any] = {}
+        for op, operand in value.items():
+            oloc = (loc, op)
+            if not (isinstance(op, str) and op.startswith("$")):
+                self.reject(
+                    operand,
+                    oloc,
+                    "invalid_operand",
+                    f"{name} takes {TYPE_WORDS[ftype]} or an operator object; sub-document matching is "
+                    "not allowed",
+                    f"operators {self.field_ops}",
+                )
+            self.operator_allowed(op, oloc)
+            if op in LOGICAL_OPERATORS:
+                raise PolicyViolation(
+                    "operator_misplaced",
+                    where(oloc),
+                    f"{op} combines filter objects; use it at the filter level, not inside field {name}",
+                    f"operators {self.field_ops}",
+                )
+            out[op] = self.operand(op, ftype, operand, oloc, name)
+        return out
+
+    def operand(self, op: str, ftype: str, operand: object, loc: Loc, name: str) -> Any:
+        if op in COMPARISON_OPERATORS:
+            return self.value(ftype, operand, loc, name)
+        if op in LIST_OPERATORS:
+            if not isinstance(operand, list):
+                self.reject(
+                    operand, loc, "invalid_operand", f"{op} takes an array of {TYPE_WORDS[ftype]} values"
+                )
+            if len(operand) > self.limits.max_in:
+                raise PolicyViolation(
+                    "in_too_long",
+                    where(loc),
+                    f"{op} has {len(operand)} values",
+                    f"at most {self.limits.max_in} values",
+                )
+            return [self.value(ftype, v, (loc, i), name) for i, v in enumerate(operand)]
+        if op == "$exists":
+            if not isinstance(operand, bool):
+                self.reject(operand, loc, "invalid_operand", "$exists takes true or false")
+            return operand
+        # In SUPPORTED_OPERATORS but unknown to this walk: refuse rather than pass through.
+        raise PolicyViolation(
+            "operator_not_allowed", where(loc), f"operator {op} cannot be checked", self.allowed_ops
+        )
+
+    # -- values -------------------------------------------------------------------------------
+
+    def value(self, ftype: str, v: object, loc: Loc, name: str) -> Any:
+        """Check one scalar against the field's declared type and convert it for BSON."""
+        ok: Any = _MISSING
+        if ftype == "string":
+            if isinstance(v, str):
+                if len(v) > self.limits.max_string:
+                    raise PolicyViolation(
+                        "string_too_long",
+                        where(loc),
+                        f"{name} got a string of {len(v)} characters",
+                        f"at most {self.limits.max_string} characters",
+                    )
+                ok = v if _utf8(v) else _MISSING
+        elif ftype in ("number", "int"):
+            if isinstance(v, int) and not isinstance(v, bool):
+                if not INT64_MIN <= v <= INT64_MAX:
+                    raise PolicyViolation(
+                        "out_of_range", where(loc), f"{show(v)} does not fit in 64 bits", "64-bit integers"
+                    )
+                ok = v
+            elif ftype == "number" and isinstance(v, float) and math.isfinite(v):
+                ok = v
+        elif ftype == "bool":
+            ok = v if isinstance(v, bool) else _MISSING
+        elif ftype == "date":
+            ok = _to_datetime(v)
+        elif ftype == "objectId":
+            if isinstance(v, ObjectId):
+                ok = v
+            elif isinstance(v, str) and _OID_RE.fullmatch(v):
+                ok = ObjectId(v)
+        if ok is _MISSING:
+            self.reject(
+                v,
+                loc,
+                "type_mismatch",
+                f"{name} expects {TYPE_WORDS[ftype]}, got {_type_name(v)} {show(v)}",
+                TYPE_WORDS[ftype],
+            )
+        return ok
+
+    def reject(
+        self, value: object, loc: Loc, reason: str, message: str, allowed: str | None = None
+    ) -> NoReturn:
+        """Refuse ``value``, but name a smuggled `$`-operator inside it first: that is the real story."""
+        self.scan(value, loc)
+        raise PolicyViolation(reason, where(loc), message, allowed)
+
+    def scan(self, value: object, loc: Loc) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                kloc = (loc, k)
+                if isinstance(k, str) and k.startswith("$"):
+                    self.operator_allowed(k, kloc)
+                self.scan(v, kloc)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.scan(v, (loc, i))
+
+
+_MISSING: Any = object()
+
+
+def _utf8(s: str) -> bool:
+    """Lone surrogates (valid in JSON escapes) cannot be encoded to BSON."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _to_datetime(v: object) -> Any:
+    """ISO 8601 text (or a datetime from the Python API) -> aware UTC datetime; no offset means UTC."""
+    if isinstance(v, datetime):
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+    if not isinstance(v, str):
+        return _MISSING
+    m = _ISO_RE.fullmatch(v)
+    if m is None:
+        return _MISSING
+    year, month, day, hour, minute, second, frac, tz = m.groups()
+    try:
+        offset = UTC
+        if tz and tz != "Z":
+            sign = -1 if tz[0] == "-" else 1
+            offset = timezone(sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6])))
+        dt = datetime(
+            int(year),
+            int(month),
+            int(day),
+            int(hour or 0),
+            int(minute or 0),
+            int(second or 0),
+            int((frac or "0").ljust(6, "0")),
+            tzinfo=offset,
+        )
+        return dt.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return _MISSING
+
+
+def check_filter(filter: object, spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
+    """Return ``filter`` checked against the tool's allowlist, with values converted for BSON.
+
+    Raises PolicyViolation (stable ``reason``, ``path`` like ``filter.$or[1].total.$where``).
+    The input is never modified.
+    """
+    walk = _Walk(spec, limits)
+    if not isinstance(filter, dict):
+        raise PolicyViolation(
+            "not_an_object",
+            "filter",
+            f"the filter must be a JSON object, got {_type_name(filter)}",
+            f'an object such as {{}} or {{"field": value}}; fields: {walk.allowed_fields}',
+        )
+    check_bounds(filter, limits)
+    return walk.filter_object(filter, None)
+
+
+def scoped_filter(checked: dict[str, Any], spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
+    """The executed filter: the model's filter AND the authenticated tenant; it can only narrow."""
+    if not isinstance(tenant, str) or not tenant:
+        raise AuthError("no authenticated tenant: the query was not run")
+    return {"$and": [checked, {spec.tenant_field: tenant}]}
+
+
+def check_sort(sort: object | None, spec: QueryToolSpec) -> list[tuple[str, int]]:
+    """Sort keys from declared fields only, directions 1 or -1; absent or {} means the spec's default."""
+    if sort is None or sort == {}:
+        return list((spec.sort or {}).items())
+    fields = ", ".join(spec.fields)
+    if not isinstance(sort, dict):
+        raise PolicyViolation(
+            "sort_invalid",
+            "sort",
+            f"sort must be an object, got {_type_name(sort)}",
+            f'{{"field": 1 or -1}}; {fields}',
+        )
+    out: list[tuple[str, int]] = []
+    for key, direction in sort.items():
+        path = key_path("sort", key)
+        if not isinstance(key, str) or not key or "\x00" in key:
+            raise PolicyViolation(
+                "invalid_field_name", path, "sort keys must be non-empty field names", fields
+            )
+        if key == spec.tenant_field or key.startswith(spec.tenant_field + "."):
+            raise PolicyViolation("tenant_field_forbidden", path, f"{seg(key)} is the tenant field", fields)
+        if key not in spec.fields:
+            raise PolicyViolation(
+                "field_not_allowed", path, f"cannot sort on undeclared field {seg(key)}", fields
+            )
+        if isinstance(direction, bool) or not isinstance(direction, int) or direction not in (1, -1):
+            raise PolicyViolation(
+                "sort_invalid",
+                path,
+                f"sort direction must be 1 or -1, got {show(direction)}",
+                "1 (ascending), -1",
+            )
+        out.append((key, direction))
+    return out
+
+
+def check_limit(limit: object | None, spec: QueryToolSpec) -> tuple[int, bool]:
+    """The applied limit and whether it was lowered to ``spec.max_limit``; absent means the max."""
+    if limit is None:
+        return spec.max_limit, False
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise PolicyViolation(
+            "limit_invalid",
+            "limit",
+            f"limit must be a positive integer, got {show(limit)}",
+            f"1 to {spec.max_limit} (larger values are lowered to {spec.max_limit})",
+        )
+    if limit > spec.max_limit:
+        return spec.max_limit, True
+    return limit, False

@@ -1,0 +1,133 @@
+"""Documents as the model sees them: projected, rendered as plain JSON, and capped in bytes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from bson import DBRef, Decimal128, ObjectId, Regex, Timestamp
+
+from mongogate.policy.spec import QueryToolSpec
+
+_REGEX_FLAGS = (
+    (re.IGNORECASE, "i"),
+    (re.LOCALE, "l"),
+    (re.MULTILINE, "m"),
+    (re.DOTALL, "s"),
+    (re.VERBOSE, "x"),
+)
+
+
+def iso_utc(dt: datetime) -> str:
+    """ISO 8601 in UTC with a Z; naive datetimes are UTC (pymongo's default)."""
+    offset = dt.utcoffset()
+    if offset:
+        dt = dt - offset
+    return dt.replace(tzinfo=None).isoformat(timespec="milliseconds" if dt.microsecond else "seconds") + "Z"
+
+
+def to_json(value: Any) -> Any:
+    """Render BSON values as JSON values; anything unknown becomes its string form, never an error."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # the common cases, fast
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): to_json(v) for k, v in value.items()}
+    if kind is datetime:
+        return iso_utc(value)
+    if kind is float:
+        return value if math.isfinite(value) else str(value)
+    return _other(value)
+
+
+def _other(value: Any) -> Any:
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if isinstance(value, ObjectId | Decimal128 | Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes):  # bson.Binary is a bytes subclass
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Timestamp):
+        return iso_utc(value.as_datetime())
+    if isinstance(value, Regex):
+        letters = "".join(c for flag, c in _REGEX_FLAGS if value.flags & flag)
+        return f"/{to_json(value.pattern)}/{letters}"
+    if isinstance(value, DBRef):
+        return {"$ref": value.collection, "$id": to_json(value.id)}
+    return str(value)
+
+
+@lru_cache(maxsize=256)
+def _paths(projection: tuple[str, ...]) -> tuple[tuple[str, list[str] | None], ...]:
+    return tuple((p, p.split(".") if "." in p else None) for p in projection)
+
+
+def project(doc: Mapping[str, Any], spec: QueryToolSpec) -> dict[str, Any]:
+    """Keep only the spec's projection (``_id`` only if listed), whatever the server returned."""
+    out: dict[str, Any] = {}
+    for name, parts in _paths(tuple(spec.projection)):
+        if parts is None:
+            if name in doc:
+                out[name] = doc[name]
+        else:
+            found, value = _pick(doc, parts)
+            if found:
+                _put(out, parts, value)
+    return out
+
+
+def _pick(value: Any, parts: list[str]) -> tuple[bool, Any]:
+    if not parts:
+        return True, value
+    if isinstance(value, Mapping):
+        if parts[0] not in value:
+            return False, None
+        return _pick(value[parts[0]], parts[1:])
+    if isinstance(value, list):  # like MongoDB: a dotted path reaches into arrays of documents
+        picked = [
+            v for found, v in (_pick(item, parts) for item in value if isinstance(item, Mapping)) if found
+        ]
+        return True, picked
+    return False, None
+
+
+def _put(out: dict[str, Any], parts: list[str], value: Any) -> None:
+    for p in parts[:-1]:
+        nxt = out.get(p)
+        if not isinstance(nxt, dict):
+            nxt = out[p] = {}
+        out = nxt
+    out[parts[-1]] = value
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as sent (compact UTF-8 JSON)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+
+
+def cap_documents(docs: list[dict[str, Any]], max_bytes: int) -> tuple[list[dict[str, Any]], bool]:
+    """The longest prefix of ``docs`` whose JSON array fits in ``max_bytes``; True if any were cut."""
+    if json_size(docs) <= max_bytes:  # the usual case: one encoding, no cut
+        return docs, False
+    total = 2  # the brackets
+    for i, doc in enumerate(docs):
+        total += json_size(doc) + (1 if i else 0)
+        if total > max_bytes:
+            return docs[:i], True
+    return docs, False

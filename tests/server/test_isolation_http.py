@@ -110,3 +110,17 @@ async def test_required_scopes_refuse_a_token_without_them(
                     assert "requires scope(s) orders:read" in text
                 # memory tools need no scope
                 assert not (await c.call_tool("create_session", {})).is_error
+
+
+async def test_dns_rebinding_protection_stays_on(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth())
+    token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600)
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as hc:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            evil = await hc.post(
+                http.url, json=body, headers={"Host": "evil.example", "Accept": "application/json"}
+            )
+            assert evil.status_code in (400, 403, 421), evil.status_code
+            origin = await hc.post(http.url, json=body, headers={"Origin": "http://evil.example"})
+            assert origin.status_code in (400, 403), origin.status_code

@@ -1,6 +1,6 @@
 """Embed mongogate in an application: register a query tool in code, then serve.
 
-    python examples/embed.py            # stdio, tenant from MONGOGATE_AUTH__TENANT (default "acme")
+python examples/embed.py            # stdio, tenant from MONGOGATE_AUTH__TENANT (default "acme")
 """
 
 from __future__ import annotations

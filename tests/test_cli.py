@@ -152,9 +152,19 @@ def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_pat
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path, redact_values=False, max_value_chars=64, stream=None)
-    for tenant, reason in (("acme", "operator_not_allowed"), ("acme", "field_not_allowed"), ("globex", "too_deep")):
+    for tenant, reason in (
+        ("acme", "operator_not_allowed"),
+        ("acme", "field_not_allowed"),
+        ("globex", "too_deep"),
+    ):
         log.filter_rejected(
-            tool="find_orders", tenant=tenant, principal="dev", reason=reason, path="filter.x", filter={}, request_id="1"
+            tool="find_orders",
+            tenant=tenant,
+            principal="dev",
+            reason=reason,
+            path="filter.x",
+            filter={},
+            request_id="1",
         )
     r = run(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h"], env)
     assert r.returncode == 0, r.stderr

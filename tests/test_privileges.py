@@ -12,7 +12,6 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote_plus, urlsplit, urlunsplit
 
 import pytest

@@ -38,12 +38,6 @@ def _registry(settings: Settings, demo: bool) -> Any:
         if "find_orders" not in {s.name for s in registry.query_specs}:
             registry.add_query_tool(FIND_ORDERS)
         registry.on_startup(seed_demo)
-    try:
-        from mongogate.tools.run_tools import ensure_run_indexes, run_tools
-    except ImportError:  # pragma: no cover - optional until the runs package ships
-        return registry
-    registry.add_tools(run_tools)
-    registry.on_startup(ensure_run_indexes)
     return registry
 
 
@@ -277,12 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--scope", action="append", default=[])
     k.set_defaults(func=cmd_token)
 
-    try:
-        from mongogate.worker import add_worker_parser
-    except ImportError:  # pragma: no cover - optional until the scheduler ships
-        pass
-    else:
-        add_worker_parser(with_config(sub.add_parser("worker", help="run scheduled agents")))
+    from mongogate.worker import add_worker_parser
+
+    add_worker_parser(with_config(sub.add_parser("worker", help="run scheduled agents")))
     return p
 
 

@@ -130,6 +130,7 @@ class SchedulerSettings(Section):
     jitter_max_s: float = Field(default=60.0, ge=0)
     tick_timeout_s: float = Field(default=30.0, gt=0)
     idle_sleep_s: float = Field(default=1.0, gt=0)
+    concurrency: int = Field(default=8, ge=1, le=256)
 
 
 class Settings(BaseSettings):

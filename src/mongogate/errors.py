@@ -68,11 +68,11 @@ class LeaseBusy(MongogateError):
     code = "lease_busy"
     retryable = True
 
-    def __init__(self, what: str, expires_at: datetime, ms_left: int) -> None:
+    def __init__(self, what: str, expires_at: datetime, ms_left: int, holder: str = "another turn") -> None:
         self.expires_at = expires_at
         self.ms_left = ms_left
         super().__init__(
-            f"{what} is busy: another turn holds its lease until {expires_at.isoformat()} "
+            f"{what} is busy: {holder} holds its lease until {expires_at.isoformat()} "
             f"({ms_left} ms from now). Retry after that; nothing was written."
         )
 

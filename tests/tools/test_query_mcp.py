@@ -65,7 +65,11 @@ async def test_limit_is_lowered_and_truncated_reported(engine_uri: str, db_name:
     ("args", "reason", "path"),
     [
         ({"filter": {"$where": "sleep(1000)"}}, "operator_not_allowed", "filter.$where"),
-        ({"filter": {"$or": [{"status": "paid"}, {"total": {"$where": "1"}}]}}, "operator_not_allowed", "filter.$or[1].total.$where"),
+        (
+            {"filter": {"$or": [{"status": "paid"}, {"total": {"$where": "1"}}]}},
+            "operator_not_allowed",
+            "filter.$or[1].total.$where",
+        ),
         ({"filter": {"userId": "globex"}}, "tenant_field_forbidden", "filter.userId"),
         ({"filter": {"internalNote": "x"}}, "field_not_allowed", "filter.internalNote"),
         ({"filter": {}, "tenant": "globex"}, "unknown_argument", "tenant"),
@@ -95,14 +99,18 @@ async def test_tenants_see_only_their_own_orders(engine_uri: str, db_name: str, 
     for tenant in ("acme", "globex", "initech"):
         server = build_server(settings_for(engine_uri, db_name, tmp_path / tenant, tenant), registry())
         async with Client(server) as c:
-            r = await c.call_tool("find_orders", {"filter": {"$or": [{"total": {"$gte": 0}}, {"status": "paid"}]}})
+            r = await c.call_tool(
+                "find_orders", {"filter": {"$or": [{"total": {"$gte": 0}}, {"status": "paid"}]}}
+            )
             docs = r.structured_content["documents"]  # type: ignore[index]
             seen[tenant] = {d["number"][:2] for d in docs}
             assert len(docs) == 12
     assert seen == {"acme": {"AC"}, "globex": {"GL"}, "initech": {"IN"}}
 
 
-async def test_input_schema_shows_what_the_model_may_write(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+async def test_input_schema_shows_what_the_model_may_write(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
     async with Client(build_server(settings_for(engine_uri, db_name, tmp_path), registry())) as c:
         tool = next(t for t in (await c.list_tools()).tools if t.name == "find_orders")
     schema = json.dumps(tool.input_schema)

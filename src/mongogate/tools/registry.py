@@ -25,12 +25,17 @@ StartupHook = Callable[["AppState"], Awaitable[None]]
 
 
 class ToolRegistry:
-    def __init__(self, specs: Iterable[QueryToolSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[QueryToolSpec] = (), *, run_tools: bool = True) -> None:
         self._specs: dict[str, QueryToolSpec] = {}
         self._factories: list[ToolFactory] = []
         self.startup_hooks: list[StartupHook] = []
         for spec in specs:
             self.add_query_tool(spec)
+        if run_tools:  # checkpoints for long runs: save/load_checkpoint, run_events, acquire/release_run
+            from mongogate.tools import run_tools as runs
+
+            self.add_tools(runs.run_tools)
+            self.on_startup(runs.ensure_run_indexes)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ToolRegistry:

@@ -1,0 +1,346 @@
+"""Benchmark the MongoDB-only scheduler on the embedded engine.
+
+1. Claim latency (one atomic ``find_one_and_update`` on the (agent_key, next_run_at) index)
+   with 10, 1,000 and 10,000 scheduled agents: a won claim (the agent is due) and a missed
+   one (not due, or another worker won it).
+2. Ticks per second with 1 worker and with 4 workers (separate processes, each with its own
+   client) racing over the same always-due agents, plus a check that no (agent, due time)
+   ran twice.
+
+Results are printed as markdown and written to benchmarks/RESULTS.md under ``## scheduler``
+(only that section is replaced).
+
+    python benchmarks/scheduler.py [--sizes 10,1000,10000] [--claims 200] [--agents 200] [--seconds 10]
+                                   [--workers 4] [--repeat 3] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import platform
+import random
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import timedelta
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from pymongo import AsyncMongoClient, UpdateOne
+
+from mongogate.config import SchedulerSettings
+from mongogate.db import EmbeddedEngine
+from mongogate.memory.lease import utcnow
+from mongogate.memory.scheduler import Agent, Scheduler, TickContext
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+Client = AsyncMongoClient[dict[str, Any]]
+SEED_BATCH = 500
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --------------------------------------------------------------------------- claim latency
+
+
+async def seed(client: Client, db_name: str, n: int, due: set[int]) -> float:
+    """n schedule documents, `due` ones overdue and the rest an hour out; returns seconds taken."""
+    coll = client[db_name]["agent_schedule"]
+    now = utcnow()
+    later, earlier = now + timedelta(hours=1), now - timedelta(seconds=1)
+    started = time.perf_counter()
+    # Upserts, not insert_many: on the embedded engine an insert scans the collection for
+    # duplicate ids, so seeding 10,000 documents with inserts takes far longer than with upserts.
+    for i in range(0, n, SEED_BATCH):
+        ops = [
+            UpdateOne(
+                {"_id": f"agent-{j:05d}"},
+                {
+                    "$setOnInsert": {
+                        "agent_key": f"agent-{j:05d}",
+                        "next_run_at": earlier if j in due else later,
+                        "interval_s": 3600.0,
+                        "ticks": 0,
+                    }
+                },
+                upsert=True,
+            )
+            for j in range(i, min(n, i + SEED_BATCH))
+        ]
+        await coll.bulk_write(ops, ordered=False)
+    return time.perf_counter() - started
+
+
+async def noop(ctx: TickContext) -> None:
+    return None
+
+
+async def bench_claims(uri: str, sizes: list[int], claims: int) -> list[dict[str, Any]]:
+    client: Client = AsyncMongoClient(uri, tz_aware=True)
+    rows: list[dict[str, Any]] = []
+    try:
+        for n in sizes:
+            db_name = f"bench_claim_{n}"
+            await client.drop_database(db_name)
+            k = min(claims, n)
+            rng = random.Random(n)
+            due = set(rng.sample(range(n), k))
+            seed_s = await seed(client, db_name, n, due)
+            agents = [Agent(f"agent-{j:05d}", noop, 3600) for j in range(n)]
+            s = Scheduler(client[db_name], agents, SchedulerSettings(jitter_max_s=0), "bench")
+            await s.ensure_indexes()
+            idle = next(j for j in range(n) if j not in due) if len(due) < n else None
+            for _ in range(10):  # warm up the connection and the engine's caches
+                await s.claim(agents[idle]) if idle is not None else await s.status()
+            looked: list[float] = []
+            for j in sorted(due):  # the claim's lookup alone, on the same index
+                t = time.perf_counter()
+                found = await s.coll.find_one({"agent_key": agents[j].key, "next_run_at": {"$lte": utcnow()}})
+                looked.append((time.perf_counter() - t) * 1000)
+                assert found is not None
+            won: list[float] = []
+            for j in sorted(due):
+                t = time.perf_counter()
+                claim = await s.claim(agents[j])
+                won.append((time.perf_counter() - t) * 1000)
+                assert claim is not None
+            missed: list[float] = []
+            for j in sorted(due):  # the same agents again: now not due, the claim matches nothing
+                t = time.perf_counter()
+                assert await s.claim(agents[j]) is None
+                missed.append((time.perf_counter() - t) * 1000)
+            rows.append(
+                {
+                    "agents": n,
+                    "claims": k,
+                    "seed_s": seed_s,
+                    "lookup_p50": statistics.median(looked),
+                    "won_p50": statistics.median(won),
+                    "won_p95": pct(won, 0.95),
+                    "missed_p50": statistics.median(missed),
+                    "missed_p95": pct(missed, 0.95),
+                }
+            )
+            print(f"  claims with {n} agents: p50 {rows[-1]['won_p50']:.2f} ms (seeded in {seed_s:.1f} s)")
+            await client.drop_database(db_name)
+    finally:
+        await client.close()
+    return rows
+
+
+# --------------------------------------------------------------------------- ticks per second
+
+
+def _worker_process(args: tuple[str, str, int, int, float]) -> dict[str, Any]:
+    uri, db_name, index, n_agents, seconds = args
+    return asyncio.run(_worker(uri, db_name, index, n_agents, seconds))
+
+
+async def _worker(uri: str, db_name: str, index: int, n_agents: int, seconds: float) -> dict[str, Any]:
+    ran: list[tuple[str, str]] = []
+
+    async def tick(ctx: TickContext) -> None:
+        ran.append((ctx.agent_key, ctx.scheduled_at.isoformat()))
+
+    # Always due: the interval is shorter than a pass over the agents, so throughput is the limit.
+    agents = [Agent(f"agent-{j:04d}", tick, 0.05) for j in range(n_agents)]
+    client: Client = AsyncMongoClient(uri, tz_aware=True)
+    try:
+        s = Scheduler(
+            client[db_name], agents, SchedulerSettings(jitter_max_s=0, idle_sleep_s=0.05), f"w{index}"
+        )
+        stats = await s.run(duration_s=seconds)
+    finally:
+        await client.close()
+    return {"claimed": stats.claimed, "missed": stats.missed, "ran": ran}
+
+
+async def _prepare(uri: str, db_name: str, n_agents: int) -> None:
+    client: Client = AsyncMongoClient(uri, tz_aware=True)
+    try:
+        await client.drop_database(db_name)
+        agents = [Agent(f"agent-{j:04d}", noop, 0.05) for j in range(n_agents)]
+        s = Scheduler(client[db_name], agents, SchedulerSettings(jitter_max_s=0), "prepare")
+        await s.ensure_indexes()
+        await s.register(now=utcnow() - timedelta(seconds=1))
+    finally:
+        await client.close()
+
+
+def bench_throughput(uri: str, workers: int, n_agents: int, seconds: float) -> dict[str, Any]:
+    db_name = f"bench_ticks_{workers}"
+    asyncio.run(_prepare(uri, db_name, n_agents))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        started = time.perf_counter()
+        results = pool.map(_worker_process, [(uri, db_name, i, n_agents, seconds) for i in range(workers)])
+        wall = time.perf_counter() - started
+    ran = [r for res in results for r in res["ran"]]
+    dupes = sum(n - 1 for n in Counter(ran).values() if n > 1)
+    claimed = sum(res["claimed"] for res in results)
+    missed = sum(res["missed"] for res in results)
+    row = {
+        "workers": workers,
+        "ticks": claimed,
+        "ticks_per_s": claimed / seconds,
+        "missed": missed,
+        "duplicates": dupes,
+        "wall_s": wall,
+    }
+    print(f"  {workers} worker(s): {row['ticks_per_s']:.1f} ticks/s, {missed} lost races, {dupes} duplicates")
+    return row
+
+
+# --------------------------------------------------------------------------- report
+
+
+def render(
+    claims: list[dict[str, Any]],
+    ticks: list[dict[str, Any]],
+    command: str,
+    args: argparse.Namespace,
+    total_s: float,
+) -> str:
+    env = (
+        f"Python {platform.python_version()}, pymongo {version('pymongo')}, mongoeco {version('mongoeco')}, "
+        f"{platform.system()} {platform.machine()}"
+    )
+    lines = [
+        f"Command: `{command}` ({env}; whole run {total_s:.0f} s).",
+        "",
+        "Embedded engine (mongoeco on SQLite, in-process on its own thread): absolute numbers are the",
+        "engine's, not MongoDB's. The ratios show how the claim scales with the number of agents and",
+        "what extra workers buy when the database, not the worker, is the bottleneck.",
+        "",
+        "### Claim latency",
+        "",
+        "One `find_one_and_update({agent_key, next_run_at <= now})` per claim, on the (agent_key,",
+        f"next_run_at) index; {args.claims} due agents claimed once (won), then again (missed: not due).",
+        "",
+        "| agents | claims | won p50 ms | won p95 ms | missed p50 ms | missed p95 ms | won p50 vs "
+        f"{claims[0]['agents'] if claims else 0:,} | lookup only p50 ms | seeding s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    base = claims[0]["won_p50"] if claims else 1.0
+    for r in claims:
+        lines.append(
+            f"| {r['agents']:,} | {r['claims']} | {r['won_p50']:.2f} | {r['won_p95']:.2f} | "
+            f"{r['missed_p50']:.2f} | {r['missed_p95']:.2f} | {r['won_p50'] / base:.2f}x | "
+            f"{r['lookup_p50']:.2f} | {r['seed_s']:.0f} |"
+        )
+    if len(claims) >= 2:
+        first, last = claims[0], claims[-1]
+        lines += [
+            "",
+            f"From {first['agents']:,} to {last['agents']:,} agents the won claim grows "
+            f"{last['won_p50'] / first['won_p50']:.1f}x, while `lookup only` (a `find_one` with the claim's",
+            f"filter, on the same index) grows {last['lookup_p50'] / first['lookup_p50']:.1f}x: most of the "
+            "growth is the engine's write path",
+            "(on mongoeco any single-document update gets slower as its collection grows), not the lookup.",
+            "Seeding uses bulk upserts in batches of 500 (inserts are slower still on this engine).",
+        ]
+    seeding = sum(r["seed_s"] for r in claims)
+    if seeding > 60:
+        lines += [
+            f"Seeding took {seeding:.0f} s of the {total_s:.0f} s run; "
+            "the sizes are the issue's, not reduced.",
+            "`--sizes 10,1000` runs the rest in about a minute.",
+        ]
+    lines += [
+        "",
+        "### Ticks per second",
+        "",
+        f"{args.agents} agents due every 0.05 s (always due), no-op ticks, {args.seconds:g} s per run, runs",
+        "alternating between worker counts; each worker is a separate process with its own client.",
+        "A tick is a claim plus one outcome write. `lost races` counts claims another worker won",
+        "first; `duplicates` counts (agent, due time) pairs that ran more than once (must be 0).",
+        "",
+        "| workers | run | ticks | ticks/s | lost races | duplicates |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    by_workers: dict[int, list[float]] = {}
+    for r in ticks:
+        by_workers.setdefault(r["workers"], []).append(r["ticks_per_s"])
+        lines.append(
+            f"| {r['workers']} | {len(by_workers[r['workers']])} | {r['ticks']} | {r['ticks_per_s']:.1f} | "
+            f"{r['missed']} | {r['duplicates']} |"
+        )
+    if len(by_workers) == 2:
+        (w1, one), (wn, many) = sorted(by_workers.items())
+        ratio = statistics.median(many) / statistics.median(one)
+        lines += [
+            "",
+            f"Median ticks/s: {w1} worker {statistics.median(one):.1f}, {wn} workers "
+            f"{statistics.median(many):.1f}; {wn} vs {w1}: {ratio:.2f}x.",
+        ]
+        if ratio < 1.5:
+            lines += [
+                "The embedded engine executes one command at a time, so with no-op ticks the database is",
+                "the bottleneck and extra workers mostly add lost races; on a MongoDB deployment claims run",
+                "in parallel, and workers add capacity for ticks that take time (I/O, model calls).",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(body: str, path: Path = RESULTS) -> None:
+    """Replace only the ``## scheduler`` section (other benchmarks own the other sections)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    section = f"## scheduler\n\n{body}"
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## scheduler"), None)
+    if start is None:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        rest = "".join(lines[end:])
+        text = "".join(lines[:start]) + section + ("\n" + rest if rest else "")
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--sizes", default="10,1000,10000", help="scheduled agents per claim run (default 10,1000,10000)"
+    )
+    p.add_argument("--claims", type=int, default=200, help="timed claims per size (default 200)")
+    p.add_argument("--agents", type=int, default=200, help="agents in the ticks/s runs (default 200)")
+    p.add_argument("--seconds", type=float, default=10.0, help="length of each ticks/s run (default 10)")
+    p.add_argument("--workers", type=int, default=4, help="workers in the second ticks/s run (default 4)")
+    p.add_argument("--repeat", type=int, default=3, help="ticks/s runs per worker count (default 3)")
+    p.add_argument("--no-write", action="store_true", help=f"print only; do not update {RESULTS.name}")
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = EmbeddedEngine(Path(tmp))
+        uri = engine.start()
+        try:
+            print("claim latency:")
+            claims = asyncio.run(bench_claims(uri, sizes, args.claims))
+            print("ticks per second:")
+            ticks = [
+                bench_throughput(uri, w, args.agents, args.seconds)
+                for _ in range(args.repeat)
+                for w in (1, args.workers)
+            ]
+        finally:
+            engine.stop()
+    command = "python benchmarks/scheduler.py" + "".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:]))
+    body = render(claims, ticks, command, args, time.perf_counter() - started)
+    print(body)
+    if not args.no_write:
+        write_section(body)
+        print(f"written to {RESULTS} (## scheduler)")
+
+
+if __name__ == "__main__":
+    main()

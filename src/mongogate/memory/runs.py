@@ -1,0 +1,450 @@
+"""Resumable runs: one checkpoint document per run, guarded by a lease and a monotonic version.
+
+A stale or delayed writer can never roll a run backward: the checkpoint update matches only
+while the writer's lease owns the run and the stored version is lower. Each applied checkpoint
+takes its event number from an `$inc` in that same update and appends one event to
+`run_events`, whose unique (tenant, run_id, seq) index makes the log append-only and gap-free
+per writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import bson
+from bson.errors import InvalidDocument
+from pymongo import ASCENDING, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from mongogate.config import MemorySettings
+from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, NotFound, StorageError
+from mongogate.memory import lease
+from mongogate.memory.keys import check_id
+
+Doc = dict[str, Any]
+RunStatus = Literal["running", "paused", "completed", "failed"]
+RUN_STATUSES: tuple[str, ...] = ("running", "paused", "completed", "failed")
+
+DEFAULT_EVENTS_LIMIT = 50
+MAX_EVENTS_LIMIT = 500
+#: checkpoint versions are int64 in BSON
+MAX_VERSION = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class RunLease:
+    run_id: str
+    lease_id: str
+    lease_expires_at: datetime
+    version: int
+    status: str
+    created: bool = False
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """`applied`: this call wrote the checkpoint. `stale`: a version at least as new stands.
+
+    Neither (applied=False, stale=False): this lease had already written this version (the
+    acknowledgement was lost); the stored checkpoint is the caller's own.
+    """
+
+    applied: bool
+    stale: bool
+    version: int
+    seq: int | None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    run_id: str
+    version: int
+    status: str
+    state: Doc | None
+    updated_at: datetime | None
+    lease_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    seq: int
+    version: int
+    status: str
+    at: datetime
+    state: Doc | None = None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[RunEvent] = field(default_factory=list)
+    more: bool = False
+
+
+def run_not_found(run_id: str) -> NotFound:
+    # The same words whether the run is missing or another tenant's.
+    return NotFound(f"run {run_id!r} not found; acquire_run creates a run on first use")
+
+
+def run_key(tenant: str, run_id: str) -> str:
+    # run ids may not contain ':', so the last ':' separates them and keys never collide.
+    return f"{tenant}:{run_id}"
+
+
+def _check_state_keys(value: object, path: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str) or not k or k.startswith("$") or "\x00" in k:
+                raise InvalidInput(
+                    f"state key {k!r} at {path or 'state'} is not allowed: keys must be non-empty strings "
+                    "that do not start with '$' or contain NUL"
+                )
+            _check_state_keys(v, f"{path}.{k}" if path else f"state.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_state_keys(v, f"{path or 'state'}[{i}]")
+
+
+class Runs:
+    def __init__(self, db: AsyncDatabase[Doc], settings: MemorySettings) -> None:
+        self.db = db
+        self.settings = settings
+        self.runs: AsyncCollection[Doc] = db["runs"]
+        self.events: AsyncCollection[Doc] = db["run_events"]
+        #: test seam: called at named points between a write and its acknowledgement
+        self.fault: Callable[[str], None] | None = None
+
+    async def ensure_indexes(self) -> None:
+        try:
+            await self.runs.create_index([("tenant", ASCENDING), ("status", ASCENDING)], name="tenant_status")
+            await self.events.create_index(
+                [("tenant", ASCENDING), ("run_id", ASCENDING), ("seq", ASCENDING)],
+                unique=True,
+                name="run_seq_unique",
+            )
+            if self.settings.completed_run_ttl_s is not None:
+                # expire_at is set only on completed runs (and their events); other values are ignored.
+                await self.runs.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
+                await self.events.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
+        except PyMongoError as e:
+            raise StorageError(f"could not create run indexes: {e}") from e
+
+    # ------------------------------------------------------------------ checks
+
+    def _id(self, value: object, what: str) -> str:
+        return check_id(value, what, self.settings.max_id_length)
+
+    def _lease_ms(self, lease_ms: object) -> int:
+        if lease_ms is None:
+            return self.settings.lease_ms
+        cap = self.settings.max_lease_ms
+        if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or not 100 <= lease_ms <= cap:
+            raise InvalidInput(f"lease_ms must be an integer from 100 to {cap}; got {lease_ms!r}")
+        return lease_ms
+
+    def _state(self, state: object) -> Doc:
+        if not isinstance(state, dict):
+            raise InvalidInput("state must be a JSON object")
+        _check_state_keys(state, "")
+        try:
+            size = len(bson.encode(state))
+        except (InvalidDocument, OverflowError) as e:
+            raise InvalidInput(f"state cannot be stored: {e}") from e
+        cap = self.settings.max_state_bytes
+        if size > cap:
+            raise InvalidInput(
+                f"state is {size} bytes as BSON; the maximum is {cap} (memory.max_state_bytes). "
+                "Keep large data elsewhere and store a reference in the state."
+            )
+        return state
+
+    @staticmethod
+    def _version(version: object) -> int:
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+            raise InvalidInput(f"version must be an integer from 1 to 2**63-1; got {version!r}")
+        return version
+
+    @staticmethod
+    def _status(status: object) -> str:
+        if not isinstance(status, str) or status not in RUN_STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
+        return status
+
+    # ------------------------------------------------------------------ lease
+
+    async def acquire(self, tenant: str, run_id: object, lease_ms: object = None) -> RunLease:
+        """Take the run's lease, creating the run (version 0) on first use. Busy: `LeaseBusy`."""
+        rid = self._id(run_id, "run_id")
+        ttl = self._lease_ms(lease_ms)
+        key = run_key(tenant, rid)
+        match = {"_id": key, "tenant": tenant}
+        lease_id = lease.new_lease_id()
+        try:
+            created = await self._create(tenant, rid)
+            taken = await lease.acquire(self.runs, match, lease_id, ttl)
+            if taken is None:
+                current = await self.runs.find_one(match, {"locked_until": 1})
+                if current is None:  # pragma: no cover - only if the run expired in between
+                    raise run_not_found(rid)
+                until, left = lease.remaining_ms(current)
+                raise LeaseBusy(f"run {rid!r}", until, left, holder="another worker")
+            await self._repair_last_event(taken)
+        except PyMongoError as e:
+            raise StorageError(f"could not take the lease of run {rid!r}: {e}") from e
+        until = lease.as_utc(taken["locked_until"])
+        return RunLease(rid, lease_id, until, int(taken["version"]), taken["status"], created)
+
+    async def _create(self, tenant: str, rid: str) -> bool:
+        now = lease.utcnow()
+        doc: Doc = {
+            "tenant": tenant,
+            "run_id": rid,
+            "version": 0,
+            "status": "running",
+            "state": None,
+            "next_seq": 0,
+            "locked_by": None,
+            "locked_until": None,
+            "created_at": now,
+            "updated_at": None,
+            "expire_at": None,
+        }
+        try:
+            res = await self.runs.update_one(
+                {"_id": run_key(tenant, rid)}, {"$setOnInsert": doc}, upsert=True
+            )
+        except DuplicateKeyError:
+            return False  # a concurrent first acquire created it
+        return res.upserted_id is not None
+
+    async def heartbeat(
+        self, tenant: str, run_id: object, lease_id: object, lease_ms: object = None
+    ) -> datetime:
+        """Extend the lease while it still owns the run; `LeaseLost` once it does not."""
+        rid = self._id(run_id, "run_id")
+        lid = self._id(lease_id, "lease_id")
+        ttl = self._lease_ms(lease_ms)
+        match = {"_id": run_key(tenant, rid), "tenant": tenant}
+        try:
+            doc = await lease.extend(self.runs, match, lid, ttl)
+            if doc is None:
+                await self._raise_missing_or_lost(match, rid, lid)
+        except PyMongoError as e:
+            raise StorageError(f"could not extend the lease of run {rid!r}: {e}") from e
+        assert doc is not None
+        return lease.as_utc(doc["locked_until"])
+
+    async def release(self, tenant: str, run_id: object, lease_id: object) -> bool:
+        """Release only if this lease owns the run; False if it no longer did (nothing changed)."""
+        rid = self._id(run_id, "run_id")
+        lid = self._id(lease_id, "lease_id")
+        match = {"_id": run_key(tenant, rid), "tenant": tenant}
+        try:
+            if await lease.release(self.runs, match, lid):
+                return True
+            if await self.runs.find_one(match, {"_id": 1}) is None:
+                raise run_not_found(rid)
+        except PyMongoError as e:
+            raise StorageError(f"could not release run {rid!r}: {e}") from e
+        return False
+
+    async def _raise_missing_or_lost(self, match: Doc, rid: str, lid: str) -> None:
+        if await self.runs.find_one(match, {"_id": 1}) is None:
+            raise run_not_found(rid)
+        raise LeaseLost(
+            f"lease {lid!r} no longer owns run {rid!r} (it expired and was taken, was released, or was "
+            "never issued); nothing was written. Stop working on this run; acquire_run it again and "
+            "resume from load_checkpoint."
+        )
+
+    # ------------------------------------------------------------------ checkpoints
+
+    async def save_checkpoint(
+        self,
+        tenant: str,
+        run_id: object,
+        lease_id: object,
+        version: object,
+        state: object,
+        status: object = "running",
+    ) -> SaveResult:
+        """Write the run's state if this lease owns the run and `version` is newer than the stored one."""
+        rid = self._id(run_id, "run_id")
+        lid = self._id(lease_id, "lease_id")
+        ver = self._version(version)
+        st = self._state(state)
+        stat = self._status(status)
+        match = {"_id": run_key(tenant, rid), "tenant": tenant}
+        now = lease.utcnow()
+        ttl = self.settings.completed_run_ttl_s
+        expire_at = now + timedelta(seconds=ttl) if stat == "completed" and ttl is not None else None
+        try:
+            before = await self.runs.find_one_and_update(
+                {**match, "locked_by": lid, "version": {"$lt": ver}},
+                {
+                    "$set": {
+                        "version": ver,
+                        "state": st,
+                        "status": stat,
+                        "updated_at": now,
+                        "written_by": lid,
+                        "expire_at": expire_at,
+                    },
+                    "$inc": {"next_seq": 1},
+                },
+                projection={"next_seq": 1, "status": 1},
+                return_document=ReturnDocument.BEFORE,
+            )
+            if before is None:
+                return await self._not_applied(match, rid, lid, ver)
+            seq = int(before["next_seq"]) + 1
+            if self.fault is not None:
+                self.fault("save_checkpoint.after_run_write")
+            await self._append_event(tenant, rid, seq, ver, stat, st, lid, now, expire_at)
+            if expire_at is not None or before.get("status") == "completed":
+                # The log expires with its run, and stops expiring if the run is reopened.
+                await self.events.update_many(
+                    {"tenant": tenant, "run_id": rid}, {"$set": {"expire_at": expire_at}}
+                )
+        except PyMongoError as e:
+            raise StorageError(f"could not save the checkpoint of run {rid!r}: {e}") from e
+        return SaveResult(applied=True, stale=False, version=ver, seq=seq)
+
+    async def _not_applied(self, match: Doc, rid: str, lid: str, ver: int) -> SaveResult:
+        doc = await self.runs.find_one(match)
+        if doc is None:
+            raise run_not_found(rid)
+        if doc.get("locked_by") != lid:
+            await self._raise_missing_or_lost(match, rid, lid)
+        stored = int(doc["version"])
+        if stored == ver and doc.get("written_by") == lid:
+            # This lease already wrote this version: a retry after a lost acknowledgement.
+            await self._repair_last_event(doc)
+            return SaveResult(applied=False, stale=False, version=stored, seq=int(doc["next_seq"]))
+        if stored >= ver:
+            return SaveResult(applied=False, stale=True, version=stored, seq=None)
+        # Unreachable while lease ids are unique: only the owner writes, and versions only grow.
+        raise StorageError(f"the checkpoint of run {rid!r} changed while it was written; retry")
+
+    async def _append_event(
+        self,
+        tenant: str,
+        rid: str,
+        seq: int,
+        version: int,
+        status: str,
+        state: Doc | None,
+        lid: str | None,
+        at: datetime,
+        expire_at: datetime | None,
+    ) -> None:
+        event: Doc = {
+            "tenant": tenant,
+            "run_id": rid,
+            "seq": seq,
+            "version": version,
+            "status": status,
+            "state": state,
+            "lease_id": lid,
+            "at": at,
+            "expire_at": expire_at,
+        }
+        # $setOnInsert: an event, once written, is never changed; a repeat is a no-op, and a
+        # duplicate key means a concurrent repair wrote the same event.
+        with contextlib.suppress(DuplicateKeyError):
+            await self.events.update_one(
+                {"tenant": tenant, "run_id": rid, "seq": seq}, {"$setOnInsert": event}, upsert=True
+            )
+
+    async def _repair_last_event(self, doc: Doc) -> None:
+        """A writer that died between the run update and the event insert left no event: add it."""
+        seq = int(doc.get("next_seq", 0))
+        if seq == 0:
+            return
+        tenant, rid = doc["tenant"], doc["run_id"]
+        if await self.events.find_one({"tenant": tenant, "run_id": rid, "seq": seq}, {"_id": 1}) is not None:
+            return
+        full = doc if "state" in doc else await self.runs.find_one({"_id": doc["_id"]})
+        if full is None or int(full.get("next_seq", 0)) != seq:
+            return  # moved on meanwhile; the newer writer appends its own event
+        await self._append_event(
+            tenant,
+            rid,
+            seq,
+            int(full["version"]),
+            full["status"],
+            full.get("state"),
+            full.get("written_by"),
+            lease.as_utc(full["updated_at"] or lease.utcnow()),
+            full.get("expire_at"),
+        )
+
+    async def load_checkpoint(self, tenant: str, run_id: object) -> Checkpoint:
+        """The latest applied state and version (version 0 and no state before the first save)."""
+        rid = self._id(run_id, "run_id")
+        try:
+            doc = await self.runs.find_one({"_id": run_key(tenant, rid), "tenant": tenant})
+        except PyMongoError as e:
+            raise StorageError(f"could not load run {rid!r}: {e}") from e
+        if doc is None:
+            raise run_not_found(rid)
+        until: datetime | None = doc.get("locked_until")
+        if until is not None:
+            until = lease.as_utc(until)
+        held = until is not None and doc.get("locked_by") is not None and until > lease.utcnow()
+        return Checkpoint(
+            run_id=rid,
+            version=int(doc["version"]),
+            status=doc["status"],
+            state=doc.get("state"),
+            updated_at=lease.as_utc(doc["updated_at"]) if doc.get("updated_at") else None,
+            lease_expires_at=until if held else None,
+        )
+
+    def _limit(self, limit: object) -> int:
+        if limit is None:
+            return DEFAULT_EVENTS_LIMIT
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_EVENTS_LIMIT:
+            raise InvalidInput(f"limit must be an integer from 1 to {MAX_EVENTS_LIMIT}; got {limit!r}")
+        return limit
+
+    async def run_events(
+        self,
+        tenant: str,
+        run_id: object,
+        after_seq: object = None,
+        limit: object = None,
+        *,
+        include_state: bool = False,
+    ) -> EventPage:
+        """Events in seq order after `after_seq`; `more` says another page exists."""
+        rid = self._id(run_id, "run_id")
+        n = self._limit(limit)
+        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
+            raise InvalidInput(f"after_seq must be an integer; got {after_seq!r}")
+        query: Doc = {"tenant": tenant, "run_id": rid}
+        if after_seq is not None:
+            query["seq"] = {"$gt": after_seq}
+        projection: Doc = {"seq": 1, "version": 1, "status": 1, "at": 1, "_id": 0}
+        if include_state:
+            projection["state"] = 1
+        try:
+            docs = await self.events.find(query, projection, sort=[("seq", ASCENDING)], limit=n + 1).to_list()
+            if not docs:
+                match = {"_id": run_key(tenant, rid), "tenant": tenant}
+                if await self.runs.find_one(match, {"_id": 1}) is None:
+                    raise run_not_found(rid)
+        except PyMongoError as e:
+            raise StorageError(f"could not read the events of run {rid!r}: {e}") from e
+        return EventPage(
+            events=[
+                RunEvent(int(d["seq"]), int(d["version"]), d["status"], lease.as_utc(d["at"]), d.get("state"))
+                for d in docs[:n]
+            ],
+            more=len(docs) > n,
+        )

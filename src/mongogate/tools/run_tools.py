@@ -1,0 +1,251 @@
+"""The run (checkpoint) tools: thin MCP adapters over `memory.runs.Runs`.
+
+Registered with ``registry.add_tools(run_tools)`` and ``registry.on_startup(ensure_run_indexes)``.
+The tenant is always the caller's; a run id of another tenant behaves like a missing one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import ToolAnnotations
+from pydantic import Field, StringConstraints
+
+from mongogate.config import Settings
+from mongogate.memory.runs import MAX_EVENTS_LIMIT, Runs
+from mongogate.tools.base import READ_ONLY, Call, ToolInput, ToolOutput, make_tool
+from mongogate.tools.state import AppState
+
+IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+Status = Literal["running", "paused", "completed", "failed"]
+_EXTRA_KEY = "runs"
+
+
+async def ensure_run_indexes(state: AppState) -> None:
+    """Startup hook: build the `Runs` service once the database is open, and its indexes."""
+    runs = Runs(state.db.memory, state.settings.memory)
+    await runs.ensure_indexes()
+    state.extras[_EXTRA_KEY] = runs
+
+
+async def _runs(call: Call) -> Runs:
+    runs = call.app.extras.get(_EXTRA_KEY)
+    if not isinstance(runs, Runs):
+        # The hook was not registered: build it now (index creation is idempotent).
+        await ensure_run_indexes(call.app)
+        runs = call.app.extras[_EXTRA_KEY]
+    assert isinstance(runs, Runs)
+    return runs
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+class AcquireRunIn(ToolInput):
+    run_id: IdStr
+    lease_ms: int | None = Field(default=None, description="lease length (default memory.lease_ms)")
+    lease_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1000,
+        description="your current lease on this run, to renew it (a heartbeat) instead of taking a new one",
+    )
+
+
+class AcquireRunOut(ToolOutput):
+    run_id: str
+    lease_id: str
+    lease_expires_at: str
+    version: int
+    status: str
+    created: bool
+
+
+class ReleaseRunIn(ToolInput):
+    run_id: IdStr
+    lease_id: IdStr
+
+
+class ReleaseRunOut(ToolOutput):
+    released: bool
+
+
+class SaveCheckpointIn(ToolInput):
+    run_id: IdStr
+    lease_id: IdStr
+    version: int = Field(description="must be higher than the stored version (start at 1)")
+    state: dict[str, Any] = Field(description="the whole state to resume from (a JSON object)")
+    status: Status = "running"
+
+
+class SaveCheckpointOut(ToolOutput):
+    applied: bool
+    stale: bool
+    version: int
+    seq: int | None
+
+
+class LoadCheckpointIn(ToolInput):
+    run_id: IdStr
+
+
+class LoadCheckpointOut(ToolOutput):
+    run_id: str
+    version: int
+    status: str
+    state: dict[str, Any] | None
+    updated_at: str | None
+    lease_expires_at: str | None
+
+
+class RunEventsIn(ToolInput):
+    run_id: IdStr
+    after_seq: int | None = Field(default=None, description="return events after this seq (paging)")
+    limit: int | None = Field(
+        default=None, description=f"events to return (default 50, at most {MAX_EVENTS_LIMIT})"
+    )
+    include_state: bool = Field(default=False, description="include each checkpoint's state")
+
+
+class RunEventOut(ToolOutput):
+    seq: int
+    version: int
+    status: str
+    at: str
+    state: dict[str, Any] | None = None
+
+
+class RunEventsOut(ToolOutput):
+    events: list[RunEventOut]
+    more: bool
+
+
+async def _acquire_run(call: Call, a: AcquireRunIn) -> AcquireRunOut:
+    runs = await _runs(call)
+    tenant = call.principal.tenant
+    if a.lease_id is not None:
+        until = await runs.heartbeat(tenant, a.run_id, a.lease_id, a.lease_ms)
+        cp = await runs.load_checkpoint(tenant, a.run_id)
+        return AcquireRunOut(
+            run_id=a.run_id,
+            lease_id=a.lease_id,
+            lease_expires_at=until.isoformat(),
+            version=cp.version,
+            status=cp.status,
+            created=False,
+        )
+    lease = await runs.acquire(tenant, a.run_id, a.lease_ms)
+    return AcquireRunOut(
+        run_id=lease.run_id,
+        lease_id=lease.lease_id,
+        lease_expires_at=lease.lease_expires_at.isoformat(),
+        version=lease.version,
+        status=lease.status,
+        created=lease.created,
+    )
+
+
+async def _release_run(call: Call, a: ReleaseRunIn) -> ReleaseRunOut:
+    runs = await _runs(call)
+    return ReleaseRunOut(released=await runs.release(call.principal.tenant, a.run_id, a.lease_id))
+
+
+async def _save_checkpoint(call: Call, a: SaveCheckpointIn) -> SaveCheckpointOut:
+    runs = await _runs(call)
+    r = await runs.save_checkpoint(call.principal.tenant, a.run_id, a.lease_id, a.version, a.state, a.status)
+    return SaveCheckpointOut(applied=r.applied, stale=r.stale, version=r.version, seq=r.seq)
+
+
+async def _load_checkpoint(call: Call, a: LoadCheckpointIn) -> LoadCheckpointOut:
+    runs = await _runs(call)
+    cp = await runs.load_checkpoint(call.principal.tenant, a.run_id)
+    return LoadCheckpointOut(
+        run_id=cp.run_id,
+        version=cp.version,
+        status=cp.status,
+        state=cp.state,
+        updated_at=_iso(cp.updated_at),
+        lease_expires_at=_iso(cp.lease_expires_at),
+    )
+
+
+async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
+    runs = await _runs(call)
+    page = await runs.run_events(
+        call.principal.tenant, a.run_id, a.after_seq, a.limit, include_state=a.include_state
+    )
+    return RunEventsOut(
+        events=[
+            RunEventOut(seq=e.seq, version=e.version, status=e.status, at=e.at.isoformat(), state=e.state)
+            for e in page.events
+        ],
+        more=page.more,
+    )
+
+
+_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+_IDEMPOTENT_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+
+
+def run_tools(settings: Settings | None = None) -> list[Tool]:
+    """The five run tools (`config.RUN_TOOL_NAMES`); takes the registry's factory argument."""
+    return [
+        make_tool(
+            name="acquire_run",
+            description=(
+                "Take the lease of a long run (created on first use at version 0) before working on it; "
+                "returns lease_id and the stored version and status to resume from (then load_checkpoint). "
+                "Pass your current lease_id to renew the lease while you work. A run leased by another "
+                "worker is a retryable error that says when its lease expires."
+            ),
+            input_model=AcquireRunIn,
+            output_model=AcquireRunOut,
+            handler=_acquire_run,
+            annotations=_WRITE,
+        ),
+        make_tool(
+            name="save_checkpoint",
+            description=(
+                "Save the run's whole state with a version higher than the stored one. applied=true: "
+                "written (seq is its event number). stale=true: a version at least as new is stored; "
+                "nothing was written. A lease that no longer owns the run is an error: stop working on it."
+            ),
+            input_model=SaveCheckpointIn,
+            output_model=SaveCheckpointOut,
+            handler=_save_checkpoint,
+            annotations=_IDEMPOTENT_WRITE,
+        ),
+        make_tool(
+            name="load_checkpoint",
+            description="Read a run's latest saved state, version and status, to resume from.",
+            input_model=LoadCheckpointIn,
+            output_model=LoadCheckpointOut,
+            handler=_load_checkpoint,
+            annotations=READ_ONLY,
+        ),
+        make_tool(
+            name="run_events",
+            description=(
+                "Read a run's checkpoint log in order (one event per applied checkpoint). Page with "
+                "after_seq = the last seq you saw; more=true says another page exists."
+            ),
+            input_model=RunEventsIn,
+            output_model=RunEventsOut,
+            handler=_run_events,
+            annotations=READ_ONLY,
+        ),
+        make_tool(
+            name="release_run",
+            description=(
+                "Release a run's lease when you stop working on it; released=false means your lease "
+                "no longer owned the run (nothing changed)."
+            ),
+            input_model=ReleaseRunIn,
+            output_model=ReleaseRunOut,
+            handler=_release_run,
+            annotations=_IDEMPOTENT_WRITE,
+        ),
+    ]

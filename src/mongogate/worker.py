@@ -1,0 +1,216 @@
+"""`mongogate worker`: run the registered agents on the configured database (or the embedded engine).
+
+    mongogate worker [--config F] [--agents module:attr ...] [--status] [--duration S]
+
+Agents come from `--agents` references (``package.module:attr`` or ``path/to/file.py:attr``)
+and from packages' ``mongogate.agents`` entry points. Run as many workers as you like, on
+as many machines: each due tick runs once. Logs go to stderr; `--status` prints to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TextIO
+
+import anyio
+
+from mongogate.config import Settings, load_settings
+from mongogate.db import Database
+from mongogate.errors import ConfigError, MongogateError
+from mongogate.memory.scheduler import (
+    Agent,
+    AgentRegistry,
+    AgentStatus,
+    Scheduler,
+    SchedulerStats,
+)
+
+log = logging.getLogger("mongogate.worker")
+
+
+@dataclass
+class WorkerReport:
+    stats: SchedulerStats | None = None
+    status: list[AgentStatus] = field(default_factory=list)
+
+
+def collect_agents(refs: Sequence[str] = (), *, entry_points: bool = True) -> AgentRegistry:
+    registry = AgentRegistry()
+    for ref in refs:
+        registry.load_ref(ref)
+    if entry_points:
+        registry.load_entry_points()
+    return registry
+
+
+async def _stop_on_signals(stop: anyio.Event, scope: anyio.CancelScope) -> None:
+    """First SIGINT/SIGTERM: stop claiming and let running ticks finish. Second: cancel them."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            if stop.is_set():
+                log.warning("second %s: cancelling running ticks", signal.Signals(signum).name)
+                scope.cancel()
+                return
+            log.warning("%s: stopping after the running ticks finish", signal.Signals(signum).name)
+            stop.set()
+
+
+async def run_worker(
+    settings: Settings,
+    agents: Iterable[Agent] | AgentRegistry,
+    *,
+    duration_s: float | None = None,
+    status_only: bool = False,
+    worker_id: str | None = None,
+    stop: anyio.Event | None = None,
+    concurrency: int | None = None,
+) -> WorkerReport:
+    """Run the agents until `stop`, `duration_s`, or SIGINT/SIGTERM; or only read their status."""
+    registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+    if not status_only and not len(registry):
+        raise ConfigError(
+            "no agents to run: pass --agents package.module:attr (or file.py:attr), or install a package "
+            'that declares [project.entry-points."mongogate.agents"]'
+        )
+    slots = concurrency or settings.scheduler.concurrency
+    db = Database(settings.database, settings.server.data_dir)
+    await db.open()
+    try:
+        await db.ping()
+        scheduler = Scheduler(
+            db.memory, registry, settings.scheduler, worker_id, concurrency=slots, memory=settings.memory
+        )
+        if status_only:
+            return WorkerReport(status=await scheduler.status())
+        stop = stop or anyio.Event()
+        async with anyio.create_task_group() as tg:
+            if threading.current_thread() is threading.main_thread():
+                tg.start_soon(_stop_on_signals, stop, tg.cancel_scope)
+            stats = await scheduler.run(stop=stop, duration_s=duration_s)
+            tg.cancel_scope.cancel()  # the signal watcher
+        return WorkerReport(stats=stats, status=await scheduler.status())
+    finally:
+        await db.close()
+
+
+def _fmt_time(value: datetime | None) -> str:
+    return value.isoformat(timespec="seconds") if value else "-"
+
+
+def _fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def print_status(statuses: Sequence[AgentStatus], out: TextIO, *, as_json: bool = False) -> None:
+    if as_json:
+        for st in statuses:
+            out.write(json.dumps(asdict(st), default=lambda v: v.isoformat()) + "\n")
+        return
+    if not statuses:
+        out.write("no agents are scheduled in this database\n")
+        return
+    header = ("agent", "next run", "last run", "drift s", "lag s", "ticks", "last", "last error")
+    rows = [
+        (
+            st.agent_key,
+            _fmt_time(st.next_run_at),
+            _fmt_time(st.last_run_at),
+            _fmt_s(st.drift_s),
+            _fmt_s(st.lag_s),
+            str(st.ticks),
+            st.last_status or "-",
+            (st.last_error or "")[:80],
+        )
+        for st in statuses
+    ]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    for r in (header, *rows):
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def add_worker_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Arguments of `mongogate worker` (the caller adds --config); sets ``func`` to `cmd_worker`."""
+    p.add_argument(
+        "--agents",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="agents to run: package.module:attr or path/to/file.py:attr (an Agent, AgentRegistry or list); "
+        "repeatable",
+    )
+    p.add_argument(
+        "--no-entry-points", action="store_true", help="ignore agents declared by installed packages"
+    )
+    p.add_argument(
+        "--status", action="store_true", help="print each agent's next run, drift and last error, then exit"
+    )
+    p.add_argument("--json", action="store_true", help="with --status: one JSON object per line")
+    p.add_argument(
+        "--duration", type=float, metavar="S", help="stop after S seconds (default: until signalled)"
+    )
+    p.add_argument("--worker-id", help="name in logs and status (default host:pid:random)")
+    p.add_argument(
+        "--concurrency", type=int, metavar="N", help="ticks run at once by this worker (default 8)"
+    )
+    p.set_defaults(func=cmd_worker)
+    return p
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = load_settings(getattr(args, "config", None))
+    if args.duration is not None and args.duration <= 0:
+        raise ConfigError("--duration must be a positive number of seconds")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    agents = (
+        AgentRegistry() if args.status else collect_agents(args.agents, entry_points=not args.no_entry_points)
+    )
+    report = anyio.run(
+        lambda: run_worker(
+            settings,
+            agents,
+            duration_s=args.duration,
+            status_only=args.status,
+            worker_id=args.worker_id,
+            concurrency=args.concurrency,
+        )
+    )
+    if args.status:
+        print_status(report.status, sys.stdout, as_json=args.json)
+    elif report.stats is not None:
+        s = report.stats
+        log.info("ran %d ticks: %d ok, %d failed, %d timed out", s.claimed, s.ok, s.failed, s.timed_out)
+    return 0
+
+
+def worker_main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry (``python -m mongogate.worker``); `mongogate worker` wires the same parser."""
+    p = argparse.ArgumentParser(
+        prog="mongogate worker", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
+    p.add_argument("--config", help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr")
+    add_worker_parser(p)
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except MongogateError as e:
+        print(f"mongogate worker: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(worker_main())

@@ -30,24 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from results import RESULTS, write_section  # benchmarks/results.py, beside this script
 
 from mongogate.config import PolicySettings
+from mongogate.demo import FIND_ORDERS
 from mongogate.policy.execute import prepare, run_query
 from mongogate.policy.filters import check_filter
 from mongogate.policy.render import cap_documents, project, to_json
 from mongogate.policy.schema import input_schema, validate_arguments
-from mongogate.policy.spec import QueryToolSpec
 
-SPEC = QueryToolSpec(
-    name="find_orders",
-    description="Find the caller's orders by status, total or date.",
-    collection="orders",
-    tenant_field="userId",
-    projection=["number", "status", "total", "createdAt"],
-    fields={"status": "string", "total": "number", "createdAt": "date", "number": "string"},
-    sort={"createdAt": -1},
-    max_limit=50,
-)
+SPEC = FIND_ORDERS
 LIMITS = PolicySettings()
 STATUSES = ["open", "paid", "shipped", "cancelled", "refunded"]
 
@@ -66,7 +58,6 @@ LARGE: dict[str, Any] = {
         for i in range(12)
     ]
 }
-RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
 def rate(fn: Callable[[], object], seconds: float, repeats: int = 5) -> float:
@@ -253,21 +244,6 @@ def render(checks: list[dict[str, Any]], db: list[dict[str, Any]] | None, comman
     return "\n".join(lines) + "\n"
 
 
-def write_section(body: str, path: Path = RESULTS) -> None:
-    """Replace only the ``## policy`` section (other benchmarks own the other sections)."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    section = f"## policy\n\n{body}"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## policy"), None)
-    if start is None:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        rest = "".join(lines[end:])
-        text = "".join(lines[:start]) + section + ("\n" + rest if rest else "")
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=1.0, help="time per rate measurement (default 1.0)")
@@ -282,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     body = render(checks, db, command, args.docs)
     print(body)
     if not args.no_write:
-        write_section(body)
+        write_section("policy", body)
         print(f"written to {RESULTS} (## policy)")
 
 

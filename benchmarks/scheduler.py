@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from pymongo import AsyncMongoClient, UpdateOne
+from results import RESULTS, write_section  # benchmarks/results.py, beside this script
 
 from mongogate.config import SchedulerSettings
 from mongogate.db import EmbeddedEngine
 from mongogate.memory.lease import utcnow
 from mongogate.memory.scheduler import Agent, Scheduler, TickContext
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 Client = AsyncMongoClient[dict[str, Any]]
 SEED_BATCH = 500
 
@@ -291,21 +291,6 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def write_section(body: str, path: Path = RESULTS) -> None:
-    """Replace only the ``## scheduler`` section (other benchmarks own the other sections)."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    section = f"## scheduler\n\n{body}"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == "## scheduler"), None)
-    if start is None:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        rest = "".join(lines[end:])
-        text = "".join(lines[:start]) + section + ("\n" + rest if rest else "")
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
@@ -338,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     body = render(claims, ticks, command, args, time.perf_counter() - started)
     print(body)
     if not args.no_write:
-        write_section(body)
+        write_section("scheduler", body)
         print(f"written to {RESULTS} (## scheduler)")
 
 

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from mongogate.config import PolicySettings
+from mongogate.demo import FIND_ORDERS
 from mongogate.policy.spec import QueryToolSpec
 
-ORDERS = QueryToolSpec(
-    name="find_orders",
-    description="Find the caller's orders by status, total or date.",
-    collection="orders",
-    tenant_field="userId",
-    projection=["number", "status", "total", "createdAt"],
-    fields={"status": "string", "total": "number", "createdAt": "date", "number": "string"},
-    sort={"createdAt": -1},
-    max_limit=50,
-    max_time_ms=2000,
-)
+ORDERS = FIND_ORDERS  # the spec from DESIGN.md, as the demo registers it
 
 ITEMS = QueryToolSpec(
     name="find_items",

@@ -64,3 +64,14 @@ def remaining_ms(doc: Doc, now: datetime | None = None) -> tuple[datetime, int]:
     until = as_utc(doc["locked_until"])
     left = int((until - (now or utcnow())).total_seconds() * 1000)
     return until, max(left, 0)
+
+
+def check_lease_ms(value: object, default: int, cap: int) -> int:
+    """A requested lease length, or the default; out of range is the caller's error."""
+    from mongogate.errors import InvalidInput
+
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= cap:
+        raise InvalidInput(f"lease_ms must be an integer from 100 to {cap}; got {value!r}")
+    return value

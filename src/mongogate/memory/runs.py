@@ -140,12 +140,7 @@ class Runs:
         return check_id(value, what, self.settings.max_id_length)
 
     def _lease_ms(self, lease_ms: object) -> int:
-        if lease_ms is None:
-            return self.settings.lease_ms
-        cap = self.settings.max_lease_ms
-        if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or not 100 <= lease_ms <= cap:
-            raise InvalidInput(f"lease_ms must be an integer from 100 to {cap}; got {lease_ms!r}")
-        return lease_ms
+        return lease.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
 
     def _state(self, state: object) -> Doc:
         if not isinstance(state, dict):

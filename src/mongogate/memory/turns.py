@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from pymongo.errors import PyMongoError
 
-from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.keys import check_content
 from mongogate.memory.store import Doc, MemoryStore, Message, session_not_found
@@ -38,12 +38,7 @@ class Turns:
         self.settings = store.settings
 
     def _lease_ms(self, lease_ms: object) -> int:
-        if lease_ms is None:
-            return self.settings.lease_ms
-        cap = self.settings.max_lease_ms
-        if isinstance(lease_ms, bool) or not isinstance(lease_ms, int) or not 100 <= lease_ms <= cap:
-            raise InvalidInput(f"lease_ms must be an integer from 100 to {cap}; got {lease_ms!r}")
-        return lease_ms
+        return lease.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
 
     async def begin_turn(
         self, tenant: str, session_id: object, turn_id: object, text: object, lease_ms: object = None

@@ -174,3 +174,58 @@ def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_pat
     assert "by reason: operator_not_allowed 1, field_not_allowed 1" in r.stdout
     r = run(["audit", "--path", str(path), "--reason", "too_deep"], env)
     assert "1 rejected filter(s)" in r.stdout and "by tool: find_orders 1" in r.stdout
+
+
+def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, str], tmp_path: Path) -> None:
+    """A rejected filter is audited to stderr and the audit file; stdout stays pure protocol."""
+    import json
+
+    env = env | {"MONGOGATE_AUTH__TENANT": "acme", "MONGOGATE_AUDIT__PATH": str(tmp_path / "audit.jsonl")}
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "find_orders", "arguments": {"filter": {"$where": "1"}}},
+        },
+    ]
+    proc = subprocess.Popen(
+        [*EXE, "serve", "--demo"],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    replies = []
+    try:
+        for m in messages:
+            proc.stdin.write(json.dumps(m) + "\n")
+            proc.stdin.flush()
+            if "id" in m:
+                replies.append(json.loads(proc.stdout.readline()))
+    finally:
+        proc.stdin.close()  # end of input: the server exits
+        proc.wait(timeout=30)
+    rest = proc.stdout.read()
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    proc.stdout.close()
+    proc.stderr.close()  # type: ignore[union-attr]
+    assert all(r["jsonrpc"] == "2.0" for r in replies)
+    assert replies[1]["result"]["isError"] is True
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines() if line.strip())
+    assert '"event":"filter_rejected"' in err  # the audit event went to stderr...
+    assert '"reason":"operator_not_allowed"' in (tmp_path / "audit.jsonl").read_text()  # ...and the file

@@ -37,8 +37,9 @@ from results import RESULTS, write_section  # benchmarks/results.py, beside this
 
 from mongogate.config import SchedulerSettings
 from mongogate.db import EmbeddedEngine
+from mongogate.memory.agents import Agent, TickContext
 from mongogate.memory.lease import utcnow
-from mongogate.memory.scheduler import Agent, Scheduler, TickContext
+from mongogate.memory.scheduler import Scheduler
 
 Client = AsyncMongoClient[dict[str, Any]]
 SEED_BATCH = 500

@@ -19,9 +19,9 @@ from typing import Any
 from bson import ObjectId
 
 from mongogate.errors import LeaseBusy
+from mongogate.memory.agents import AgentRegistry, TickContext
 from mongogate.memory.investigations import ACTIVE_STATUSES
 from mongogate.memory.lease import as_utc, utcnow
-from mongogate.memory.scheduler import AgentRegistry, TickContext
 
 agents = AgentRegistry()
 

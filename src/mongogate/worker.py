@@ -25,13 +25,8 @@ import anyio
 from mongogate.config import Settings, load_settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError, MongogateError
-from mongogate.memory.scheduler import (
-    Agent,
-    AgentRegistry,
-    AgentStatus,
-    Scheduler,
-    SchedulerStats,
-)
+from mongogate.memory.agents import Agent, AgentRegistry
+from mongogate.memory.scheduler import AgentStatus, Scheduler, SchedulerStats
 
 log = logging.getLogger("mongogate.worker")
 

@@ -22,14 +22,9 @@ from pymongo import AsyncMongoClient
 
 from mongogate.config import SchedulerSettings
 from mongogate.errors import ConfigError
+from mongogate.memory.agents import Agent, AgentRegistry, TickContext, agents_from
 from mongogate.memory.lease import utcnow
-from mongogate.memory.scheduler import (
-    Agent,
-    AgentRegistry,
-    Scheduler,
-    TickContext,
-    agents_from,
-)
+from mongogate.memory.scheduler import Scheduler
 
 Client = AsyncMongoClient[dict[str, Any]]
 
@@ -284,7 +279,7 @@ def test_agents_load_from_references_and_entry_points(
     assert reg.load_ref("tests.memory.test_scheduler:MODULE_AGENTS") == 2
     f = tmp_path / "my_agents.py"
     f.write_text(
-        "from mongogate.memory.scheduler import AgentRegistry\n"
+        "from mongogate.memory.agents import AgentRegistry\n"
         "agents = AgentRegistry()\n"
         "@agents.agent('from-file', every=30)\n"
         "async def tick(ctx):\n"

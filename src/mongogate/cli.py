@@ -51,7 +51,7 @@ async def _privileges(settings: Settings, allow_writable: bool) -> None:
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:
-        report = await check_query_user(db._query_client)  # type: ignore[arg-type]
+        report = await check_query_user(db.query_client)
     finally:
         await db.close()
     if report.read_only:
@@ -144,7 +144,7 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
                 "query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks"
             )
         else:
-            report = await check_query_user(db._query_client)  # type: ignore[arg-type]
+            report = await check_query_user(db.query_client)
             if not report.roles_enforced:
                 print(f"query user: roles not enforced ({report.detail})")
             else:

@@ -160,11 +160,16 @@ class Database:
         return self.client[self.settings.name]
 
     @property
-    def query(self) -> AsyncDatabase[Doc]:
-        """Database through the read-only query user; query tools use nothing else."""
+    def query_client(self) -> AsyncMongoClient[Doc]:
+        """The read-only user's client (asked for its privileges by `check` and `serve`)."""
         if self._query_client is None:
             raise StorageError("database is not open")
-        return self._query_client[self.settings.name]
+        return self._query_client
+
+    @property
+    def query(self) -> AsyncDatabase[Doc]:
+        """Database through the read-only query user; query tools use nothing else."""
+        return self.query_client[self.settings.name]
 
     async def ping(self) -> None:
         try:

@@ -24,7 +24,7 @@ import anyio
 
 from mongogate.config import Settings, load_settings
 from mongogate.db import Database
-from mongogate.errors import ConfigError, MongogateError
+from mongogate.errors import ConfigError
 from mongogate.memory.agents import Agent, AgentRegistry
 from mongogate.memory.scheduler import AgentStatus, Scheduler, SchedulerStats
 
@@ -187,24 +187,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def worker_main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (``python -m mongogate.worker``); `mongogate worker` wires the same parser."""
-    p = argparse.ArgumentParser(
-        prog="mongogate worker", description=__doc__.split("\n\n")[0] if __doc__ else None
-    )
-    p.add_argument("--config", help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr")
-    add_worker_parser(p)
-    args = p.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        return int(args.func(args))
-    except MongogateError as e:
-        print(f"mongogate worker: {e}", file=sys.stderr)
-        return 2
+    """Standalone entry (``python -m mongogate.worker``): the same as ``mongogate worker``."""
+    from mongogate.cli import main
+
+    return main(["worker", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,12 +14,15 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from mongogate.config import Settings, load_settings
 from mongogate.errors import MongogateError
+
+if TYPE_CHECKING:
+    from mongogate.tools.registry import ToolRegistry
 
 log = logging.getLogger("mongogate")
 
@@ -28,8 +31,8 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     return load_settings(getattr(args, "config", None), **overrides)
 
 
-def _registry(settings: Settings, demo: bool) -> Any:
-    from mongogate.tools.registry import ToolRegistry
+def _registry(settings: Settings, demo: bool) -> ToolRegistry:
+    from mongogate.tools.registry import ToolRegistry  # late: keeps `audit` and `token` quick
 
     registry = ToolRegistry.from_settings(settings)
     if demo:

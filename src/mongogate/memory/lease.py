@@ -13,6 +13,8 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
+from mongogate.errors import InvalidInput
+
 Doc = dict[str, Any]
 
 
@@ -68,8 +70,6 @@ def remaining_ms(doc: Doc, now: datetime | None = None) -> tuple[datetime, int]:
 
 def check_lease_ms(value: object, default: int, cap: int) -> int:
     """A requested lease length, or the default; out of range is the caller's error."""
-    from mongogate.errors import InvalidInput
-
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not 100 <= value <= cap:

@@ -184,9 +184,13 @@ class MemoryStore:
         """
         n = self.check_limit(limit)
         session = await self.get_session(tenant, session_id)
+        return await self.window(session["_id"], n)
+
+    async def window(self, session_id: str, n: int) -> Context:
+        """`load_context` for a session whose tenant the caller has already checked."""
         try:
             cursor = self.messages.find(
-                {"session_id": session["_id"]},
+                {"session_id": session_id},
                 {"role": 1, "content": 1, "turn_id": 1, "seq": 1, "call_id": 1},
                 sort=[("seq", DESCENDING)],
                 limit=n + 1,

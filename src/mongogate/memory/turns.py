@@ -57,7 +57,8 @@ class Turns:
         try:
             await st.append(tenant, sid, tid, "user", text)
             answer = await st.find_message(sid, f"{tid}:assistant")
-            ctx = await st.load_context(tenant, sid)
+            # The lease update above already matched (session, tenant): no second session read.
+            ctx = await st.window(sid, self.settings.default_context_limit)
         except BaseException:
             await lease.release(st.sessions, match, lease_id)
             raise

@@ -17,6 +17,7 @@ from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
+from mongogate.policy.audit import AuditLog
 from mongogate.principal import Principal
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.tools.registry import ToolRegistry
@@ -84,17 +85,11 @@ def build_server(
         try:
             memory = MemoryStore(db.memory, settings.memory)
             await memory.ensure_indexes()
-            audit = None
-            try:
-                from mongogate.policy.audit import AuditLog
-
-                audit = AuditLog(
-                    settings.audit_path,
-                    redact_values=settings.audit.redact_values,
-                    max_value_chars=settings.audit.max_value_chars,
-                )
-            except ImportError:  # pragma: no cover - policy package always ships
-                pass
+            audit = AuditLog(
+                settings.audit_path,
+                redact_values=settings.audit.redact_values,
+                max_value_chars=settings.audit.max_value_chars,
+            )
             state = AppState(
                 settings=settings,
                 db=db,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import threading
+import time
 from types import TracebackType
 from typing import Any
 
@@ -61,14 +62,13 @@ class BackgroundHttpServer:
 
     def start(self, timeout: float = 30.0) -> BackgroundHttpServer:
         self._thread.start()
-        waited = 0.0
+        deadline = time.monotonic() + timeout
         while not self._uv.started:
             if self._error is not None or not self._thread.is_alive():
                 raise RuntimeError(f"HTTP server failed to start: {self._error!r}")
-            threading.Event().wait(0.02)
-            waited += 0.02
-            if waited > timeout:
+            if time.monotonic() > deadline:
                 raise TimeoutError("HTTP server did not start")
+            time.sleep(0.02)
         sock = self._uv.servers[0].sockets[0]
         self.port = int(sock.getsockname()[1])
         return self

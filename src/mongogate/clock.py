@@ -1,0 +1,69 @@
+"""One notion of time for leases, runs, turns and the scheduler, so tests can drive it.
+
+Every time-dependent decision (lease expiry, deadlines, due ticks) reads `clock.now()`;
+tests pass a `ManualClock` and move it explicitly instead of sleeping past a margin.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+import anyio
+
+
+def truncate_ms(value: datetime) -> datetime:
+    """BSON dates hold milliseconds: truncate so a value compares equal to what was stored."""
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def as_utc(value: datetime) -> datetime:
+    """The driver may return naive datetimes (tz_aware=False): they are UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC, truncated to milliseconds."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` of this clock's time."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return truncate_ms(datetime.now(UTC))
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(max(seconds, 0.0))
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
+
+
+class ManualClock:
+    """A clock that moves only when told to (tests, soak scripts).
+
+    `sleep` advances the clock by the requested amount and yields once, so a loop that
+    sleeps between polls runs deterministically without real waiting.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = truncate_ms(as_utc(start or datetime(2030, 1, 1, tzinfo=UTC)))
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float = 0.0, *, ms: int = 0) -> datetime:
+        self._now = truncate_ms(self._now + timedelta(seconds=seconds, milliseconds=ms))
+        return self._now
+
+    def set(self, value: datetime) -> None:
+        self._now = truncate_ms(as_utc(value))
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.advance(seconds)
+        await anyio.sleep(0)

@@ -1,0 +1,23 @@
+"""Small shared value rules: the document type and integer range checks, defined once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mongogate.errors import InvalidInput
+
+Doc = dict[str, Any]
+
+#: the largest integer BSON can store (int64)
+MAX_INT64 = 2**63 - 1
+
+
+def check_int(value: object, what: str, lo: int, hi: int, *, default: int | None = None, hint: str = "") -> int:
+    """An integer argument within [lo, hi] (bools are not integers); None means `default` if given."""
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        where = f" ({hint})" if hint else ""
+        raise InvalidInput(f"{what} must be an integer from {lo} to {hi}{where}; got {shown}")
+    return value

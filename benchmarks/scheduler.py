@@ -35,10 +35,10 @@ from typing import Any
 from pymongo import AsyncMongoClient, UpdateOne
 from results import RESULTS, write_section  # benchmarks/results.py, beside this script
 
+from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings
 from mongogate.db import EmbeddedEngine
 from mongogate.memory.agents import Agent, TickContext
-from mongogate.memory.lease import utcnow
 from mongogate.memory.scheduler import Scheduler
 
 Client = AsyncMongoClient[dict[str, Any]]
@@ -56,7 +56,7 @@ def pct(values: list[float], q: float) -> float:
 async def seed(client: Client, db_name: str, n: int, due: set[int]) -> float:
     """n schedule documents, `due` ones overdue and the rest an hour out; returns seconds taken."""
     coll = client[db_name]["agent_schedule"]
-    now = utcnow()
+    now = SYSTEM_CLOCK.now()
     later, earlier = now + timedelta(hours=1), now - timedelta(seconds=1)
     started = time.perf_counter()
     # Upserts, not insert_many: on the embedded engine an insert scans the collection for
@@ -105,7 +105,9 @@ async def bench_claims(uri: str, sizes: list[int], claims: int) -> list[dict[str
             looked: list[float] = []
             for j in sorted(due):  # the claim's lookup alone, on the same index
                 t = time.perf_counter()
-                found = await s.coll.find_one({"agent_key": agents[j].key, "next_run_at": {"$lte": utcnow()}})
+                found = await s.coll.find_one(
+                    {"agent_key": agents[j].key, "next_run_at": {"$lte": SYSTEM_CLOCK.now()}}
+                )
                 looked.append((time.perf_counter() - t) * 1000)
                 assert found is not None
             won: list[float] = []
@@ -172,7 +174,7 @@ async def _prepare(uri: str, db_name: str, n_agents: int) -> None:
         agents = [Agent(f"agent-{j:04d}", noop, 0.05) for j in range(n_agents)]
         s = Scheduler(client[db_name], agents, SchedulerSettings(jitter_max_s=0), "prepare")
         await s.ensure_indexes()
-        await s.register(now=utcnow() - timedelta(seconds=1))
+        await s.register(now=SYSTEM_CLOCK.now() - timedelta(seconds=1))
     finally:
         await client.close()
 

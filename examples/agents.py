@@ -18,10 +18,10 @@ from typing import Any
 
 from bson import ObjectId
 
+from mongogate.clock import SYSTEM_CLOCK, as_utc
 from mongogate.errors import LeaseBusy
 from mongogate.memory.agents import AgentRegistry, TickContext
 from mongogate.memory.investigations import ACTIVE_STATUSES
-from mongogate.memory.lease import as_utc, utcnow
 
 agents = AgentRegistry()
 
@@ -47,7 +47,7 @@ async def stale_runs(ctx: TickContext) -> None:
     index lets one active item exist per (tenant, agent, trigger), and the loser gets it back
     as "already_open".
     """
-    now = utcnow()
+    now = SYSTEM_CLOCK.now()
     cutoff = now - STALE_AFTER
     runs = ctx.db["runs"]
     abandoned = runs.find(

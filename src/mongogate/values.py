@@ -12,7 +12,9 @@ Doc = dict[str, Any]
 MAX_INT64 = 2**63 - 1
 
 
-def check_int(value: object, what: str, lo: int, hi: int, *, default: int | None = None, hint: str = "") -> int:
+def check_int(
+    value: object, what: str, lo: int, hi: int, *, default: int | None = None, hint: str = ""
+) -> int:
     """An integer argument within [lo, hi] (bools are not integers); None means `default` if given."""
     if value is None and default is not None:
         return default

@@ -20,10 +20,10 @@ import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
+from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings
 from mongogate.errors import ConfigError
 from mongogate.memory.agents import Agent, AgentRegistry, TickContext, agents_from
-from mongogate.memory.lease import utcnow
 from mongogate.memory.scheduler import Scheduler
 
 Client = AsyncMongoClient[dict[str, Any]]
@@ -59,7 +59,7 @@ def test_four_workers_over_fifty_agents_run_every_due_tick_exactly_once(
 
     agents = [Agent(f"agent-{i:02d}", tick, interval) for i in range(50)]
     cfg = SchedulerSettings(jitter_max_s=0, tick_timeout_s=5, idle_sleep_s=0.2)
-    t0 = utcnow()
+    t0 = SYSTEM_CLOCK.now()
 
     async def seed() -> None:
         client: Client = AsyncMongoClient(engine_uri, tz_aware=True)
@@ -92,7 +92,7 @@ def test_four_workers_over_fifty_agents_run_every_due_tick_exactly_once(
         th.start()
     for th in threads:
         th.join(timeout=60)
-    stopped = utcnow()
+    stopped = SYSTEM_CLOCK.now()
     assert not errors, errors
 
     # exactly once: no due time of any agent ran twice
@@ -142,10 +142,10 @@ async def test_restart_jitter_spreads_overdue_ticks(mongo: Client, db_name: str)
     db = mongo[db_name]
     first = Scheduler(db, agents, cfg, "old", rng=random.Random(1))
     await first.ensure_indexes()
-    hour_ago = utcnow() - timedelta(hours=1)
+    hour_ago = SYSTEM_CLOCK.now() - timedelta(hours=1)
     await first.register(now=hour_ago)  # a backlog: everything overdue by an hour
 
-    now = utcnow()
+    now = SYSTEM_CLOCK.now()
     # two workers restart together; each overdue agent is moved once, not twice
     moved = await asyncio.gather(
         Scheduler(db, agents, cfg, "w1", rng=random.Random(2)).jitter_overdue(now),
@@ -225,7 +225,7 @@ async def test_status_reports_drift_and_lag(mongo: Client, db_name: str) -> None
     late = Agent("late", noop, 60)
     s = Scheduler(mongo[db_name], [late], SchedulerSettings(jitter_max_s=0), "w")
     await s.ensure_indexes()
-    await s.register(now=utcnow() - timedelta(seconds=30))
+    await s.register(now=SYSTEM_CLOCK.now() - timedelta(seconds=30))
     [before] = await s.status()
     assert before.lag_s >= 30 and before.last_run_at is None and before.ticks == 0
     claim = await s.claim(late)
@@ -356,7 +356,7 @@ async def test_the_example_agents_run(mongo: Client, db_name: str) -> None:
     s = Scheduler(db, registry, SchedulerSettings(jitter_max_s=0), "w")
     await s.ensure_indexes()
     await s.register()
-    hour_ago = utcnow() - timedelta(hours=1)
+    hour_ago = SYSTEM_CLOCK.now() - timedelta(hours=1)
     await db["runs"].insert_one(
         {
             "_id": "acme:import",
@@ -372,7 +372,7 @@ async def test_the_example_agents_run(mongo: Client, db_name: str) -> None:
     )
     await db["messages"].insert_many([{"tenant": t, "content": "hi"} for t in ("acme", "acme", "globex")])
 
-    clock = [utcnow()]
+    clock = [SYSTEM_CLOCK.now()]
 
     async def tick(key: str) -> str:
         agent = registry.get(key)

@@ -20,8 +20,8 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK, as_utc
 from mongogate.errors import InvalidInput, NotFound, StorageError
-from mongogate.memory.lease import as_utc, utcnow
 
 Doc = dict[str, Any]
 ACTIVE_STATUSES: tuple[str, ...] = ("open", "in_progress")
@@ -129,7 +129,7 @@ class Investigations:
             "status": "open",
             "title": title,
             "details": details or {},
-            "opened_at": utcnow(),
+            "opened_at": SYSTEM_CLOCK.now(),
             "closed_at": None,
             "resolution": None,
         }
@@ -164,7 +164,7 @@ class Investigations:
         return await self._update(
             tenant,
             investigation_id,
-            {"status": CLOSED_STATUS, "closed_at": utcnow(), "resolution": resolution},
+            {"status": CLOSED_STATUS, "closed_at": SYSTEM_CLOCK.now(), "resolution": resolution},
         )
 
     async def _update(self, tenant: str, investigation_id: str, changes: Doc) -> Investigation:

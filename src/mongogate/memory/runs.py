@@ -22,6 +22,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK, as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, NotFound, StorageError
 from mongogate.memory import lease
@@ -181,21 +182,21 @@ class Runs:
         lease_id = lease.new_lease_id()
         try:
             created = await self._create(tenant, rid)
-            taken = await lease.acquire(self.runs, match, lease_id, ttl)
+            taken = await lease.acquire(self.runs, match, lease_id, ttl, SYSTEM_CLOCK.now())
             if taken is None:
                 current = await self.runs.find_one(match, {"locked_until": 1})
                 if current is None:  # pragma: no cover - only if the run expired in between
                     raise run_not_found(rid)
-                until, left = lease.remaining_ms(current)
+                until, left = lease.remaining_ms(current, SYSTEM_CLOCK.now())
                 raise LeaseBusy(f"run {rid!r}", until, left, holder="another worker")
             await self._repair_last_event(taken)
         except PyMongoError as e:
             raise StorageError(f"could not take the lease of run {rid!r}: {e}") from e
-        until = lease.as_utc(taken["locked_until"])
+        until = as_utc(taken["locked_until"])
         return RunLease(rid, lease_id, until, int(taken["version"]), taken["status"], created)
 
     async def _create(self, tenant: str, rid: str) -> bool:
-        now = lease.utcnow()
+        now = SYSTEM_CLOCK.now()
         doc: Doc = {
             "tenant": tenant,
             "run_id": rid,
@@ -226,13 +227,13 @@ class Runs:
         ttl = self._lease_ms(lease_ms)
         match = {"_id": run_key(tenant, rid), "tenant": tenant}
         try:
-            doc = await lease.extend(self.runs, match, lid, ttl)
+            doc = await lease.extend(self.runs, match, lid, ttl, SYSTEM_CLOCK.now())
             if doc is None:
                 await self._raise_missing_or_lost(match, rid, lid)
         except PyMongoError as e:
             raise StorageError(f"could not extend the lease of run {rid!r}: {e}") from e
         assert doc is not None
-        return lease.as_utc(doc["locked_until"])
+        return as_utc(doc["locked_until"])
 
     async def release(self, tenant: str, run_id: object, lease_id: object) -> bool:
         """Release only if this lease owns the run; False if it no longer did (nothing changed)."""
@@ -275,7 +276,7 @@ class Runs:
         st = self._state(state)
         stat = self._status(status)
         match = {"_id": run_key(tenant, rid), "tenant": tenant}
-        now = lease.utcnow()
+        now = SYSTEM_CLOCK.now()
         ttl = self.settings.completed_run_ttl_s
         expire_at = now + timedelta(seconds=ttl) if stat == "completed" and ttl is not None else None
         try:
@@ -375,7 +376,7 @@ class Runs:
             full["status"],
             full.get("state"),
             full.get("written_by"),
-            lease.as_utc(full["updated_at"] or lease.utcnow()),
+            as_utc(full["updated_at"] or SYSTEM_CLOCK.now()),
             full.get("expire_at"),
         )
 
@@ -390,14 +391,14 @@ class Runs:
             raise run_not_found(rid)
         until: datetime | None = doc.get("locked_until")
         if until is not None:
-            until = lease.as_utc(until)
-        held = until is not None and doc.get("locked_by") is not None and until > lease.utcnow()
+            until = as_utc(until)
+        held = until is not None and doc.get("locked_by") is not None and until > SYSTEM_CLOCK.now()
         return Checkpoint(
             run_id=rid,
             version=int(doc["version"]),
             status=doc["status"],
             state=doc.get("state"),
-            updated_at=lease.as_utc(doc["updated_at"]) if doc.get("updated_at") else None,
+            updated_at=as_utc(doc["updated_at"]) if doc.get("updated_at") else None,
             lease_expires_at=until if held else None,
         )
 
@@ -438,7 +439,7 @@ class Runs:
             raise StorageError(f"could not read the events of run {rid!r}: {e}") from e
         return EventPage(
             events=[
-                RunEvent(int(d["seq"]), int(d["version"]), d["status"], lease.as_utc(d["at"]), d.get("state"))
+                RunEvent(int(d["seq"]), int(d["version"]), d["status"], as_utc(d["at"]), d.get("state"))
                 for d in docs[:n]
             ],
             more=len(docs) > n,

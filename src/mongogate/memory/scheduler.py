@@ -26,6 +26,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK, as_utc
 from mongogate.config import MemorySettings, SchedulerSettings
 from mongogate.errors import ConfigError, StorageError
 from mongogate.memory.agents import (
@@ -39,7 +40,6 @@ from mongogate.memory.agents import (
     load_object,
 )
 from mongogate.memory.investigations import Investigations
-from mongogate.memory.lease import as_utc, utcnow
 from mongogate.memory.runs import Runs
 
 __all__ = [
@@ -160,7 +160,7 @@ class Scheduler:
         Writes only what is missing or changed, so restarting a fleet costs one read per worker.
         Returns the number of documents written.
         """
-        now = now or utcnow()
+        now = now or SYSTEM_CLOCK.now()
         try:
             stored = {d["_id"]: d.get("interval_s") async for d in self.coll.find({}, {"interval_s": 1})}
         except PyMongoError as e:
@@ -205,7 +205,7 @@ class Scheduler:
         jitter = self.settings.jitter_max_s
         if jitter <= 0 or not len(self.agents):
             return 0
-        now = now or utcnow()
+        now = now or SYSTEM_CLOCK.now()
         ops: list[UpdateOne] = []
         try:
             async for d in self.coll.find({"next_run_at": {"$lte": now}}, {"_id": 1}):
@@ -226,7 +226,7 @@ class Scheduler:
 
     async def claim(self, agent: Agent, now: datetime | None = None) -> Claim | None:
         """Take the agent's due tick with one atomic update; None if it is not due or another worker won."""
-        now = now or utcnow()
+        now = now or SYSTEM_CLOCK.now()
         nxt = now + timedelta(seconds=agent.poll_interval_s)
         nxt = nxt.replace(microsecond=nxt.microsecond // 1000 * 1000)
         before = await self.coll.find_one_and_update(
@@ -296,7 +296,7 @@ class Scheduler:
                             "last_status": status,
                             "last_error": error,
                             "last_duration_s": round(duration, 6),
-                            "last_finished_at": utcnow(),
+                            "last_finished_at": SYSTEM_CLOCK.now(),
                             "drift_s": round(claim.drift_s, 6),
                             "last_scheduled_at": claim.scheduled_at,
                         }
@@ -351,7 +351,7 @@ class Scheduler:
             while not done():
                 wait = idle
                 try:
-                    now = utcnow()
+                    now = SYSTEM_CLOCK.now()
                     due, next_at = await self._upcoming(now, batch=max(4 * self.concurrency, 64))
                     self.rng.shuffle(due)  # workers racing over the same backlog collide less
                     claimed = missed = 0
@@ -382,7 +382,7 @@ class Scheduler:
                         # More may be due already; if others won everything, yield briefly.
                         wait = 0.0 if claimed else 0.01
                     elif next_at is not None:
-                        wait = min(idle, max((next_at - utcnow()).total_seconds(), 0.0))
+                        wait = min(idle, max((next_at - SYSTEM_CLOCK.now()).total_seconds(), 0.0))
                 except PyMongoError as e:
                     log.warning(
                         "worker %s: schedule unreachable (%s); retrying in %g s", self.worker_id, e, idle
@@ -404,7 +404,7 @@ class Scheduler:
 
     async def status(self, now: datetime | None = None) -> list[AgentStatus]:
         """Every scheduled agent (all deployments), with its next and last run and drift."""
-        now = now or utcnow()
+        now = now or SYSTEM_CLOCK.now()
         try:
             docs = await self.coll.find({}, sort=[("_id", ASCENDING)]).to_list()
         except PyMongoError as e:

@@ -16,10 +16,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, NotFound, StorageError
 from mongogate.memory.keys import check_content, check_id, message_key
-from mongogate.memory.lease import utcnow
 
 Doc = dict[str, Any]
 
@@ -87,7 +87,7 @@ class MemoryStore:
             "next_seq": 0,
             "locked_by": None,
             "locked_until": None,
-            "created_at": utcnow(),
+            "created_at": SYSTEM_CLOCK.now(),
         }
         try:
             await self.sessions.insert_one(doc)
@@ -147,7 +147,7 @@ class MemoryStore:
                 "role": role,
                 "call_id": cid,
                 "content": text,
-                "created_at": utcnow(),
+                "created_at": SYSTEM_CLOCK.now(),
                 **(extra or {}),
             }
             try:

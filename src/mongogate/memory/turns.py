@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pymongo.errors import PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK, as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.keys import check_content
@@ -66,19 +67,21 @@ class Turns:
             # Already answered: nothing to do, so the lease is released at once.
             await lease.release(st.sessions, match, lease_id)
             return TurnStart(None, True, answer["content"], ctx.messages, ctx.truncated)
-        expires = lease.as_utc(taken["locked_until"]).isoformat()
+        expires = as_utc(taken["locked_until"]).isoformat()
         return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires)
 
     async def _take(self, match: Doc, sid: str, lease_id: str, ttl: int) -> Doc:
         sessions = self.store.sessions
         for _ in range(5):
-            taken = await lease.acquire(sessions, match, lease_id, ttl)
+            taken = await lease.acquire(sessions, match, lease_id, ttl, SYSTEM_CLOCK.now())
             if taken is not None:
                 return taken
             current = await sessions.find_one(match, {"locked_until": 1})
             if current is None:
                 raise session_not_found(sid)
-            until, left = lease.remaining_ms(current) if current.get("locked_until") else (None, 0)
+            until, left = (
+                lease.remaining_ms(current, SYSTEM_CLOCK.now()) if current.get("locked_until") else (None, 0)
+            )
             if until is not None and left > 0:
                 raise LeaseBusy(f"session {sid!r}", until, left)
             # released (or expired) between our two reads: try again

@@ -93,6 +93,35 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
+def _client_went_away(exc: BaseException) -> bool:
+    """True when every leaf of `exc` says the stdio peer closed its pipes."""
+    import anyio
+
+    gone = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_client_went_away(e) for e in exc.exceptions)
+    return isinstance(exc, gone)
+
+
+def _serve_stdio(server: Any) -> int:
+    """A client that vanishes (its process died) is a normal shutdown: status 0, one INFO line.
+
+    The lifespan has closed the database (and released the data directory) by the time
+    `run` returns or raises; in-flight turns keep their leases, which a retry of the same
+    turn takes over at once.
+    """
+    try:
+        server.run("stdio")
+    except BaseException as e:
+        if not _client_went_away(e):
+            raise
+        log.info("stdio client went away; shutting down")
+        sys.stderr.flush()
+        # stdout is a broken pipe: the interpreter's final flush of it would print a traceback.
+        os._exit(0)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from mongogate.server.app import build_server
 
@@ -112,8 +141,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings, _registry(settings, args.demo), transport=transport, insecure_no_auth=args.insecure_no_auth
     )
     if transport == "stdio":
-        server.run("stdio")
-        return 0
+        return _serve_stdio(server)
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http
 

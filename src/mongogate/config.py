@@ -21,7 +21,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from mongogate.errors import ConfigError
 from mongogate.policy.spec import SUPPORTED_OPERATORS, QueryToolSpec
 
-MEMORY_TOOL_NAMES = frozenset({"create_session", "append", "load_context", "begin_turn", "end_turn"})
+MEMORY_TOOL_NAMES = frozenset(
+    {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
+)
 RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
 RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES
 
@@ -92,7 +94,7 @@ class MemorySettings(Section):
     max_message_bytes: int = Field(default=256 * 1024, ge=1)
     default_context_limit: int = Field(default=40, ge=1)
     max_context_limit: int = Field(default=200, ge=1)
-    lease_ms: int = Field(default=120_000, ge=100)
+    lease_ms: int = Field(default=30_000, ge=100)
     max_lease_ms: int = Field(default=3_600_000, ge=100)
     max_id_length: int = Field(default=200, ge=8, le=1000)
     max_state_bytes: int = Field(default=1024 * 1024, ge=1)

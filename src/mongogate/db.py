@@ -140,13 +140,16 @@ class Database:
         self._query_client = AsyncMongoClient(query_uri, **opts)
 
     async def close(self) -> None:
-        for c in (self._client, self._query_client):
-            if c is not None:
-                await c.close()
-        self._client = self._query_client = None
-        if self.engine is not None:
-            await anyio.to_thread.run_sync(self.engine.stop)
-            self.engine = None
+        # Shielded: a shutdown that cancels the server (a vanished stdio client) must still
+        # stop the engine and release the data directory.
+        with anyio.CancelScope(shield=True):
+            for c in (self._client, self._query_client):
+                if c is not None:
+                    await c.close()
+            self._client = self._query_client = None
+            if self.engine is not None:
+                await anyio.to_thread.run_sync(self.engine.stop)
+                self.engine = None
 
     @property
     def client(self) -> AsyncMongoClient[Doc]:

@@ -56,10 +56,19 @@ class AuthError(MongogateError):
 
 
 class StorageError(MongogateError):
-    """The database failed or is unreachable; wraps the driver error with `from`."""
+    """The database failed or is unreachable; wraps the driver error with `from`.
+
+    The message says what failed and when to retry, in one sentence; the driver's own text
+    (topology dumps, hosts) goes to the server log with the request id, never to the model.
+    """
 
     code = "storage_error"
     retryable = True
+
+    def __init__(self, what: str, retry_after_s: int = 5) -> None:
+        self.what = what
+        self.retry_after_s = retry_after_s
+        super().__init__(f"{what}: the database did not answer; retry in about {retry_after_s} s")
 
 
 class LeaseBusy(MongogateError):
@@ -81,3 +90,16 @@ class LeaseLost(MongogateError):
     """The caller's lease no longer owns the session or run; it must stop, nothing was written."""
 
     code = "lease_lost"
+
+
+class Conflict(MongogateError):
+    """An idempotency key was reused with different content, or the write belongs to a lease holder."""
+
+    code = "conflict"
+
+
+class InternalError(MongogateError):
+    """An unexpected failure; its detail is in the server log under the request id, never shown."""
+
+    code = "internal"
+    retryable = True

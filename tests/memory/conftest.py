@@ -5,14 +5,22 @@ from collections.abc import AsyncIterator
 import pytest
 from pymongo import AsyncMongoClient
 
+from mongogate.clock import ManualClock
 from mongogate.config import MemorySettings
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 
 
 @pytest.fixture
-async def store(mongo: AsyncMongoClient[dict[str, object]], db_name: str) -> AsyncIterator[MemoryStore]:
-    s = MemoryStore(mongo[db_name], MemorySettings(max_message_bytes=4096, max_context_limit=50))  # type: ignore[arg-type]
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(
+    mongo: AsyncMongoClient[dict[str, object]], db_name: str, clock: ManualClock
+) -> AsyncIterator[MemoryStore]:
+    s = MemoryStore(mongo[db_name], MemorySettings(max_message_bytes=4096, max_context_limit=50), clock)  # type: ignore[arg-type]
     await s.ensure_indexes()
     yield s
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import anyio
 import pytest
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, monitoring
 
 from mongogate.config import MemorySettings
-from mongogate.errors import InvalidInput, NotFound
+from mongogate.errors import Conflict, InvalidInput, NotFound
 from mongogate.memory.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -30,11 +30,28 @@ async def test_append_returns_keys_and_increasing_seq(store: MemoryStore) -> Non
 async def test_repeat_is_duplicate_and_stores_once(store: MemoryStore) -> None:
     sid = await store.create_session("acme")
     first = await store.append("acme", sid, "t1", "user", "hi")
-    again = await store.append("acme", sid, "t1", "user", "hi (retried)")
+    again = await store.append("acme", sid, "t1", "user", "hi")
     assert again.status == "duplicate" and again.seq == first.seq and again.key == first.key
     assert await store.messages.count_documents({"session_id": sid}) == 1
+
+
+@pytest.mark.parametrize(
+    ("role", "call_id"), [("user", None), ("tool", "c1"), ("assistant", "c1"), ("assistant", None)]
+)
+async def test_same_key_other_content_is_a_conflict_and_writes_nothing(
+    store: MemoryStore, role: str, call_id: str | None
+) -> None:
+    """Issue 8.6: a key repeated with different content is never a silent duplicate."""
+    sid = await store.create_session("acme")
+    first = await store.append("acme", sid, "t1", role, "original", call_id)
+    with pytest.raises(Conflict, match=f"{first.key}.*already stored with different content"):
+        await store.append("acme", sid, "t1", role, "something else", call_id)
     ctx = await store.load_context("acme", sid)
-    assert [m.content for m in ctx.messages] == ["hi"]  # the first write stands
+    stored = [d async for d in store.messages.find({"session_id": sid})]
+    assert [d["content"] for d in stored] == ["original"]
+    assert ctx.messages == [] or [m.content for m in ctx.messages] == ["original"]
+    session = await store.sessions.find_one({"_id": sid})
+    assert session is not None and "pending" not in session
 
 
 async def test_two_turns_at_once_keep_all_four_messages(store: MemoryStore) -> None:
@@ -165,3 +182,46 @@ async def test_unknown_session_and_other_tenant_look_the_same(store: MemoryStore
             await store.append(tenant, session, "t9", "user", "intrusion")
     assert errors[0] == errors[1]
     assert await store.messages.count_documents({"session_id": sid}) == 1
+
+
+class Commands(monitoring.CommandListener):
+    """Counts the commands the driver sends (not the handshake or monitoring)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in ("hello", "isMaster", "ismaster", "ping", "endSessions"):
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def test_round_trips_append_two_load_context_one(engine_uri: str, db_name: str) -> None:
+    """Issue 13.5: append is $inc + insert; a repeat adds one read; load_context is one find."""
+    listener = Commands()
+    async with AsyncMongoClient(engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        s = MemoryStore(c[db_name], MemorySettings())  # type: ignore[arg-type]
+        await s.ensure_indexes()
+        sid = await s.create_session("acme")
+
+        listener.names.clear()
+        await s.append("acme", sid, "t1", "user", "hi")
+        assert listener.names == ["findAndModify", "insert"]
+
+        listener.names.clear()
+        assert (await s.append("acme", sid, "t1", "user", "hi")).status == "duplicate"
+        assert len(listener.names) <= 3
+
+        listener.names.clear()
+        ctx = await s.load_context("acme", sid)
+        assert [m.content for m in ctx.messages] == ["hi"] and listener.names == ["find"]
+
+        empty = await s.create_session("acme")
+        listener.names.clear()
+        assert (await s.load_context("acme", empty)).messages == []
+        assert listener.names == ["find", "find"]  # only an empty window looks the session up

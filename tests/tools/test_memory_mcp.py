@@ -64,7 +64,7 @@ async def test_whole_turn_in_process(engine_uri: str, db_name: str, tmp_path: Pa
 async def test_tools_have_schemas_and_annotations(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    memory = {"create_session", "append", "load_context", "begin_turn", "end_turn"}
+    memory = {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
     runs = {"acquire_run", "save_checkpoint", "load_checkpoint", "run_events", "release_run"}
     assert set(tools) == memory | runs
     for t in tools.values():

@@ -33,6 +33,18 @@ def check_content(content: object, what: str, max_bytes: int) -> str:
     return content
 
 
+def check_role(role: object) -> str:
+    if not isinstance(role, str) or role not in ROLES:
+        shown = repr(role)[:40]
+        raise InvalidInput(f"role {shown} is unknown; use one of {', '.join(ROLES)}")
+    return role
+
+
+def answer_key(turn_id: str) -> str:
+    """The key of a turn's final answer: one per turn, written through the session's commit point."""
+    return f"{turn_id}:assistant"
+
+
 def message_key(turn_id: str, role: str, call_id: str | None) -> str:
     """`<turn>:user`, `<turn>:system`, `<turn>:assistant`, `<turn>:assistant:<call>`, `<turn>:tool:<call>`."""
     if role not in ROLES:
@@ -45,4 +57,4 @@ def message_key(turn_id: str, role: str, call_id: str | None) -> str:
         if call_id is None:
             raise InvalidInput("a tool message needs the call_id of the tool call it answers")
         return f"{turn_id}:tool:{call_id}"
-    return f"{turn_id}:assistant" if call_id is None else f"{turn_id}:assistant:{call_id}"
+    return answer_key(turn_id) if call_id is None else f"{turn_id}:assistant:{call_id}"

@@ -1,27 +1,32 @@
 """Sessions and messages: one document per message, keyed by the work, numbered by `$inc`.
 
 No code path reads a history, changes it in memory and writes it back: every write is
-an insert of one message or a single-document atomic update of the session.
+an insert of one message or a single-document atomic update of the session. A turn's
+final answer is the exception that proves the rule: it is committed on the session
+document first (see `memory/answers.py`), so "who answered" is decided in one place.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
-from mongogate.errors import InvalidInput, NotFound, StorageError
-from mongogate.memory.keys import check_content, check_id, message_key
+from mongogate.errors import Conflict, NotFound, StorageError
+from mongogate.memory.keys import check_content, check_id, check_role, message_key
+from mongogate.values import Doc, check_int
 
-Doc = dict[str, Any]
+log = logging.getLogger(__name__)
+
+_WINDOW_FIELDS = {"role": 1, "content": 1, "turn_id": 1, "seq": 1, "call_id": 1, "key": 1, "_id": 0}
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Message:
     turn_id: str
     seq: int
     call_id: str | None = None
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -45,20 +51,35 @@ class Context:
     messages: list[Message] = field(default_factory=list)
     truncated: bool = False
 
+    def find(self, key: str) -> Message | None:
+        return next((m for m in self.messages if m.key == key), None)
+
 
 def session_not_found(session_id: str) -> NotFound:
     # The same words whether the session is missing or another tenant's.
     return NotFound(f"session {session_id!r} not found; create one with create_session")
 
 
+def key_conflict(key: str) -> Conflict:
+    return Conflict(
+        f"message key {key!r} is already stored with different content; nothing was written. "
+        "A retry must send the same content; a new message needs a new turn_id or call_id"
+    )
+
+
 class MemoryStore:
-    def __init__(self, db: AsyncDatabase[Doc], settings: MemorySettings) -> None:
+    def __init__(self, db: AsyncDatabase[Doc], settings: MemorySettings, clock: Clock = SYSTEM_CLOCK) -> None:
         self.db = db
         self.settings = settings
+        self.clock = clock
         self.sessions: AsyncCollection[Doc] = db["sessions"]
         self.messages: AsyncCollection[Doc] = db["messages"]
         #: test seam: called at named points between a write and its acknowledgement
         self.fault: Callable[[str], None] | None = None
+
+    def at(self, point: str) -> None:
+        if self.fault is not None:
+            self.fault(point)
 
     async def ensure_indexes(self) -> None:
         try:
@@ -70,10 +91,23 @@ class MemoryStore:
                 [("session_id", ASCENDING), ("seq", DESCENDING)], name="session_seq_desc"
             )
         except PyMongoError as e:
-            raise StorageError(f"could not create memory indexes: {e}") from e
+            raise StorageError("could not create the memory indexes") from e
 
-    def _id(self, value: object, what: str) -> str:
+    def check_id(self, value: object, what: str) -> str:
         return check_id(value, what, self.settings.max_id_length)
+
+    def check_text(self, value: object, what: str) -> str:
+        return check_content(value, what, self.settings.max_message_bytes)
+
+    def check_limit(self, limit: object) -> int:
+        return check_int(
+            limit,
+            "limit",
+            1,
+            self.settings.max_context_limit,
+            default=self.settings.default_context_limit,
+            hint="messages; memory.max_context_limit",
+        )
 
     async def create_session(self, tenant: str, title: str | None = None, metadata: Doc | None = None) -> str:
         if title is not None:
@@ -87,20 +121,21 @@ class MemoryStore:
             "next_seq": 0,
             "locked_by": None,
             "locked_until": None,
-            "created_at": SYSTEM_CLOCK.now(),
+            "lease_turn": None,
+            "created_at": self.clock.now(),
         }
         try:
             await self.sessions.insert_one(doc)
         except PyMongoError as e:
-            raise StorageError(f"could not create the session: {e}") from e
+            raise StorageError("could not create the session") from e
         return session_id
 
     async def get_session(self, tenant: str, session_id: object) -> Doc:
-        sid = self._id(session_id, "session_id")
+        sid = self.check_id(session_id, "session_id")
         try:
             doc = await self.sessions.find_one({"_id": sid, "tenant": tenant})
         except PyMongoError as e:
-            raise StorageError(f"could not read session: {e}") from e
+            raise StorageError("could not read the session") from e
         if doc is None:
             raise session_not_found(sid)
         return doc
@@ -113,91 +148,102 @@ class MemoryStore:
         role: object,
         content: object,
         call_id: object = None,
-        *,
-        extra: Doc | None = None,
     ) -> AppendResult:
-        """Insert one message. A repeat of the same key is success (`duplicate`), never a second copy."""
-        sid = self._id(session_id, "session_id")
-        tid = self._id(turn_id, "turn_id")
-        cid = None if call_id is None else self._id(call_id, "call_id")
-        if not isinstance(role, str):
-            raise InvalidInput("role must be one of user, assistant, tool, system")
-        key = message_key(tid, role, cid)
-        text = check_content(content, "content", self.settings.max_message_bytes)
+        """Insert one message. A repeat of the same key and content is `duplicate`, never a second copy.
+
+        Two round trips on the common path (`$inc`, insert); the unique index detects a repeat.
+        A turn's final answer (`assistant` without `call_id`) goes through the session's commit point.
+        """
+        sid = self.check_id(session_id, "session_id")
+        tid = self.check_id(turn_id, "turn_id")
+        cid = None if call_id is None else self.check_id(call_id, "call_id")
+        key = message_key(tid, check_role(role), cid)
+        text = self.check_text(content, "content")
+        if role == "assistant" and cid is None:
+            from mongogate.memory.answers import commit_answer  # the commit point lives there
+
+            return await commit_answer(self, tenant, sid, tid, text, lease_id=None)
         try:
-            existing = await self.messages.find_one({"session_id": sid, "key": key}, {"seq": 1, "tenant": 1})
-            if existing is not None and existing.get("tenant") == tenant:
-                return AppendResult("duplicate", key, int(existing["seq"]))
             # The $inc is the tenant check as well: another tenant's session matches nothing.
             session = await self.sessions.find_one_and_update(
                 {"_id": sid, "tenant": tenant},
                 {"$inc": {"next_seq": 1}},
-                projection={"next_seq": 1},
+                projection={"next_seq": 1, "pending": 1},
                 return_document=ReturnDocument.AFTER,
             )
-            if session is None:
-                raise session_not_found(sid)
-            seq = int(session["next_seq"])
-            doc: Doc = {
-                "session_id": sid,
-                "tenant": tenant,
-                "key": key,
-                "seq": seq,
-                "turn_id": tid,
-                "role": role,
-                "call_id": cid,
-                "content": text,
-                "created_at": SYSTEM_CLOCK.now(),
-                **(extra or {}),
-            }
+        except PyMongoError as e:
+            raise StorageError(f"could not append to session {sid!r}") from e
+        if session is None:
+            raise session_not_found(sid)
+        if session.get("pending"):
+            from mongogate.memory.answers import settle
+
+            await settle(self, tenant, sid, session["pending"])
+        doc: Doc = {
+            "session_id": sid,
+            "tenant": tenant,
+            "key": key,
+            "seq": int(session["next_seq"]),
+            "turn_id": tid,
+            "role": role,
+            "call_id": cid,
+            "content": text,
+            "created_at": self.clock.now(),
+        }
+        status, seq = await self.insert_message(doc)
+        return AppendResult(status, key, seq)
+
+    async def insert_message(self, doc: Doc) -> tuple[str, int]:
+        """Insert; a key already stored is `duplicate` with the same role and content, else a conflict."""
+        try:
             try:
                 await self.messages.insert_one(doc)
+                return "inserted", int(doc["seq"])
             except DuplicateKeyError:
-                # A concurrent or retried writer got there first: its copy stands.
-                stored = await self.messages.find_one({"session_id": sid, "key": key}, {"seq": 1})
-                return AppendResult("duplicate", key, int(stored["seq"]) if stored else seq)
+                stored = await self.messages.find_one(
+                    {"session_id": doc["session_id"], "key": doc["key"]}, {"seq": 1, "role": 1, "content": 1}
+                )
         except PyMongoError as e:
-            raise StorageError(f"could not append to session {sid}: {e}") from e
-        return AppendResult("inserted", key, seq)
+            raise StorageError(f"could not append to session {doc['session_id']!r}") from e
+        if stored is None:  # pragma: no cover - a unique-index hit always has a stored copy
+            raise StorageError(f"could not read back message {doc['key']!r}")
+        if stored.get("role") != doc["role"] or stored.get("content") != doc["content"]:
+            raise key_conflict(doc["key"])
+        return "duplicate", int(stored["seq"])
 
-    async def find_message(self, session_id: str, key: str) -> Doc | None:
+    async def find_message(self, tenant: str, session_id: str, key: str) -> Doc | None:
         try:
-            return await self.messages.find_one({"session_id": session_id, "key": key})
+            return await self.messages.find_one({"session_id": session_id, "tenant": tenant, "key": key})
         except PyMongoError as e:
-            raise StorageError(f"could not read message: {e}") from e
-
-    def check_limit(self, limit: object) -> int:
-        if limit is None:
-            return self.settings.default_context_limit
-        cap = self.settings.max_context_limit
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= cap:
-            raise InvalidInput(
-                f"limit must be an integer from 1 to {cap} (memory.max_context_limit); got {limit!r}"
-            )
-        return limit
+            raise StorageError("could not read the message") from e
 
     async def load_context(self, tenant: str, session_id: object, limit: object = None) -> Context:
-        """The last `limit` messages, cut so the window starts at a user message (never mid-turn).
+        """The last `limit` messages, cut so the window starts at a user message (never mid-turn)."""
+        n = self.check_limit(limit)
+        sid = self.check_id(session_id, "session_id")
+        return await self.window(tenant, sid, n)
+
+    async def window(self, tenant: str, session_id: str, n: int) -> Context:
+        """One round trip for a non-empty session: messages carry the tenant, so no session read.
 
         Reads `limit + 1` documents through the (session, seq desc) index, so the cost does
-        not grow with the session's length.
+        not grow with the session's length. Only an empty window looks the session up, to
+        tell a missing (or another tenant's) session from an empty one.
         """
-        n = self.check_limit(limit)
-        session = await self.get_session(tenant, session_id)
-        return await self.window(session["_id"], n)
-
-    async def window(self, session_id: str, n: int) -> Context:
-        """`load_context` for a session whose tenant the caller has already checked."""
         try:
             cursor = self.messages.find(
-                {"session_id": session_id},
-                {"role": 1, "content": 1, "turn_id": 1, "seq": 1, "call_id": 1},
+                {"session_id": session_id, "tenant": tenant},
+                _WINDOW_FIELDS,
                 sort=[("seq", DESCENDING)],
                 limit=n + 1,
             )
             docs = [d async for d in cursor]
+            if not docs:
+                exists = await self.sessions.find_one({"_id": session_id, "tenant": tenant}, {"_id": 1})
+                if exists is None:
+                    raise session_not_found(session_id)
         except PyMongoError as e:
-            raise StorageError(f"could not load context: {e}") from e
+            raise StorageError("could not load the context") from e
         truncated = len(docs) > n
         window = list(reversed(docs[:n]))
         first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), len(window))
@@ -206,7 +252,9 @@ class MemoryStore:
             window = window[first_user:]
         return Context(
             messages=[
-                Message(d["role"], d["content"], d["turn_id"], int(d["seq"]), d.get("call_id"))
+                Message(
+                    d["role"], d["content"], d["turn_id"], int(d["seq"]), d.get("call_id"), d.get("key", "")
+                )
                 for d in window
             ],
             truncated=truncated,

@@ -1,25 +1,28 @@
 """Build MCP tools from pydantic input/output models (or hand-built schemas).
 
 The SDK's `add_tool()` only takes functions; mongogate builds every tool from a spec so
-that input schemas forbid unknown arguments and errors reach the model with their text.
+that input schemas forbid unknown arguments and every failure reaches the model in one
+shape: `[code] (retryable)? message`. The tool function returns the error result itself
+(the SDK would prefix raised errors with "Error executing tool X:" or hide them), and the
+driver's detail goes to the server log under the request id, never to the model.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mongogate.errors import MongogateError
+from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError
 from mongogate.principal import Principal
 from mongogate.tools.state import AppState
 
@@ -32,18 +35,53 @@ class ToolInput(ArgModelBase):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
 
+class RawArguments(ArgModelBase):
+    """What the SDK validates: anything. mongogate validates inside the tool, to word the error."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return dict(self.__pydantic_extra__ or {})
+
+
 class ToolOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MongogateToolError(ToolError):
-    """A mongogate error shown to the model with its message (and code)."""
+def error_text(err: MongogateError, request_id: str | None = None) -> str:
+    hint = " (retryable)" if err.retryable else ""
+    text = f"[{err.code}]{hint} {err}"
+    if request_id and isinstance(err, StorageError | InternalError):
+        text += f" (request {request_id})"
+    return text
 
-    def __init__(self, err: MongogateError) -> None:
-        self.code = err.code
-        self.retryable = err.retryable
-        hint = " (retryable)" if err.retryable else ""
-        super().__init__(f"[{err.code}]{hint} {err}")
+
+def error_result(err: MongogateError, request_id: str | None = None) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=error_text(err, request_id))], is_error=True)
+
+
+def _safe(value: object, limit: int = 40) -> str:
+    """A value shown in an error: short, one line, no control characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def describe_validation(exc: ValidationError) -> InvalidInput:
+    """One sentence naming the argument, what was wrong and what is allowed (no library text)."""
+    parts: list[str] = []
+    for err in exc.errors(include_url=False)[:3]:
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        kind = err["type"]
+        if kind == "missing":
+            parts.append(f"argument {where!r} is required")
+        elif kind == "extra_forbidden":
+            parts.append(f"argument {where!r} is not accepted by this tool")
+        else:
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            parts.append(f"argument {where!r} {_safe(err.get('input'))} is invalid: {msg}")
+    more = len(exc.errors()) - len(parts)
+    tail = f" (and {more} more)" if more > 0 else ""
+    return InvalidInput("; ".join(parts) + tail + ". See the tool's input schema for what is allowed")
 
 
 @dataclass(frozen=True)
@@ -61,6 +99,11 @@ Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any]]]
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False)
 
 
+def new_request_id() -> str:
+    """Unique across clients and servers (JSON-RPC ids are per connection), so one grep finds a call."""
+    return uuid.uuid4().hex[:16]
+
+
 def make_tool(
     *,
     name: str,
@@ -75,25 +118,48 @@ def make_tool(
     title: str | None = None,
 ) -> Tool:
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:
-        app: AppState = ctx.request_context.lifespan_context
+        request_id = new_request_id()
         principal: Principal | None = None
         try:
+            app: AppState = ctx.request_context.lifespan_context
             principal = app.principal(ctx)
             if required_scopes:
                 app.require_scopes(principal, list(required_scopes), name)
-            call = Call(app=app, principal=principal, request_id=str(ctx.request_id), tool=name)
-            result = await handler(call, input_model.model_construct(**kwargs))
+            call = Call(app=app, principal=principal, request_id=request_id, tool=name)
+            try:
+                args = input_model.model_validate(kwargs)
+            except ValidationError as e:
+                raise describe_validation(e) from None
+            result = await handler(call, args)
         except MongogateError as e:
             who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
-            log.info("tool %s refused for %s: %s", name, who, e.code)
-            raise MongogateToolError(e) from e
+            cause = e.__cause__
+            if cause is not None:  # the driver's detail: for the operator, never for the model
+                log.warning(
+                    "request %s: tool %s failed for %s: [%s] %s: %s",
+                    request_id,
+                    name,
+                    who,
+                    e.code,
+                    type(cause).__name__,
+                    cause,
+                )
+            else:
+                log.info("request %s: tool %s refused for %s: %s", request_id, name, who, e.code)
+            return error_result(e, request_id)
+        except Exception as e:
+            log.error("request %s: tool %s failed unexpectedly: %s", request_id, name, type(e).__name__)
+            log.debug("request %s: traceback", request_id, exc_info=True)
+            return error_result(
+                InternalError(f"{name} failed unexpectedly; nothing is known to be written"), request_id
+            )
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
             structured_content=data,
         )
 
-    meta = FuncMetadata(arg_model=input_model, output_model=output_model, output_schema=output_schema)
+    meta = FuncMetadata(arg_model=RawArguments, output_model=output_model, output_schema=output_schema)
     return Tool(
         fn=fn,
         name=name,

@@ -78,6 +78,20 @@ class BeginTurnOut(ToolOutput):
     lease_expires_at: str | None = None
 
 
+class RenewTurnIn(ToolInput):
+    session_id: IdStr
+    turn_id: IdStr
+    lease_id: IdStr
+    lease_ms: int | None = Field(
+        default=None, description="new lease length from now, in ms (default memory.lease_ms)"
+    )
+
+
+class RenewTurnOut(ToolOutput):
+    lease_id: str
+    lease_expires_at: str
+
+
 class EndTurnIn(ToolInput):
     session_id: IdStr
     turn_id: IdStr
@@ -117,6 +131,13 @@ async def _begin_turn(call: Call, a: BeginTurnIn) -> BeginTurnOut:
         truncated=t.truncated,
         lease_expires_at=t.lease_expires_at,
     )
+
+
+async def _renew_turn(call: Call, a: RenewTurnIn) -> RenewTurnOut:
+    r = await call.app.turns.renew_turn(
+        call.principal.tenant, a.session_id, a.turn_id, a.lease_id, a.lease_ms
+    )
+    return RenewTurnOut(lease_id=r.lease_id, lease_expires_at=r.lease_expires_at)
 
 
 async def _end_turn(call: Call, a: EndTurnIn) -> EndTurnOut:
@@ -166,7 +187,9 @@ def memory_tools() -> list[Tool]:
             description=(
                 "Start a turn: take the session lease, store the user's text, and return the context. "
                 "If this turn was already answered, returns answered=true with the stored answer "
-                "(do not call a model again; no lease is held). A busy session is a retryable error."
+                "(do not call a model again; no lease is held). Retrying with the same turn_id and text "
+                "(e.g. after a lost reply) takes the lease over at once. A session busy with another "
+                "turn is a retryable error."
             ),
             input_model=BeginTurnIn,
             output_model=BeginTurnOut,
@@ -174,10 +197,22 @@ def memory_tools() -> list[Tool]:
             annotations=_WRITE,
         ),
         make_tool(
+            name="renew_turn",
+            description=(
+                "Heartbeat for a long turn: extend the session lease you hold (from begin_turn) so it does "
+                "not expire while the model is still working. Call it well before lease_expires_at; "
+                "lease_lost means another attempt owns the session now: stop this turn."
+            ),
+            input_model=RenewTurnIn,
+            output_model=RenewTurnOut,
+            handler=_renew_turn,
+            annotations=_IDEMPOTENT_WRITE,
+        ),
+        make_tool(
             name="end_turn",
             description=(
-                "Finish a turn: store the reply and release the lease. Refused, writing nothing, if the "
-                "lease no longer owns the session."
+                "Finish a turn: store the final reply and release the lease, in one atomic step. "
+                "Refused, writing nothing, if the lease no longer owns the session (lease_lost)."
             ),
             input_model=EndTurnIn,
             output_model=EndTurnOut,

@@ -1,0 +1,134 @@
+"""The commit point of a turn's final answer: one conditional update of the session document.
+
+Why here and not in the message insert: "is this lease still the owner?" and "store the
+answer" must be one atomic step, and MongoDB makes a single-document update atomic on every
+deployment (no transaction needed). The update checks the lease, releases it, takes the
+answer's sequence number from the session's counter and parks the answer in
+`session.pending`, all at once. `settle` then writes the answer as an ordinary message and
+clears `pending`. A process that dies between the two leaves `pending` behind, and the next
+writer or reader of the session's document (`begin_turn`, `append`, `end_turn`) settles it
+first, so an acknowledged or committed answer is never lost and never lands twice.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pymongo import ReturnDocument
+from pymongo.errors import PyMongoError
+
+from mongogate.errors import Conflict, StorageError
+from mongogate.memory.keys import answer_key
+from mongogate.memory.store import AppendResult, MemoryStore, key_conflict, session_not_found
+from mongogate.values import Doc
+
+log = logging.getLogger(__name__)
+
+
+def _literal(value: object) -> Doc:
+    # Pipeline updates read "$x" strings as field paths: caller text must never be one.
+    return {"$literal": value}
+
+
+async def commit_answer(
+    store: MemoryStore, tenant: str, sid: str, tid: str, text: str, *, lease_id: str | None
+) -> AppendResult:
+    """Store `tid`'s answer if the caller may: with `lease_id`, only while that lease owns the
+    session for this turn; without one (plain `append`), only while no lease is held for it.
+
+    Raises `Conflict` when refused by the lease rule or when the key already holds other text;
+    `LeaseRefused` carries the session state so `end_turn` can say precisely why.
+    """
+    key = answer_key(tid)
+    if lease_id is not None:
+        guard: Doc = {"locked_by": lease_id, "lease_turn": tid}
+    else:
+        guard = {"$nor": [{"lease_turn": tid, "locked_by": {"$ne": None}}]}
+    next_seq = {"$add": ["$next_seq", 1]}
+    pending = {
+        "key": _literal(key),
+        "turn_id": _literal(tid),
+        "content": _literal(text),
+        "lease_id": _literal(lease_id),
+        "seq": next_seq,
+        "at": _literal(store.clock.now()),
+    }
+    update: Doc = {"next_seq": next_seq, "pending": pending}
+    if lease_id is not None:  # committing ends the turn: the lease is released in the same step
+        update |= {"locked_by": None, "locked_until": None, "lease_turn": None}
+    for _ in range(3):
+        try:
+            doc = await store.sessions.find_one_and_update(
+                {"_id": sid, "tenant": tenant, "pending": None, **guard},
+                [{"$set": update}],
+                projection={"pending": 1},
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                current = await store.sessions.find_one(
+                    {"_id": sid, "tenant": tenant}, {"locked_by": 1, "lease_turn": 1, "pending": 1}
+                )
+        except PyMongoError as e:
+            raise StorageError(f"could not store the answer of turn {tid!r}") from e
+        if doc is not None:
+            store.at("answer.after_commit")
+            status, seq = await settle(store, tenant, sid, doc["pending"], raise_conflict=True)
+            return AppendResult(status, key, seq)
+        if current is None:
+            raise session_not_found(sid)
+        if current.get("pending"):  # a crashed writer's answer: settle it, then try again
+            await settle(store, tenant, sid, current["pending"])
+            continue
+        raise LeaseRefused(current)
+    raise StorageError(f"could not store the answer of turn {tid!r} (the session kept changing)")
+
+
+class LeaseRefused(Conflict):
+    """The lease rule refused the answer; `session` is what the session document said."""
+
+    def __init__(self, session: Doc) -> None:
+        self.session = session
+        super().__init__(
+            "this turn's answer is being produced under the session lease: only end_turn with that "
+            "lease may store it (begin_turn the same turn again to take the lease over); nothing was written"
+        )
+
+
+async def settle(
+    store: MemoryStore, tenant: str, sid: str, pending: Doc, *, raise_conflict: bool = False
+) -> tuple[str, int]:
+    """Write a committed answer as a message (idempotent by key), then clear `pending`.
+
+    Settling on behalf of another (crashed) writer never fails the caller: a conflict there
+    means the key already holds an answer, which stands, and is only logged.
+    """
+    doc: Doc = {
+        "session_id": sid,
+        "tenant": tenant,
+        "key": pending["key"],
+        "seq": int(pending["seq"]),
+        "turn_id": pending["turn_id"],
+        "role": "assistant",
+        "call_id": None,
+        "content": pending["content"],
+        "created_at": pending.get("at") or store.clock.now(),
+        "lease_id": pending.get("lease_id"),
+    }
+    try:
+        result = await store.insert_message(doc)
+    except Conflict:
+        result = None
+    store.at("answer.after_write")
+    try:
+        await store.sessions.update_one(
+            {"_id": sid, "pending.key": pending["key"], "pending.seq": pending["seq"]},
+            {"$unset": {"pending": ""}},
+        )
+    except PyMongoError as e:  # the next writer settles it again (the insert is idempotent)
+        log.warning("could not clear the settled answer of session %s: %s", sid, type(e).__name__)
+    if result is None:
+        if raise_conflict:
+            raise key_conflict(pending["key"])
+        log.warning("session %s: committed answer %s conflicts with the stored one", sid, pending["key"])
+        return "duplicate", int(pending["seq"])
+    return result

@@ -67,3 +67,20 @@ class ManualClock:
         if seconds > 0:
             self.advance(seconds)
         await anyio.sleep(0)
+
+
+class SkewedClock:
+    """The system clock shifted by a fixed offset: a server whose clock runs ahead or behind.
+
+    Used by crash/race tests and the soak script (`MONGOGATE_TEST_CLOCK_SKEW_MS`) to make one
+    process see another's lease as expired at once, without waiting for it.
+    """
+
+    def __init__(self, offset_ms: int) -> None:
+        self.offset = timedelta(milliseconds=offset_ms)
+
+    def now(self) -> datetime:
+        return truncate_ms(datetime.now(UTC) + self.offset)
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(max(seconds, 0.0))

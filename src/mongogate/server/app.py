@@ -12,6 +12,7 @@ from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mongogate import __version__
+from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
@@ -48,6 +49,12 @@ def crash_point_from(env: dict[str, str]) -> Callable[[str], None] | None:
             os._exit(137)
 
     return crash
+
+
+def clock_from(env: dict[str, str]) -> Clock:
+    """`MONGOGATE_TEST_CLOCK_SKEW_MS=N` runs this server's clock N ms ahead (race tests only)."""
+    skew = env.get("MONGOGATE_TEST_CLOCK_SKEW_MS")
+    return SkewedClock(int(skew)) if skew else SYSTEM_CLOCK
 
 
 def public_url(settings: Settings) -> str:
@@ -100,7 +107,7 @@ def build_server(
         db = Database(settings.database, settings.server.data_dir)
         await db.open()
         try:
-            memory = MemoryStore(db.memory, settings.memory)
+            memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
             audit = AuditLog(

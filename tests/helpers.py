@@ -1,0 +1,79 @@
+"""Test helpers shared across modules (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+ROOT = Path(__file__).resolve().parents[1]
+EXE = [sys.executable, "-m", "mongogate.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
+    """Readiness, not a margin: poll until the server accepts, fail if it exits first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"server on port {port} did not start within {timeout_s} s")
+
+
+@contextlib.contextmanager
+def http_server(env: dict[str, str], *args: str) -> Iterator[str]:
+    """`mongogate serve --http --insecure-no-auth` in its own process; yields the MCP URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(port), *args],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+async def ok(c: Client, tool: str, **args: Any) -> dict[str, Any]:
+    r = await c.call_tool(tool, args)
+    assert not r.is_error, r.content
+    assert r.structured_content is not None
+    return r.structured_content
+
+
+async def failure(c: Client, tool: str, **args: Any) -> str:
+    r = await c.call_tool(tool, args)
+    assert r.is_error, r.structured_content
+    text = r.content[0].text  # type: ignore[union-attr]
+    assert isinstance(text, str)
+    return text

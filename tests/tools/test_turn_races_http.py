@@ -1,0 +1,94 @@
+"""Issue 8.2 across two server processes on one database: 200 expiry races, 0 violations.
+
+Server B runs its clock 60 s ahead (`MONGOGATE_TEST_CLOCK_SKEW_MS`), so it sees A's lease as
+expired at once: every trial is an end_turn on A racing a begin_turn on B at the expiry
+boundary, with no waiting. Odd trials race a different turn, even trials the same turn.
+Four sessions run their trials side by side.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from pymongo import AsyncMongoClient
+
+from tests.helpers import http_server, ok
+
+pytestmark = pytest.mark.anyio
+
+TRIALS = 200
+LANES = 4
+
+
+async def trial(a: Client, b: Client, sid: str, i: int, outcomes: Counter[str]) -> None:
+    same = i % 2 == 0
+    t1, q1 = f"t{i}", f"question {i}"
+    t2, q2 = (t1, q1) if same else (f"u{i}", f"next {i}")
+    start = await ok(a, "begin_turn", session_id=sid, turn_id=t1, text=q1)
+    results: dict[str, Any] = {}
+
+    async def end() -> None:
+        args = {"session_id": sid, "turn_id": t1, "lease_id": start["lease_id"], "reply": f"old {i}"}
+        r = await a.call_tool("end_turn", args)
+        results["end"] = "lost" if r.is_error else "ok"
+        if r.is_error:
+            assert "[lease_lost]" in r.content[0].text  # type: ignore[union-attr]
+
+    async def begin() -> None:
+        results["begin"] = await ok(b, "begin_turn", session_id=sid, turn_id=t2, text=q2)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(end)
+        tg.start_soon(begin)
+    begun = results["begin"]
+    a_won = results["end"] == "ok"
+    outcomes["old owner first" if a_won else "new owner first"] += 1
+    if same and a_won:  # B came after the commit: told the stored answer, no model asked again
+        assert begun["answered"] is True and begun["answer"] == f"old {i}"
+    else:  # B was told answered=false: its reply must be the one stored
+        assert begun["answered"] is False and begun["lease_id"]
+        await ok(b, "end_turn", session_id=sid, turn_id=t2, lease_id=begun["lease_id"], reply=f"new {i}")
+
+
+async def test_expiry_race_over_two_server_processes(tmp_path: Path, engine_uri: str, db_name: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")} | {
+        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
+        "MONGOGATE_DATABASE__URI": engine_uri,
+        "MONGOGATE_DATABASE__NAME": db_name,
+        "MONGOGATE_AUTH__TENANT": "acme",
+    }
+    outcomes: Counter[str] = Counter()
+    sids: list[str] = []
+    with (
+        http_server(env) as url_a,
+        http_server(env | {"MONGOGATE_TEST_CLOCK_SKEW_MS": "60000"}) as url_b,
+    ):
+        async with Client(url_a) as a, Client(url_b) as b:
+            sids = [(await ok(a, "create_session"))["session_id"] for _ in range(LANES)]
+
+            async def lane(k: int) -> None:
+                for i in range(k, TRIALS, LANES):
+                    await trial(a, b, sids[k], i, outcomes)
+
+            async with anyio.create_task_group() as tg:
+                for k in range(LANES):
+                    tg.start_soon(lane, k)
+    assert sum(outcomes.values()) == TRIALS
+    async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+        for sid in sids:
+            docs = await c[db_name]["messages"].find({"session_id": sid}).sort("seq", 1).to_list()
+            answers = Counter(d["turn_id"] for d in docs if d["key"] == f"{d['turn_id']}:assistant")
+            assert max(answers.values()) == 1  # no turn answered twice
+            last_user = None
+            for d in docs:  # nothing of a stale owner lands inside a later turn
+                if d["role"] == "user":
+                    last_user = d["turn_id"]
+                else:
+                    assert d["turn_id"] == last_user, d
+    print(f"expiry race, two processes: {TRIALS} trials, {dict(outcomes)}")

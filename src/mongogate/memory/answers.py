@@ -3,11 +3,12 @@
 Why here and not in the message insert: "is this lease still the owner?" and "store the
 answer" must be one atomic step, and MongoDB makes a single-document update atomic on every
 deployment (no transaction needed). The update checks the lease, releases it, takes the
-answer's sequence number from the session's counter and parks the answer in
+answer's sequence number from the session's counter and appends the answer to
 `session.pending`, all at once. `settle` then writes the answer as an ordinary message and
-clears `pending`. A process that dies between the two leaves `pending` behind, and the next
-writer or reader of the session's document (`begin_turn`, `append`, `end_turn`) settles it
-first, so an acknowledged or committed answer is never lost and never lands twice.
+pulls it from `pending`. A process that dies between the two leaves it in `pending`, and the
+next writer of the session's document (`begin_turn`, `append`, `end_turn`) settles it first,
+so a committed answer is never lost and never lands twice. `pending` is a list so that
+concurrent commits (plain appends of answers of different turns) never wait for each other.
 """
 
 from __future__ import annotations
@@ -53,34 +54,39 @@ async def commit_answer(
         "seq": next_seq,
         "at": _literal(store.clock.now()),
     }
-    update: Doc = {"next_seq": next_seq, "pending": pending}
+    queued = {"$concatArrays": [{"$ifNull": ["$pending", []]}, [pending]]}
+    update: Doc = {"next_seq": next_seq, "pending": queued}
     if lease_id is not None:  # committing ends the turn: the lease is released in the same step
         update |= {"locked_by": None, "locked_until": None, "lease_turn": None}
-    for _ in range(3):
-        try:
-            doc = await store.sessions.find_one_and_update(
-                {"_id": sid, "tenant": tenant, "pending": None, **guard},
-                [{"$set": update}],
-                projection={"pending": 1},
-                return_document=ReturnDocument.AFTER,
+    try:
+        doc = await store.sessions.find_one_and_update(
+            {"_id": sid, "tenant": tenant, **guard},
+            [{"$set": update}],
+            projection={"pending": 1, "next_seq": 1},
+            return_document=ReturnDocument.AFTER,
+        )
+        current = None
+        if doc is None:
+            current = await store.sessions.find_one(
+                {"_id": sid, "tenant": tenant}, {"locked_by": 1, "lease_turn": 1, "pending": 1}
             )
-            if doc is None:
-                current = await store.sessions.find_one(
-                    {"_id": sid, "tenant": tenant}, {"locked_by": 1, "lease_turn": 1, "pending": 1}
-                )
-        except PyMongoError as e:
-            raise StorageError(f"could not store the answer of turn {tid!r}") from e
-        if doc is not None:
-            store.at("answer.after_commit")
-            status, seq = await settle(store, tenant, sid, doc["pending"], raise_conflict=True)
-            return AppendResult(status, key, seq)
+    except PyMongoError as e:
+        raise StorageError(f"could not store the answer of turn {tid!r}") from e
+    if doc is None:
         if current is None:
             raise session_not_found(sid)
-        if current.get("pending"):  # a crashed writer's answer: settle it, then try again
-            await settle(store, tenant, sid, current["pending"])
-            continue
+        await settle_all(store, tenant, sid, current)  # e.g. this lease's own crashed commit
         raise LeaseRefused(current)
-    raise StorageError(f"could not store the answer of turn {tid!r} (the session kept changing)")
+    store.at("answer.after_commit")
+    mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+    status, seq = await settle(store, tenant, sid, mine, raise_conflict=True)
+    return AppendResult(status, key, seq)
+
+
+async def settle_all(store: MemoryStore, tenant: str, sid: str, session: Doc) -> None:
+    """Settle every committed answer still parked on the session (a crashed writer's)."""
+    for pending in session.get("pending") or []:
+        await settle(store, tenant, sid, pending)
 
 
 class LeaseRefused(Conflict):
@@ -121,8 +127,7 @@ async def settle(
     store.at("answer.after_write")
     try:
         await store.sessions.update_one(
-            {"_id": sid, "pending.key": pending["key"], "pending.seq": pending["seq"]},
-            {"$unset": {"pending": ""}},
+            {"_id": sid}, {"$pull": {"pending": {"key": pending["key"], "seq": pending["seq"]}}}
         )
     except PyMongoError as e:  # the next writer settles it again (the insert is idempotent)
         log.warning("could not clear the settled answer of session %s: %s", sid, type(e).__name__)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from mongogate.errors import InvalidInput
 
 Role = Literal["user", "assistant", "tool", "system"]
-ROLES: tuple[str, ...] = ("user", "assistant", "tool", "system")
+ROLES: tuple[str, ...] = get_args(Role)
 
 
 def check_id(value: object, what: str, max_len: int) -> str:
@@ -47,8 +47,7 @@ def answer_key(turn_id: str) -> str:
 
 def message_key(turn_id: str, role: str, call_id: str | None) -> str:
     """`<turn>:user`, `<turn>:system`, `<turn>:assistant`, `<turn>:assistant:<call>`, `<turn>:tool:<call>`."""
-    if role not in ROLES:
-        raise InvalidInput(f"role {role!r} is unknown; use one of {', '.join(ROLES)}")
+    check_role(role)
     if role in ("user", "system"):
         if call_id is not None:
             raise InvalidInput(f"a {role} message takes no call_id; only assistant and tool messages do")

@@ -176,9 +176,9 @@ class MemoryStore:
         if session is None:
             raise session_not_found(sid)
         if session.get("pending"):
-            from mongogate.memory.answers import settle
+            from mongogate.memory.answers import settle_all
 
-            await settle(self, tenant, sid, session["pending"])
+            await settle_all(self, tenant, sid, session)
         doc: Doc = {
             "session_id": sid,
             "tenant": tenant,

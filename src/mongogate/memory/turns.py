@@ -23,7 +23,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
-from mongogate.memory.answers import LeaseRefused, commit_answer, settle
+from mongogate.memory.answers import LeaseRefused, commit_answer, settle_all
 from mongogate.memory.keys import answer_key
 from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
 from mongogate.values import Doc
@@ -89,8 +89,7 @@ class Turns:
             raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
         try:
             st.at("begin_turn.after_lease")
-            if taken.get("pending"):  # a crashed end_turn's answer: write it before anything else
-                await settle(st, tenant, sid, taken["pending"])
+            await settle_all(st, tenant, sid, taken)  # a crashed end_turn's answer lands first
             await st.append(tenant, sid, tid, "user", body)
             ctx, answer = await self._context_and_answer(tenant, sid, tid)
         except BaseException:

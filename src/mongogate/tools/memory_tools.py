@@ -8,6 +8,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
 from pydantic import Field, StringConstraints
 
+from mongogate.memory.keys import Role
 from mongogate.memory.store import Message
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, ToolOutput, make_tool
 
@@ -41,7 +42,7 @@ class CreateSessionOut(ToolOutput):
 class AppendIn(ToolInput):
     session_id: IdStr
     turn_id: IdStr
-    role: Literal["user", "assistant", "tool", "system"]
+    role: Role
     content: str
     call_id: str | None = Field(default=None, min_length=1, max_length=1000)
 

@@ -68,7 +68,7 @@ class StorageError(MongogateError):
     def __init__(self, what: str, retry_after_s: int = 5) -> None:
         self.what = what
         self.retry_after_s = retry_after_s
-        super().__init__(f"{what}: the database did not answer; retry in about {retry_after_s} s")
+        super().__init__(f"{what}: the database failed or did not answer; retry in about {retry_after_s} s")
 
 
 class LeaseBusy(MongogateError):

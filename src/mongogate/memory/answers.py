@@ -19,6 +19,7 @@ from pymongo import ReturnDocument
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import Conflict, StorageError
+from mongogate.memory.gate import SESSION_STATE, refusal, write_gate
 from mongogate.memory.keys import answer_key
 from mongogate.memory.store import AppendResult, MemoryStore, key_conflict, session_not_found
 from mongogate.values import Doc
@@ -34,17 +35,15 @@ def _literal(value: object) -> Doc:
 async def commit_answer(
     store: MemoryStore, tenant: str, sid: str, tid: str, text: str, *, lease_id: str | None
 ) -> AppendResult:
-    """Store `tid`'s answer if the caller may: with `lease_id`, only while that lease owns the
-    session for this turn; without one (plain `append`), only while no lease is held for it.
+    """Store `tid`'s answer if the lease gate lets the caller (`memory/gate.py`): with
+    `lease_id`, only while that lease owns the session for this turn; without one (plain
+    `append`), only while the session is free or its expired lease belongs to another turn.
 
-    Raises `Conflict` when refused by the lease rule or when the key already holds other text;
-    `LeaseRefused` carries the session state so `end_turn` can say precisely why.
+    Raises the gate's error (`lease_lost`, `lease_busy`, `conflict`, `invalid_input`) when
+    refused, or `conflict` when the key already holds other text.
     """
     key = answer_key(tid)
-    if lease_id is not None:
-        guard: Doc = {"locked_by": lease_id, "lease_turn": tid}
-    else:
-        guard = {"$nor": [{"lease_turn": tid, "locked_by": {"$ne": None}}]}
+    final = lease_id is None
     next_seq = {"$add": ["$next_seq", 1]}
     pending = {
         "key": _literal(key),
@@ -58,46 +57,38 @@ async def commit_answer(
     update: Doc = {"next_seq": next_seq, "pending": queued}
     if lease_id is not None:  # committing ends the turn: the lease is released in the same step
         update |= {"locked_by": None, "locked_until": None, "lease_turn": None}
-    try:
-        doc = await store.sessions.find_one_and_update(
-            {"_id": sid, "tenant": tenant, **guard},
-            [{"$set": update}],
-            projection={"pending": 1, "next_seq": 1},
-            return_document=ReturnDocument.AFTER,
-        )
-        current = None
-        if doc is None:
-            current = await store.sessions.find_one(
-                {"_id": sid, "tenant": tenant}, {"locked_by": 1, "lease_turn": 1, "pending": 1}
+    for _ in range(3):
+        now = store.clock.now()
+        try:
+            doc = await store.sessions.find_one_and_update(
+                {"_id": sid, "tenant": tenant, **write_gate(tid, lease_id, now, final_answer=final)},
+                [{"$set": update}],
+                projection={"pending": 1, "next_seq": 1},
+                return_document=ReturnDocument.AFTER,
             )
-    except PyMongoError as e:
-        raise StorageError(f"could not store the answer of turn {tid!r}") from e
-    if doc is None:
+            current = None
+            if doc is None:
+                current = await store.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
+        except PyMongoError as e:
+            raise StorageError(f"could not store the answer of turn {tid!r}") from e
+        if doc is not None:
+            store.at("answer.after_commit")
+            mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+            status, seq = await settle(store, tenant, sid, mine, raise_conflict=True)
+            return AppendResult(status, key, seq)
         if current is None:
             raise session_not_found(sid)
         await settle_all(store, tenant, sid, current)  # e.g. this lease's own crashed commit
-        raise LeaseRefused(current)
-    store.at("answer.after_commit")
-    mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
-    status, seq = await settle(store, tenant, sid, mine, raise_conflict=True)
-    return AppendResult(status, key, seq)
+        refused = refusal(current, sid, tid, lease_id, now, final_answer=final)
+        if refused is not None:
+            raise refused
+    raise StorageError(f"could not store the answer of turn {tid!r} (its lease kept changing)", 1)
 
 
 async def settle_all(store: MemoryStore, tenant: str, sid: str, session: Doc) -> None:
     """Settle every committed answer still parked on the session (a crashed writer's)."""
     for pending in session.get("pending") or []:
         await settle(store, tenant, sid, pending)
-
-
-class LeaseRefused(Conflict):
-    """The lease rule refused the answer; `session` is what the session document said."""
-
-    def __init__(self, session: Doc) -> None:
-        self.session = session
-        super().__init__(
-            "this turn's answer is being produced under the session lease: only end_turn with that "
-            "lease may store it (begin_turn the same turn again to take the lease over); nothing was written"
-        )
 
 
 async def settle(
@@ -122,6 +113,8 @@ async def settle(
     }
     try:
         result = await store.insert_message(doc)
+        if result == ("duplicate", int(pending["seq"])):
+            result = ("inserted", int(pending["seq"]))  # our own commit, settled by a concurrent reader
     except Conflict:
         result = None
     store.at("answer.after_write")

@@ -24,7 +24,10 @@ def check_id(value: object, what: str, max_len: int) -> str:
 def check_content(content: object, what: str, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise InvalidInput(f"{what} must be a string")
-    size = len(content.encode("utf-8"))
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode text (it holds a lone surrogate)") from None
     if size > max_bytes:
         raise InvalidInput(
             f"{what} is {size} bytes; the maximum is {max_bytes} (memory.max_message_bytes). "

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, NotFound, StorageError
+from mongogate.memory.gate import SESSION_STATE, refusal, write_gate
 from mongogate.memory.keys import check_content, check_id, check_role, message_key
 from mongogate.values import Doc, check_int
 
@@ -148,33 +149,50 @@ class MemoryStore:
         role: object,
         content: object,
         call_id: object = None,
+        *,
+        lease_id: object = None,
     ) -> AppendResult:
         """Insert one message. A repeat of the same key and content is `duplicate`, never a second copy.
 
         Two round trips on the common path (`$inc`, insert); the unique index detects a repeat.
-        A turn's final answer (`assistant` without `call_id`) goes through the session's commit point.
+        The `$inc` carries the lease gate (`memory/gate.py`), so a writer that lost the session
+        lands nothing. A turn's final answer (`assistant` without `call_id`) goes through the
+        session's commit point.
         """
         sid = self.check_id(session_id, "session_id")
         tid = self.check_id(turn_id, "turn_id")
         cid = None if call_id is None else self.check_id(call_id, "call_id")
+        lid = None if lease_id is None else self.check_id(lease_id, "lease_id")
         key = message_key(tid, check_role(role), cid)
         text = self.check_text(content, "content")
         if role == "assistant" and cid is None:
             from mongogate.memory.answers import commit_answer  # the commit point lives there
 
-            return await commit_answer(self, tenant, sid, tid, text, lease_id=None)
-        try:
-            # The $inc is the tenant check as well: another tenant's session matches nothing.
-            session = await self.sessions.find_one_and_update(
-                {"_id": sid, "tenant": tenant},
-                {"$inc": {"next_seq": 1}},
-                projection={"next_seq": 1, "pending": 1},
-                return_document=ReturnDocument.AFTER,
-            )
-        except PyMongoError as e:
-            raise StorageError(f"could not append to session {sid!r}") from e
-        if session is None:
-            raise session_not_found(sid)
+            return await commit_answer(self, tenant, sid, tid, text, lease_id=lid)
+        for _ in range(3):
+            now = self.clock.now()
+            try:
+                # The $inc is the tenant check and the lease gate as well.
+                session = await self.sessions.find_one_and_update(
+                    {"_id": sid, "tenant": tenant, **write_gate(tid, lid, now)},
+                    {"$inc": {"next_seq": 1}},
+                    projection={"next_seq": 1, "pending": 1},
+                    return_document=ReturnDocument.AFTER,
+                )
+                state = None
+                if session is None:
+                    state = await self.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
+            except PyMongoError as e:
+                raise StorageError(f"could not append to session {sid!r}") from e
+            if session is not None:
+                break
+            if state is None:
+                raise session_not_found(sid)
+            refused = refusal(state, sid, tid, lid, now)
+            if refused is not None:
+                raise refused
+        else:
+            raise StorageError(f"could not append to session {sid!r} (its lease kept changing)", 1)
         if session.get("pending"):
             from mongogate.memory.answers import settle_all
 

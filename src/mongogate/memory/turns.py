@@ -15,15 +15,16 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from pymongo import ReturnDocument
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
-from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
-from mongogate.memory.answers import LeaseRefused, commit_answer, settle_all
+from mongogate.memory.answers import commit_answer, settle_all
+from mongogate.memory.gate import SESSION_STATE, lease_lost, refusal
 from mongogate.memory.keys import answer_key
 from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
 from mongogate.values import Doc
@@ -77,36 +78,43 @@ class Turns:
         lease_id = lease.new_lease_id()
         digest = text_digest(body)
         for _ in range(3):
-            taken = await self._take(tenant, sid, tid, digest, lease_id, ttl)
-            if taken is not None:
+            now = self.clock.now()
+            before = await self._take(tenant, sid, tid, digest, lease_id, now, ttl)
+            if before is not None:
                 break
             # Busy with another turn; this turn may have been answered long ago (a late retry).
             ctx, answer = await self._context_and_answer(tenant, sid, tid)
             if answer is not None:
                 return TurnStart(None, True, answer, ctx.messages, ctx.truncated)
-            await self._raise_if_busy(tenant, sid)
+            await self._raise_if_busy(tenant, sid, now)
         else:
             raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
+        expires = (now + timedelta(milliseconds=ttl)).isoformat()
         try:
             st.at("begin_turn.after_lease")
-            await settle_all(st, tenant, sid, taken)  # a crashed end_turn's answer lands first
-            await st.append(tenant, sid, tid, "user", body)
+            await settle_all(st, tenant, sid, before)  # a crashed end_turn's answer lands first
+            # Gated by our lease: if it was lost meanwhile, nothing lands inside another turn.
+            await st.append(tenant, sid, tid, "user", body, lease_id=lease_id)
             ctx, answer = await self._context_and_answer(tenant, sid, tid)
+        except LeaseLost:
+            raise
         except BaseException:
-            await self._release_quietly(tenant, sid, lease_id)
+            await self._give_back(tenant, sid, lease_id, before)
             raise
         if answer is not None:
-            # Already answered: nothing to do, so the lease is released at once.
-            await self._release_quietly(tenant, sid, lease_id)
+            # Already answered: nothing to do, so the lease goes back to whoever had it.
+            await self._give_back(tenant, sid, lease_id, before)
             return TurnStart(None, True, answer, ctx.messages, ctx.truncated)
-        expires = as_utc(taken["locked_until"]).isoformat()
         return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires)
 
     async def _take(
-        self, tenant: str, sid: str, tid: str, digest: str, lease_id: str, ttl: int
+        self, tenant: str, sid: str, tid: str, digest: str, lease_id: str, now: datetime, ttl: int
     ) -> Doc | None:
-        """One conditional update: free, expired, or held by this same turn (a retry takes it over)."""
-        now = self.clock.now()
+        """One conditional update: free, expired, or held by this same turn (a retry takes it over).
+
+        Returns the session as it was before, so a begin_turn that turns out to have nothing to
+        do (answered, conflicting text) can give the previous holder its lease back.
+        """
         mine = {"lease_turn": tid, "lease_text": digest}
         try:
             return await self.store.sessions.find_one_and_update(
@@ -118,22 +126,31 @@ class Turns:
                         **mine,
                     }
                 },
-                projection={"locked_until": 1, "pending": 1},
-                return_document=ReturnDocument.AFTER,
+                projection={
+                    "locked_by": 1,
+                    "locked_until": 1,
+                    "lease_turn": 1,
+                    "lease_text": 1,
+                    "pending": 1,
+                },
+                return_document=ReturnDocument.BEFORE,
             )
         except PyMongoError as e:
             raise StorageError("could not take the session lease") from e
 
-    async def _raise_if_busy(self, tenant: str, sid: str) -> None:
-        """After a refused take: not found, busy until when, or (released meanwhile) return to retry."""
+    async def _raise_if_busy(self, tenant: str, sid: str, now: datetime) -> None:
+        """After a refused take: not found, busy until when, or (changed meanwhile) return to retry."""
         try:
-            current = await self.store.sessions.find_one({"_id": sid, "tenant": tenant}, {"locked_until": 1})
+            current = await self.store.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
         except PyMongoError as e:
             raise StorageError("could not read the session lease") from e
         if current is None:
             raise session_not_found(sid)
+        if current.get("pending"):  # an answer committed by a crashed end_turn: settle, then look again
+            await settle_all(self.store, tenant, sid, current)
+            return
         if current.get("locked_until") is not None:
-            until, left = lease.remaining_ms(current, self.clock.now())
+            until, left = lease.remaining_ms(current, now)
             if left > 0:
                 raise LeaseBusy(f"session {sid!r}", until, left)
 
@@ -147,13 +164,21 @@ class Turns:
         stored = await st.find_message(tenant, sid, key)
         return ctx, (stored["content"] if stored is not None else None)
 
-    async def _release_quietly(self, tenant: str, sid: str, lease_id: str) -> None:
-        """Cleanup never replaces the original error; an unreleased lease is reclaimable by a retry."""
+    async def _give_back(self, tenant: str, sid: str, lease_id: str, before: Doc) -> None:
+        """Undo our take: restore the previous holder's lease (expired or not), only if still ours.
+
+        A begin_turn that ends with nothing to do must not fence an owner whose lease merely
+        expired. Cleanup never replaces the original error; a lease left behind is taken over by
+        a retry of the same turn.
+        """
+        previous = {k: before.get(k) for k in ("locked_by", "locked_until", "lease_turn", "lease_text")}
         try:
-            await lease.release(self.store.sessions, {"_id": sid, "tenant": tenant}, lease_id)
+            await self.store.sessions.update_one(
+                {"_id": sid, "tenant": tenant, "locked_by": lease_id}, {"$set": previous}
+            )
         except PyMongoError as e:
             log.warning(
-                "could not release lease %s of session %s (%s); a retry of the same turn takes it over",
+                "could not give back lease %s of session %s (%s); a retry of the same turn takes it over",
                 lease_id,
                 sid,
                 type(e).__name__,
@@ -168,23 +193,20 @@ class Turns:
         tid = st.check_id(turn_id, "turn_id")
         lid = st.check_id(lease_id, "lease_id")
         ttl = self._lease_ms(lease_ms)
+        now = self.clock.now()
         match = {"_id": sid, "tenant": tenant, "lease_turn": tid}
         try:
-            doc = await lease.extend(st.sessions, match, lid, ttl, self.clock.now())
-            if doc is None and await st.sessions.find_one({"_id": sid, "tenant": tenant}, {"_id": 1}) is None:
-                raise session_not_found(sid)
+            doc = await lease.extend(st.sessions, match, lid, ttl, now)
+            state = None
+            if doc is None:
+                state = await st.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
         except PyMongoError as e:
             raise StorageError("could not renew the session lease") from e
         if doc is None:
-            raise self._lost(lid, sid)
+            if state is None:
+                raise session_not_found(sid)
+            raise refusal(state, sid, tid, lid, now) or lease_lost(lid, sid)
         return TurnRenewed(lid, as_utc(doc["locked_until"]).isoformat())
-
-    def _lost(self, lid: str, sid: str) -> LeaseLost:
-        return LeaseLost(
-            f"lease {lid!r} no longer owns session {sid!r} (a retry of the turn took it over, it expired "
-            "and another turn took it, it was released, or it was never issued); nothing was written. "
-            "Call begin_turn again."
-        )
 
     async def end_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, reply: object
@@ -196,19 +218,13 @@ class Turns:
         body = st.check_text(reply, "reply")
         try:
             result = await commit_answer(st, tenant, sid, tid, body, lease_id=lid)
-            st.at("end_turn.after_reply_write")
-            return TurnEnd(result.status, result.seq)
-        except LeaseRefused as refused:
-            session = refused.session
-        if session.get("locked_by") == lid:  # this lease owns the session, for another turn
-            raise InvalidInput(
-                f"turn {tid!r} was not begun under lease {lid!r} (it is the lease of turn "
-                f"{session.get('lease_turn')!r}); end the turn you began"
-            )
-        stored = await st.find_message(tenant, sid, answer_key(tid))
-        if stored is not None and stored.get("lease_id") == lid:
+        except LeaseLost:
+            stored = await st.find_message(tenant, sid, answer_key(tid))
+            if stored is None or stored.get("lease_id") != lid:
+                raise
             # This lease already stored the reply (an acknowledgement was lost).
             if stored.get("content") != body:
-                raise key_conflict(answer_key(tid))
+                raise key_conflict(answer_key(tid)) from None
             return TurnEnd("duplicate", int(stored["seq"]))
-        raise self._lost(lid, sid)
+        st.at("end_turn.after_reply_write")
+        return TurnEnd(result.status, result.seq)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bson.errors import InvalidDocument
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
@@ -147,6 +148,12 @@ def make_tool(
             else:
                 log.info("request %s: tool %s refused for %s: %s", request_id, name, who, e.code)
             return error_result(e, request_id)
+        except InvalidDocument as e:  # a value BSON cannot hold (e.g. a NUL in a key), or too large
+            log.info("request %s: tool %s refused a value: %s", request_id, name, type(e).__name__)
+            bad = InvalidInput(
+                "an argument holds a value MongoDB cannot store (e.g. a NUL in a key, or too large)"
+            )
+            return error_result(bad, request_id)
         except Exception as e:
             log.error("request %s: tool %s failed unexpectedly: %s", request_id, name, type(e).__name__)
             log.debug("request %s: traceback", request_id, exc_info=True)

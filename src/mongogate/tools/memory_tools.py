@@ -45,6 +45,13 @@ class AppendIn(ToolInput):
     role: Role
     content: str
     call_id: str | None = Field(default=None, min_length=1, max_length=1000)
+    lease_id: str | None = Field(
+        default=None,
+        description=(
+            "inside a turn: the lease from begin_turn, so a write of an attempt that lost the session "
+            "is refused (lease_lost) instead of landing"
+        ),
+    )
 
 
 class AppendOut(ToolOutput):
@@ -112,7 +119,7 @@ async def _create_session(call: Call, a: CreateSessionIn) -> CreateSessionOut:
 
 async def _append(call: Call, a: AppendIn) -> AppendOut:
     r = await call.app.memory.append(
-        call.principal.tenant, a.session_id, a.turn_id, a.role, a.content, a.call_id
+        call.principal.tenant, a.session_id, a.turn_id, a.role, a.content, a.call_id, lease_id=a.lease_id
     )
     return AppendOut(status=r.status, key=r.key, seq=r.seq)  # type: ignore[arg-type]
 

@@ -38,8 +38,8 @@ from results import RESULTS, write_section  # benchmarks/results.py, beside this
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings
 from mongogate.db import EmbeddedEngine
-from mongogate.memory.agents import Agent, TickContext
-from mongogate.memory.scheduler import Scheduler
+from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.core import Scheduler
 
 Client = AsyncMongoClient[dict[str, Any]]
 SEED_BATCH = 500
@@ -164,7 +164,7 @@ async def _worker(uri: str, db_name: str, index: int, n_agents: int, seconds: fl
         stats = await s.run(duration_s=seconds)
     finally:
         await client.close()
-    return {"claimed": stats.claimed, "missed": stats.missed, "ran": ran}
+    return {"claimed": stats.claimed, "missed": stats.lost, "ran": ran}
 
 
 async def _prepare(uri: str, db_name: str, n_agents: int) -> None:

@@ -13,8 +13,9 @@ from mongogate.scheduler.agents import (
     TickFn,
     agents_from,
 )
-from mongogate.scheduler.core import SCHEDULE_COLLECTION, Scheduler, SchedulerStats, default_worker_id
+from mongogate.scheduler.core import SCHEDULE_COLLECTION, Scheduler, default_worker_id
 from mongogate.scheduler.investigations import Investigation, Investigations, OpenResult
+from mongogate.scheduler.loop import SchedulerStats
 from mongogate.scheduler.slots import Claim
 from mongogate.scheduler.status import AgentStatus
 

@@ -12,13 +12,11 @@ running it twice; its claim stays behind, expires, and is reported as abandoned.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import random
 import socket
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import anyio
@@ -33,6 +31,7 @@ from mongogate.errors import ConfigError, StorageError
 from mongogate.runs import Runs
 from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
 from mongogate.scheduler.investigations import Investigations
+from mongogate.scheduler.loop import CLAIM_FIELDS, SchedulerStats, run_loop
 from mongogate.scheduler.slots import Claim, jitter_bound, new_claim_id, next_slot
 from mongogate.scheduler.status import AgentStatus, read_status
 from mongogate.values import Doc
@@ -40,24 +39,8 @@ from mongogate.values import Doc
 SCHEDULE_COLLECTION = "agent_schedule"
 #: schedule documents written per bulk request (register, jitter)
 _BULK = 500
-#: what a claim needs to read from a schedule document
-_CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1}
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SchedulerStats:
-    claimed: int = 0
-    #: claims lost to another worker (or no longer due): the cost of racing
-    lost: int = 0
-    ok: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    #: slots passed over by this worker's claims (catch-up policy "skip")
-    missed_slots: int = 0
-    max_drift_s: float = 0.0
-    by_agent: dict[str, int] = field(default_factory=dict)
 
 
 def default_worker_id() -> str:
@@ -174,7 +157,7 @@ class Scheduler:
         now = now or self.clock.now()
         ops: list[UpdateOne] = []
         try:
-            async for d in self.coll.find({"next_run_at": {"$lte": now}}, _CLAIM_FIELDS):
+            async for d in self.coll.find({"next_run_at": {"$lte": now}}, CLAIM_FIELDS):
                 agent = self.agents.get(d["_id"])
                 if agent is None:
                     continue
@@ -207,7 +190,7 @@ class Scheduler:
         """
         now = now or self.clock.now()
         try:
-            doc = seen or await self.coll.find_one({"agent_key": agent.key}, _CLAIM_FIELDS)
+            doc = seen or await self.coll.find_one({"agent_key": agent.key}, CLAIM_FIELDS)
             ready = _dt(doc.get("next_run_at")) if doc else None
             if doc is None or ready is None or ready > now:
                 return None
@@ -337,122 +320,9 @@ class Scheduler:
         except PyMongoError as e:
             log.warning("agent %s: could not record the tick outcome: %s", agent.key, e)
 
-    async def _upcoming(self, now: datetime, batch: int) -> tuple[list[tuple[Agent, Doc]], datetime | None]:
-        """Known agents due now (earliest first, at most `batch`) as read, and the next due time."""
-        due: list[tuple[Agent, Doc]] = []
-        cursor = self.coll.find({}, _CLAIM_FIELDS, sort=[("next_run_at", ASCENDING)])
-        async with cursor:
-            async for d in cursor:
-                agent = self.agents.get(d.get("agent_key", ""))
-                at = _dt(d.get("next_run_at"))
-                if agent is None or at is None:
-                    continue  # another deployment's agent, or a broken document: not ours to run
-                if at > now:
-                    return due, at
-                due.append((agent, d))
-                if len(due) >= batch:
-                    break
-        return due, None
-
-    async def _nap(self, seconds: float, stop: anyio.Event) -> None:
-        """Sleep on the injected clock, waking early when `stop` is set."""
-        async with anyio.create_task_group() as tg:
-
-            async def watch() -> None:
-                await stop.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch)
-            await self.clock.sleep(seconds)
-            tg.cancel_scope.cancel()
-
     async def run(self, stop: anyio.Event | None = None, duration_s: float | None = None) -> SchedulerStats:
-        """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish.
-
-        Stopping is cooperative, between claims, so a claimed tick is never abandoned by the loop.
-        """
-        stop = stop or anyio.Event()
-        stats = SchedulerStats()
-        await self.ensure_indexes()
-        await self.register()
-        await self.jitter_overdue()
-        # The duration counts from the end of set-up, and the first pass over due ticks always
-        # runs: what a short run does never depends on how long set-up took.
-        end = None if duration_s is None else self.clock.now() + timedelta(seconds=duration_s)
-        first_pass = True
-        log.info("worker %s: running %d agents", self.worker_id, len(self.agents))
-        slots = anyio.Semaphore(self.concurrency)
-        idle = self.settings.idle_sleep_s
-        stale_after = max(2, self.concurrency // 2)
-
-        def left() -> float:
-            return math.inf if end is None else (end - self.clock.now()).total_seconds()
-
-        def done() -> bool:
-            return stop.is_set() or (not first_pass and left() <= 0)
-
-        async def tick(agent: Agent, claim: Claim) -> None:
-            try:
-                await self.run_tick(agent, claim, stats)
-            finally:
-                slots.release()
-
-        async with anyio.create_task_group() as tg:
-            while not done():
-                wait = idle
-                try:
-                    now = self.clock.now()
-                    due, next_at = await self._upcoming(now, batch=max(4 * self.concurrency, 64))
-                    self.rng.shuffle(due)  # workers racing over the same backlog collide less
-                    claimed = lost = 0
-                    for agent, seen in due:
-                        if lost >= stale_after:
-                            break  # other workers are draining this snapshot: look again
-                        await slots.acquire()
-                        if done():
-                            slots.release()
-                            break
-                        try:
-                            claim = await self.claim(agent, self.clock.now(), seen)
-                        except BaseException:
-                            slots.release()
-                            raise
-                        if claim is None:
-                            slots.release()
-                            lost += 1
-                            stats.lost += 1
-                            continue
-                        claimed += 1
-                        lost = 0
-                        stats.claimed += 1
-                        stats.missed_slots += claim.missed_slots
-                        stats.by_agent[agent.key] = stats.by_agent.get(agent.key, 0) + 1
-                        stats.max_drift_s = max(stats.max_drift_s, claim.drift_s)
-                        tg.start_soon(tick, agent, claim)
-                    if due:
-                        # More may be due already; if others won everything, yield briefly.
-                        wait = 0.0 if claimed else 0.01
-                    elif next_at is not None:
-                        wait = min(idle, max((next_at - self.clock.now()).total_seconds(), 0.0))
-                except (PyMongoError, StorageError) as e:
-                    log.warning(
-                        "worker %s: schedule unreachable (%s); retrying in %g s", self.worker_id, e, idle
-                    )
-                first_pass = False
-                wait = min(wait, left())
-                if wait > 0:
-                    await self._nap(wait, stop)
-                else:
-                    await anyio.sleep(0)
-        log.info(
-            "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped)",
-            self.worker_id,
-            stats.claimed,
-            stats.failed,
-            stats.timed_out,
-            stats.missed_slots,
-        )
-        return stats
+        """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish."""
+        return await run_loop(self, stop or anyio.Event(), duration_s)
 
     async def status(self, now: datetime | None = None) -> list[AgentStatus]:
         """Every scheduled agent (all deployments): state, lag from its slot, missed and abandoned ticks."""

@@ -24,7 +24,8 @@ from mongogate.config import SchedulerSettings, Settings, load_settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, AgentRegistry
-from mongogate.scheduler.core import Scheduler, SchedulerStats
+from mongogate.scheduler.core import Scheduler
+from mongogate.scheduler.loop import SchedulerStats
 from mongogate.scheduler.status import AgentStatus, print_status
 
 log = logging.getLogger("mongogate.worker")

@@ -135,3 +135,24 @@ def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
     assert lines[0].split()[:3] == ["agent", "state", "due"]
     assert lines[1].split()[:2] == ["pinger", "late"]
     assert not (data / "engine.json").exists()  # removed when the owner stopped
+
+
+async def test_overlapping_ticks_finishing_out_of_order_are_not_reported_as_running(
+    mongo: Client, db_name: str
+) -> None:
+    clock = ManualClock(T0)
+    agent = Agent("slow", noop, 1)
+    s = Scheduler(mongo[db_name], [agent], cfg(), "w", clock=clock)
+    await s.register()
+    first = await s.claim(agent)
+    clock.advance(1)
+    second = await s.claim(agent)  # the first is still running: the ticks overlap
+    assert first is not None and second is not None
+    await s.run_tick(agent, first)
+    [st] = await s.status()
+    assert st.state == "running" and st.running_since == second.claimed_at  # the second still runs
+    await s.run_tick(agent, second)
+    await s.run_tick(agent, first)  # a late outcome of the older tick does not revive it
+    clock.advance(3600)
+    [st] = await s.status()
+    assert st.state == "late" and st.abandoned == 0 and st.running_worker is None

@@ -32,7 +32,7 @@ from mongogate.runs import Runs
 from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
 from mongogate.scheduler.investigations import Investigations
 from mongogate.scheduler.loop import CLAIM_FIELDS, SchedulerStats, run_loop
-from mongogate.scheduler.slots import Claim, jitter_bound, new_claim_id, next_slot
+from mongogate.scheduler.slots import Claim, is_finished, jitter_bound, new_claim_id, next_slot
 from mongogate.scheduler.status import AgentStatus, read_status
 from mongogate.values import Doc
 
@@ -201,7 +201,7 @@ class Scheduler:
                 claimed_at=now,
                 next_run_at=nxt,
                 deadline=truncate_ms(now + timedelta(seconds=self.timeout_s(agent))),
-                claim_id=new_claim_id(),
+                claim_id=new_claim_id(slot),
                 missed_slots=skipped,
             )
             running = {
@@ -224,21 +224,22 @@ class Scheduler:
                     },
                     "$inc": {"ticks": 1, "missed_slots": skipped},
                 },
-                projection={"running": 1},
+                projection={"running": 1, "finished_claim": 1},
                 return_document=ReturnDocument.BEFORE,
             )
             if before is None:
                 return None
-            await self._note_abandoned(agent, before.get("running"), now)
+            await self._note_abandoned(agent, before, now)
         except PyMongoError as e:
             raise StorageError(f"could not claim a tick of agent {agent.key!r}: {e}") from e
         if skipped:
-            log.warning("agent %s: skipped %d missed slot(s) to catch up", agent.key, skipped)
+            log.info("agent %s: skipped %d missed slot(s) to catch up", agent.key, skipped)
         return claim
 
-    async def _note_abandoned(self, agent: Agent, previous: object, now: datetime) -> None:
+    async def _note_abandoned(self, agent: Agent, before: Doc, now: datetime) -> None:
         """The claim this one replaced expired unreported: its worker died mid-tick. Count it."""
-        if not isinstance(previous, dict):
+        previous = before.get("running")
+        if not isinstance(previous, dict) or is_finished(previous, before.get("finished_claim")):
             return
         expires = _dt(previous.get("expires_at"))
         if expires is None or expires > now:
@@ -301,7 +302,8 @@ class Scheduler:
     async def _report(
         self, agent: Agent, claim: Claim, status: str, error: str | None, duration: float
     ) -> None:
-        """Record the outcome and clear the claim, if it is still this tick's (one write, usually)."""
+        """Record the outcome and mark this claim finished, in one write by `_id` (the engine's
+        fast path). `$max` on the slot-ordered claim id never un-finishes a newer claim."""
         outcome: Doc = {
             "last_status": status,
             "last_error": error,
@@ -312,11 +314,9 @@ class Scheduler:
         }
         try:
             with anyio.CancelScope(shield=True):
-                res = await self.coll.update_one(
-                    {"_id": agent.key, "running.id": claim.claim_id}, {"$set": {**outcome, "running": None}}
+                await self.coll.update_one(
+                    {"_id": agent.key}, {"$set": outcome, "$max": {"finished_claim": claim.claim_id}}
                 )
-                if res.matched_count == 0:  # a later tick's claim stands: leave it
-                    await self.coll.update_one({"_id": agent.key}, {"$set": outcome})
         except PyMongoError as e:
             log.warning("agent %s: could not record the tick outcome: %s", agent.key, e)
 

@@ -71,5 +71,12 @@ class Claim:
         return truncate_ms(self.deadline + REPORT_GRACE)
 
 
-def new_claim_id() -> str:
-    return uuid.uuid4().hex
+def new_claim_id(slot: datetime) -> str:
+    """Ordered by slot (slots of one agent only grow), so `$max` keeps the newest finished claim."""
+    return f"{int(slot.timestamp() * 1000):015d}-{uuid.uuid4().hex[:12]}"
+
+
+def is_finished(running: dict[str, object], finished_claim: object) -> bool:
+    """Whether the claim in `running` has reported (`finished_claim` is the newest that did)."""
+    rid = running.get("id")
+    return isinstance(rid, str) and isinstance(finished_claim, str) and finished_claim >= rid

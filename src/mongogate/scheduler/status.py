@@ -20,6 +20,7 @@ from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import StorageError
+from mongogate.scheduler.slots import is_finished
 from mongogate.values import Doc
 
 State = Literal["running", "abandoned", "late", "waiting"]
@@ -63,6 +64,8 @@ def agent_status(d: Doc, now: datetime) -> AgentStatus:
     nxt = _dt(d.get("next_run_at"))
     due = _dt(d.get("due_at")) or nxt
     running = d.get("running") if isinstance(d.get("running"), dict) else None
+    if running is not None and is_finished(running, d.get("finished_claim")):
+        running = None  # the claimed tick reported its outcome
     expires = _dt(running.get("expires_at")) if running else None
     state: State
     if running is not None and expires is not None:

@@ -2,7 +2,7 @@
 
     mongogate worker --agents examples/agents.py:agents            # run them (Ctrl-C stops)
     mongogate worker --agents examples/agents.py:agents --duration 30
-    mongogate worker --status                                      # next run, drift, last error
+    mongogate worker --status                                      # state, lag, missed slots, last error
 
 Start as many workers as you like: each due tick runs once across all of them. A package
 can ship agents too, with an entry point::
@@ -18,10 +18,10 @@ from typing import Any
 
 from bson import ObjectId
 
-from mongogate.clock import SYSTEM_CLOCK, as_utc
+from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy
-from mongogate.memory.agents import AgentRegistry, TickContext
-from mongogate.memory.investigations import ACTIVE_STATUSES
+from mongogate.scheduler.agents import AgentRegistry, TickContext
+from mongogate.scheduler.investigations import ACTIVE_STATUSES
 
 agents = AgentRegistry()
 
@@ -47,7 +47,7 @@ async def stale_runs(ctx: TickContext) -> None:
     index lets one active item exist per (tenant, agent, trigger), and the loser gets it back
     as "already_open".
     """
-    now = SYSTEM_CLOCK.now()
+    now = ctx.clock.now()
     cutoff = now - STALE_AFTER
     runs = ctx.db["runs"]
     abandoned = runs.find(

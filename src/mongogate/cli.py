@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--scope", action="append", default=[])
     k.set_defaults(func=cmd_token)
 
-    from mongogate.worker import add_worker_parser
+    from mongogate.scheduler.worker import add_worker_parser
 
     add_worker_parser(with_config(sub.add_parser("worker", help="run scheduled agents")))
     return p

@@ -129,7 +129,10 @@ class AuditSettings(Section):
 
 
 class SchedulerSettings(Section):
+    #: start-up spread of overdue ticks; each agent's is also capped at its own interval
     jitter_max_s: float = Field(default=60.0, ge=0)
+    #: missed slots: "skip" to the next future slot (counted), or run "all" of them
+    catch_up: Literal["skip", "all"] = "skip"
     tick_timeout_s: float = Field(default=30.0, gt=0)
     idle_sleep_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=8, ge=1, le=256)

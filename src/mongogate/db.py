@@ -2,6 +2,11 @@
 
 The embedded engine (mongoeco) runs on its own thread and event loop, never on the
 server's loop: a driver waiting on a server that shares its loop can deadlock.
+
+One process owns a data directory's engine (a `flock` on engine.lock) and publishes its URI
+in `engine.json` (uri, pid; mode 0600). Another process that finds the lock held by a live
+owner connects to that URI instead of failing, so `worker --status`, `check` and workers run
+beside `serve`. A stale engine.json (its pid is gone) is ignored and replaced.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import threading
@@ -29,6 +35,32 @@ log = logging.getLogger(__name__)
 Doc = dict[str, Any]
 IndexHook = Callable[[AsyncDatabase[Doc]], Awaitable[None]]
 
+ENGINE_FILE = "engine.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process, but alive
+    return True
+
+
+def published_engine_uri(data_dir: Path) -> str | None:
+    """The URI a live engine owner published for `data_dir`, or None (missing, unreadable or stale)."""
+    try:
+        info = json.loads((data_dir / ENGINE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    pid, uri = info.get("pid"), info.get("uri")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(uri, str) or not _alive(pid):
+        return None
+    return uri
+
 
 class EmbeddedEngine:
     """The mongoeco wire server on a SQLite file, locked so that one process owns a data dir."""
@@ -40,6 +72,8 @@ class EmbeddedEngine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: Any = None
+        #: set when start() failed because another process holds the data directory
+        self.in_use = False
 
     def start(self) -> str:
         try:
@@ -67,8 +101,22 @@ class EmbeddedEngine:
             raise
         self._server = server
         self.uri = str(addr.uri)
+        try:
+            self._publish(self.uri)
+        except OSError as e:  # the engine works; only other processes cannot find it
+            log.warning("could not write %s: %s", self.data_dir / ENGINE_FILE, e)
         log.info("embedded engine on %s (data in %s)", self.uri, db_file)
         return self.uri
+
+    def _publish(self, uri: str) -> None:
+        """Write engine.json (0600, atomically) so other processes on this data dir can connect."""
+        path = self.data_dir / ENGINE_FILE
+        tmp = path.with_name(f".{ENGINE_FILE}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"uri": uri, "pid": os.getpid()}, f)
+        os.chmod(tmp, 0o600)  # an existing file keeps its mode through O_CREAT
+        os.replace(tmp, path)
 
     def _take_lock(self) -> None:
         lock_path = self.data_dir / "engine.lock"
@@ -76,6 +124,7 @@ class EmbeddedEngine:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as e:
+            self.in_use = True
             f.seek(0)
             holder = f.read().strip() or "another process"
             f.close()
@@ -100,6 +149,8 @@ class EmbeddedEngine:
             loop.close()
         self._loop = self._thread = self._server = None
         if self._lock_file is not None:
+            with contextlib.suppress(OSError):  # ours: we hold the lock
+                (self.data_dir / ENGINE_FILE).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self._lock_file.seek(0)
                 self._lock_file.truncate()
@@ -115,19 +166,30 @@ class Database:
         self.settings = settings
         self.data_dir = data_dir
         self.engine: EmbeddedEngine | None = None
+        #: the URI of another process's embedded engine on this data dir, when we connected to it
+        self.shared_engine_uri: str | None = None
         self._client: AsyncMongoClient[Doc] | None = None
         self._query_client: AsyncMongoClient[Doc] | None = None
 
     @property
     def embedded(self) -> bool:
-        return self.engine is not None
+        return self.engine is not None or self.shared_engine_uri is not None
 
     async def open(self) -> None:
         uri = self.settings.uri
         if uri is None:
             engine = EmbeddedEngine(self.data_dir)
-            uri = await anyio.to_thread.run_sync(engine.start)
-            self.engine = engine
+            try:
+                uri = await anyio.to_thread.run_sync(engine.start)
+            except ConfigError:
+                shared = published_engine_uri(self.data_dir) if engine.in_use else None
+                if shared is None:
+                    raise
+                # Another process owns the engine: use it over the wire rather than fail.
+                log.info("data directory %s is served by another process: using %s", self.data_dir, shared)
+                self.shared_engine_uri = uri = shared
+            else:
+                self.engine = engine
             log.warning(
                 "embedded engine (mongoeco) in %s: it enforces no roles, so read-only rests on "
                 "mongogate's own checks; use database.uri/query_uri with real MongoDB in production",
@@ -147,6 +209,7 @@ class Database:
                 if c is not None:
                     await c.close()
             self._client = self._query_client = None
+            self.shared_engine_uri = None
             if self.engine is not None:
                 await anyio.to_thread.run_sync(self.engine.stop)
                 self.engine = None

@@ -126,7 +126,7 @@ async def test_a_long_run_through_mcp(engine_uri: str, db_name: str, tmp_path: P
 
 async def test_bad_input_is_a_clear_tool_error(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     settings = make_settings(engine_uri, db_name, tmp_path, memory={"max_state_bytes": 1000})
-    async with Client(server(settings, hook=False)) as c:  # without the hook the service is built lazily
+    async with Client(server(settings)) as c:
         lease = (await call(c, "acquire_run", run_id="r"))["lease_id"]
         assert "tenant" in await error(
             c, "save_checkpoint", run_id="r", lease_id=lease, version=1, state={}, tenant="globex"
@@ -141,9 +141,20 @@ async def test_bad_input_is_a_clear_tool_error(engine_uri: str, db_name: str, tm
             c, "save_checkpoint", run_id="r", lease_id=lease, version=0, state={}
         )
         assert "limit must be an integer from 1 to 500" in await error(c, "run_events", run_id="r", limit=0)
+        # beyond int64: a clear refusal, not a crash in the driver
+        assert "[invalid_input]" in await error(c, "run_events", run_id="r", after_seq=2**63)
         assert "[not_found]" in await error(c, "load_checkpoint", run_id="missing")
         cp = await call(c, "load_checkpoint", run_id="r")
         assert cp["version"] == 0 and cp["state"] is None  # nothing was written by any refused call
+
+
+async def test_without_the_startup_hook_the_run_tools_say_so(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """The service is built once at startup, never lazily inside a request."""
+    async with Client(server(make_settings(engine_uri, db_name, tmp_path), hook=False)) as c:
+        text = await error(c, "acquire_run", run_id="r")
+    assert "[config_invalid]" in text and "ensure_run_indexes" in text
 
 
 async def test_other_tenants_runs_look_missing(engine_uri: str, db_name: str, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The run (checkpoint) tools: thin MCP adapters over `memory.runs.Runs`.
+"""The run (checkpoint) tools: thin MCP adapters over `mongogate.runs.Runs`.
 
 Registered with ``registry.add_tools(run_tools)`` and ``registry.on_startup(ensure_run_indexes)``.
 The tenant is always the caller's; a run id of another tenant behaves like a missing one.
@@ -14,30 +14,30 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, StringConstraints
 
 from mongogate.config import Settings
-from mongogate.memory.runs import MAX_EVENTS_LIMIT, Runs
+from mongogate.errors import ConfigError
+from mongogate.runs import MAX_EVENTS_LIMIT, Runs
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, ToolOutput, make_tool
 from mongogate.tools.state import AppState
 
 IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
 Status = Literal["running", "paused", "completed", "failed"]
-_EXTRA_KEY = "runs"
 
 
 async def ensure_run_indexes(state: AppState) -> None:
     """Startup hook: build the `Runs` service once the database is open, and its indexes."""
     runs = Runs(state.db.memory, state.settings.memory)
     await runs.ensure_indexes()
-    state.extras[_EXTRA_KEY] = runs
+    state.runs = runs
 
 
 async def _runs(call: Call) -> Runs:
-    runs = call.app.extras.get(_EXTRA_KEY)
-    if not isinstance(runs, Runs):
-        # The hook was not registered: build it now (index creation is idempotent).
-        await ensure_run_indexes(call.app)
-        runs = call.app.extras[_EXTRA_KEY]
-    assert isinstance(runs, Runs)
-    return runs
+    # Built at startup, never in the middle of a request: a missing hook is a set-up error.
+    if call.app.runs is None:
+        raise ConfigError(
+            "the run tools are registered without their startup hook: "
+            "call registry.on_startup(ensure_run_indexes) with registry.add_tools(run_tools)"
+        )
+    return call.app.runs
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mongogate.config import Settings
@@ -11,6 +11,7 @@ from mongogate.db import Database
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.principal import Principal
+from mongogate.runs import Runs
 
 if TYPE_CHECKING:
     from mongogate.policy.audit import AuditLog
@@ -26,4 +27,5 @@ class AppState:
     principal: Callable[[Any], Principal]
     require_scopes: Callable[[Principal, list[str], str], None]
     audit: AuditLog | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    #: checkpoints; set by the run tools' startup hook (`ensure_run_indexes`), before any call
+    runs: Runs | None = None

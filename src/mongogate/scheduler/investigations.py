@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 import bson
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -20,10 +20,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, as_utc
+from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.errors import InvalidInput, NotFound, StorageError
+from mongogate.values import Doc
 
-Doc = dict[str, Any]
 ACTIVE_STATUSES: tuple[str, ...] = ("open", "in_progress")
 CLOSED_STATUS = "closed"
 MAX_SIGNATURE = 512
@@ -77,8 +77,9 @@ def _text(value: object, what: str, cap: int, *, empty: bool = False) -> str:
 
 
 class Investigations:
-    def __init__(self, db: AsyncDatabase[Doc]) -> None:
+    def __init__(self, db: AsyncDatabase[Doc], *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.coll: AsyncCollection[Doc] = db["investigations"]
+        self.clock = clock
 
     async def ensure_indexes(self) -> None:
         try:
@@ -129,7 +130,7 @@ class Investigations:
             "status": "open",
             "title": title,
             "details": details or {},
-            "opened_at": SYSTEM_CLOCK.now(),
+            "opened_at": self.clock.now(),
             "closed_at": None,
             "resolution": None,
         }
@@ -164,7 +165,7 @@ class Investigations:
         return await self._update(
             tenant,
             investigation_id,
-            {"status": CLOSED_STATUS, "closed_at": SYSTEM_CLOCK.now(), "resolution": resolution},
+            {"status": CLOSED_STATUS, "closed_at": self.clock.now(), "resolution": resolution},
         )
 
     async def _update(self, tenant: str, investigation_id: str, changes: Doc) -> Investigation:

@@ -9,7 +9,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.errors import InvalidInput, NotFound
-from mongogate.memory.investigations import Investigations, OpenResult
+from mongogate.scheduler.investigations import Investigations, OpenResult
 
 pytestmark = pytest.mark.anyio
 

@@ -17,15 +17,15 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import ConfigError
-from mongogate.memory.investigations import Investigations
-from mongogate.memory.runs import Runs
+from mongogate.runs import Runs
+from mongogate.scheduler.investigations import Investigations
+from mongogate.values import Doc
 
-Doc = dict[str, Any]
 TickFn = Callable[["TickContext"], Awaitable[None]]
 
 ENTRY_POINT_GROUP = "mongogate.agents"
@@ -80,6 +80,8 @@ class TickContext:
     #: checkpoints, for agents whose work spans ticks or must survive a crash mid-tick
     runs: Runs
     log: logging.Logger
+    #: the scheduler's clock: read time from here, so tests can drive it
+    clock: Clock = SYSTEM_CLOCK
 
     @property
     def agent_key(self) -> str:

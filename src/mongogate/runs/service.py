@@ -4,16 +4,14 @@ A stale or delayed writer can never roll a run backward: the checkpoint update m
 while the writer's lease owns the run and the stored version is lower. Each applied checkpoint
 takes its event number from an `$inc` in that same update and appends one event to
 `run_events`, whose unique (tenant, run_id, seq) index makes the log append-only and gap-free
-per writer.
+per writer. Every expiry decision reads the injected clock.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
 
 import bson
 from bson.errors import InvalidDocument
@@ -22,99 +20,35 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, as_utc
+from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import MemorySettings
-from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, NotFound, StorageError
+from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.keys import check_id
-
-Doc = dict[str, Any]
-RunStatus = Literal["running", "paused", "completed", "failed"]
-RUN_STATUSES: tuple[str, ...] = ("running", "paused", "completed", "failed")
-
-DEFAULT_EVENTS_LIMIT = 50
-MAX_EVENTS_LIMIT = 500
-#: checkpoint versions are int64 in BSON
-MAX_VERSION = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class RunLease:
-    run_id: str
-    lease_id: str
-    lease_expires_at: datetime
-    version: int
-    status: str
-    created: bool = False
-
-
-@dataclass(frozen=True)
-class SaveResult:
-    """`applied`: this call wrote the checkpoint. `stale`: a version at least as new stands.
-
-    Neither (applied=False, stale=False): this lease had already written this version (the
-    acknowledgement was lost); the stored checkpoint is the caller's own.
-    """
-
-    applied: bool
-    stale: bool
-    version: int
-    seq: int | None
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    run_id: str
-    version: int
-    status: str
-    state: Doc | None
-    updated_at: datetime | None
-    lease_expires_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    seq: int
-    version: int
-    status: str
-    at: datetime
-    state: Doc | None = None
-
-
-@dataclass(frozen=True)
-class EventPage:
-    events: list[RunEvent] = field(default_factory=list)
-    more: bool = False
-
-
-def run_not_found(run_id: str) -> NotFound:
-    # The same words whether the run is missing or another tenant's.
-    return NotFound(f"run {run_id!r} not found; acquire_run creates a run on first use")
-
-
-def run_key(tenant: str, run_id: str) -> str:
-    # run ids may not contain ':', so the last ':' separates them and keys never collide.
-    return f"{tenant}:{run_id}"
-
-
-def _check_state_keys(value: object, path: str) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str) or not k or k.startswith("$") or "\x00" in k:
-                raise InvalidInput(
-                    f"state key {k!r} at {path or 'state'} is not allowed: keys must be non-empty strings "
-                    "that do not start with '$' or contain NUL"
-                )
-            _check_state_keys(v, f"{path}.{k}" if path else f"state.{k}")
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            _check_state_keys(v, f"{path or 'state'}[{i}]")
+from mongogate.runs.model import (
+    Checkpoint,
+    EventPage,
+    RunEvent,
+    RunLease,
+    SaveResult,
+    check_after_seq,
+    check_limit,
+    check_state_keys,
+    check_status,
+    check_version,
+    run_key,
+    run_not_found,
+)
+from mongogate.values import Doc
 
 
 class Runs:
-    def __init__(self, db: AsyncDatabase[Doc], settings: MemorySettings) -> None:
+    def __init__(
+        self, db: AsyncDatabase[Doc], settings: MemorySettings, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.db = db
         self.settings = settings
+        self.clock = clock
         self.runs: AsyncCollection[Doc] = db["runs"]
         self.events: AsyncCollection[Doc] = db["run_events"]
         #: test seam: called at named points between a write and its acknowledgement
@@ -146,7 +80,7 @@ class Runs:
     def _state(self, state: object) -> Doc:
         if not isinstance(state, dict):
             raise InvalidInput("state must be a JSON object")
-        _check_state_keys(state, "")
+        check_state_keys(state)
         try:
             size = len(bson.encode(state))
         except (InvalidDocument, OverflowError) as e:
@@ -159,18 +93,6 @@ class Runs:
             )
         return state
 
-    @staticmethod
-    def _version(version: object) -> int:
-        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
-            raise InvalidInput(f"version must be an integer from 1 to 2**63-1; got {version!r}")
-        return version
-
-    @staticmethod
-    def _status(status: object) -> str:
-        if not isinstance(status, str) or status not in RUN_STATUSES:
-            raise InvalidInput(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
-        return status
-
     # ------------------------------------------------------------------ lease
 
     async def acquire(self, tenant: str, run_id: object, lease_ms: object = None) -> RunLease:
@@ -182,12 +104,12 @@ class Runs:
         lease_id = lease.new_lease_id()
         try:
             created = await self._create(tenant, rid)
-            taken = await lease.acquire(self.runs, match, lease_id, ttl, SYSTEM_CLOCK.now())
+            taken = await lease.acquire(self.runs, match, lease_id, ttl, self.clock.now())
             if taken is None:
                 current = await self.runs.find_one(match, {"locked_until": 1})
                 if current is None:  # pragma: no cover - only if the run expired in between
                     raise run_not_found(rid)
-                until, left = lease.remaining_ms(current, SYSTEM_CLOCK.now())
+                until, left = lease.remaining_ms(current, self.clock.now())
                 raise LeaseBusy(f"run {rid!r}", until, left, holder="another worker")
             await self._repair_last_event(taken)
         except PyMongoError as e:
@@ -196,7 +118,7 @@ class Runs:
         return RunLease(rid, lease_id, until, int(taken["version"]), taken["status"], created)
 
     async def _create(self, tenant: str, rid: str) -> bool:
-        now = SYSTEM_CLOCK.now()
+        now = self.clock.now()
         doc: Doc = {
             "tenant": tenant,
             "run_id": rid,
@@ -227,7 +149,7 @@ class Runs:
         ttl = self._lease_ms(lease_ms)
         match = {"_id": run_key(tenant, rid), "tenant": tenant}
         try:
-            doc = await lease.extend(self.runs, match, lid, ttl, SYSTEM_CLOCK.now())
+            doc = await lease.extend(self.runs, match, lid, ttl, self.clock.now())
             if doc is None:
                 await self._raise_missing_or_lost(match, rid, lid)
         except PyMongoError as e:
@@ -272,11 +194,11 @@ class Runs:
         """Write the run's state if this lease owns the run and `version` is newer than the stored one."""
         rid = self._id(run_id, "run_id")
         lid = self._id(lease_id, "lease_id")
-        ver = self._version(version)
+        ver = check_version(version)
         st = self._state(state)
-        stat = self._status(status)
+        stat = check_status(status)
         match = {"_id": run_key(tenant, rid), "tenant": tenant}
-        now = SYSTEM_CLOCK.now()
+        now = self.clock.now()
         ttl = self.settings.completed_run_ttl_s
         expire_at = now + timedelta(seconds=ttl) if stat == "completed" and ttl is not None else None
         try:
@@ -376,7 +298,7 @@ class Runs:
             full["status"],
             full.get("state"),
             full.get("written_by"),
-            as_utc(full["updated_at"] or SYSTEM_CLOCK.now()),
+            as_utc(full["updated_at"] or self.clock.now()),
             full.get("expire_at"),
         )
 
@@ -392,7 +314,7 @@ class Runs:
         until: datetime | None = doc.get("locked_until")
         if until is not None:
             until = as_utc(until)
-        held = until is not None and doc.get("locked_by") is not None and until > SYSTEM_CLOCK.now()
+        held = until is not None and doc.get("locked_by") is not None and until > self.clock.now()
         return Checkpoint(
             run_id=rid,
             version=int(doc["version"]),
@@ -401,13 +323,6 @@ class Runs:
             updated_at=as_utc(doc["updated_at"]) if doc.get("updated_at") else None,
             lease_expires_at=until if held else None,
         )
-
-    def _limit(self, limit: object) -> int:
-        if limit is None:
-            return DEFAULT_EVENTS_LIMIT
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_EVENTS_LIMIT:
-            raise InvalidInput(f"limit must be an integer from 1 to {MAX_EVENTS_LIMIT}; got {limit!r}")
-        return limit
 
     async def run_events(
         self,
@@ -420,12 +335,11 @@ class Runs:
     ) -> EventPage:
         """Events in seq order after `after_seq`; `more` says another page exists."""
         rid = self._id(run_id, "run_id")
-        n = self._limit(limit)
-        if after_seq is not None and (isinstance(after_seq, bool) or not isinstance(after_seq, int)):
-            raise InvalidInput(f"after_seq must be an integer; got {after_seq!r}")
+        n = check_limit(limit)
+        after = check_after_seq(after_seq)
         query: Doc = {"tenant": tenant, "run_id": rid}
-        if after_seq is not None:
-            query["seq"] = {"$gt": after_seq}
+        if after is not None:
+            query["seq"] = {"$gt": after}
         projection: Doc = {"seq": 1, "version": 1, "status": 1, "at": 1, "_id": 0}
         if include_state:
             projection["state"] = 1

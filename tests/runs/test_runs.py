@@ -1,18 +1,23 @@
-"""Checkpoints: a monotonic version guard, lease ownership, and a gap-free, duplicate-free event log."""
+"""Checkpoints: a monotonic version guard, lease ownership, and a gap-free, duplicate-free event log.
+
+Lease expiry is driven by a ManualClock: no test waits on, or races, real time.
+"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
+from mongogate.clock import ManualClock
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, NotFound
-from mongogate.memory.runs import Runs, SaveResult
+from mongogate.runs import Runs, SaveResult
 
 pytestmark = pytest.mark.anyio
 
@@ -28,8 +33,13 @@ def settings(**kw: Any) -> MemorySettings:
 
 
 @pytest.fixture
-async def runs(mongo: Client, db_name: str) -> AsyncIterator[Runs]:
-    r = Runs(mongo[db_name], settings())
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def runs(mongo: Client, db_name: str, clock: ManualClock) -> AsyncIterator[Runs]:
+    r = Runs(mongo[db_name], settings(), clock=clock)
     await r.ensure_indexes()
     yield r
 
@@ -64,23 +74,26 @@ async def test_stale_writers_are_refused_while_a_newer_state_stands(runs: Runs) 
     assert await seqs(runs, "r1") == [1, 2]
 
 
-async def test_an_equal_version_from_a_new_owner_is_stale(runs: Runs) -> None:
+async def test_an_equal_version_from_a_new_owner_is_stale(runs: Runs, clock: ManualClock) -> None:
     first = await runs.acquire("acme", "r1", lease_ms=100)
     await runs.save_checkpoint("acme", "r1", first.lease_id, 3, {"by": "first"})
-    await anyio.sleep(0.15)
+    clock.advance(ms=100)  # expired exactly now
     second = (await runs.acquire("acme", "r1")).lease_id
     res = await runs.save_checkpoint("acme", "r1", second, 3, {"by": "second"})
     assert res.stale and not res.applied and res.version == 3
     assert (await runs.load_checkpoint("acme", "r1")).state == {"by": "first"}
 
 
-async def test_a_writer_that_lost_its_lease_gets_lease_lost_and_writes_nothing(runs: Runs) -> None:
+async def test_a_writer_that_lost_its_lease_gets_lease_lost_and_writes_nothing(
+    runs: Runs, clock: ManualClock
+) -> None:
     old = await runs.acquire("acme", "r1", lease_ms=500)
     await runs.save_checkpoint("acme", "r1", old.lease_id, 1, {"v": 1})
+    clock.advance(ms=499)
     with pytest.raises(LeaseBusy) as busy:
         await runs.acquire("acme", "r1")
-    assert "run 'r1' is busy" in str(busy.value) and 0 < busy.value.ms_left <= 500
-    await anyio.sleep(busy.value.ms_left / 1000 + 0.05)
+    assert "run 'r1' is busy" in str(busy.value) and busy.value.ms_left == 1
+    clock.advance(ms=1)
     new = (await runs.acquire("acme", "r1")).lease_id
     # even a *higher* version is refused: the old owner must stop
     with pytest.raises(LeaseLost, match="no longer owns run 'r1'"):
@@ -93,7 +106,9 @@ async def test_a_writer_that_lost_its_lease_gets_lease_lost_and_writes_nothing(r
     assert (await runs.save_checkpoint("acme", "r1", new, 2, {"v": 2})).applied
 
 
-async def test_a_run_resumed_after_a_crash_continues_from_the_last_applied_version(runs: Runs) -> None:
+async def test_a_run_resumed_after_a_crash_continues_from_the_last_applied_version(
+    runs: Runs, clock: ManualClock
+) -> None:
     worker_a = await runs.acquire("acme", "job", lease_ms=1000)
     await runs.save_checkpoint("acme", "job", worker_a.lease_id, 1, {"done": ["a"]})
     await runs.save_checkpoint("acme", "job", worker_a.lease_id, 2, {"done": ["a", "b"]})
@@ -107,7 +122,8 @@ async def test_a_run_resumed_after_a_crash_continues_from_the_last_applied_versi
     runs.fault = None
     with pytest.raises(LeaseBusy) as busy:  # nobody resumes while the dead worker's lease still runs
         await runs.acquire("acme", "job")
-    await anyio.sleep(busy.value.ms_left / 1000 + 0.05)
+    assert busy.value.ms_left == 1000
+    clock.advance(ms=1000)
 
     worker_b = await runs.acquire("acme", "job")
     assert worker_b.version == 3
@@ -206,12 +222,12 @@ async def test_state_size_status_and_version_are_checked_before_writing(runs: Ru
     assert await seqs(runs, "r1") == []
 
 
-async def test_heartbeat_and_release(runs: Runs) -> None:
+async def test_heartbeat_and_release(runs: Runs, clock: ManualClock) -> None:
     lease = await runs.acquire("acme", "r1", lease_ms=400)
-    for _ in range(3):  # kept alive past the first expiry
-        await anyio.sleep(0.2)
+    for i in range(1, 4):  # kept alive past the first expiry
+        clock.advance(ms=399)
         until = await runs.heartbeat("acme", "r1", lease.lease_id, 400)
-        assert until > lease.lease_expires_at
+        assert until == lease.lease_expires_at + timedelta(milliseconds=399 * i)
     with pytest.raises(LeaseBusy):
         await runs.acquire("acme", "r1")
     assert await runs.release("acme", "r1", "someone-else") is False
@@ -266,3 +282,7 @@ async def test_run_events_pages_in_seq_order(runs: Runs) -> None:
     assert (await runs.run_events("acme", "r1", after_seq=5)).events == []
     with pytest.raises(InvalidInput, match="limit must be an integer from 1 to 500"):
         await runs.run_events("acme", "r1", limit=0)
+    for bad in (2**63, -1, True, "3"):  # beyond int64 the server could not even compare it
+        with pytest.raises(InvalidInput, match="after_seq must be an integer from 0 to 9223372036854775807"):
+            await runs.run_events("acme", "r1", after_seq=bad)
+    assert (await runs.run_events("acme", "r1", after_seq=2**63 - 1)).events == []

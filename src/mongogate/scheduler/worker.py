@@ -1,6 +1,7 @@
 """`mongogate worker`: run the registered agents on the configured database (or the embedded engine).
 
-    mongogate worker [--config F] [--agents module:attr ...] [--status] [--duration S]
+    mongogate worker [--config F] [--agents module:attr ...] [--status [--json]] [--duration S]
+                     [--concurrency N] [--worker-id ID]
 
 Agents come from `--agents` references (``package.module:attr`` or ``path/to/file.py:attr``)
 and from packages' ``mongogate.agents`` entry points. Run as many workers as you like, on
@@ -10,23 +11,22 @@ as many machines: each due tick runs once. Logs go to stderr; `--status` prints 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import datetime
-from typing import TextIO
+from dataclasses import dataclass, field
 
 import anyio
 
-from mongogate.config import Settings, load_settings
+from mongogate.config import SchedulerSettings, Settings, load_settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
-from mongogate.memory.agents import Agent, AgentRegistry
-from mongogate.memory.scheduler import AgentStatus, Scheduler, SchedulerStats
+from mongogate.scheduler.agents import Agent, AgentRegistry
+from mongogate.scheduler.core import Scheduler
+from mongogate.scheduler.loop import SchedulerStats
+from mongogate.scheduler.status import AgentStatus, print_status
 
 log = logging.getLogger("mongogate.worker")
 
@@ -75,13 +75,17 @@ async def run_worker(
             "no agents to run: pass --agents package.module:attr (or file.py:attr), or install a package "
             'that declares [project.entry-points."mongogate.agents"]'
         )
-    slots = concurrency or settings.scheduler.concurrency
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:
         await db.ping()
         scheduler = Scheduler(
-            db.memory, registry, settings.scheduler, worker_id, concurrency=slots, memory=settings.memory
+            db.memory,
+            registry,
+            settings.scheduler,
+            worker_id,
+            concurrency=concurrency,
+            memory=settings.memory,
         )
         if status_only:
             return WorkerReport(status=await scheduler.status())
@@ -94,41 +98,6 @@ async def run_worker(
         return WorkerReport(stats=stats, status=await scheduler.status())
     finally:
         await db.close()
-
-
-def _fmt_time(value: datetime | None) -> str:
-    return value.isoformat(timespec="seconds") if value else "-"
-
-
-def _fmt_s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def print_status(statuses: Sequence[AgentStatus], out: TextIO, *, as_json: bool = False) -> None:
-    if as_json:
-        for st in statuses:
-            out.write(json.dumps(asdict(st), default=lambda v: v.isoformat()) + "\n")
-        return
-    if not statuses:
-        out.write("no agents are scheduled in this database\n")
-        return
-    header = ("agent", "next run", "last run", "drift s", "lag s", "ticks", "last", "last error")
-    rows = [
-        (
-            st.agent_key,
-            _fmt_time(st.next_run_at),
-            _fmt_time(st.last_run_at),
-            _fmt_s(st.drift_s),
-            _fmt_s(st.lag_s),
-            str(st.ticks),
-            st.last_status or "-",
-            (st.last_error or "")[:80],
-        )
-        for st in statuses
-    ]
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    for r in (header, *rows):
-        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
 
 
 def add_worker_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -145,15 +114,22 @@ def add_worker_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--no-entry-points", action="store_true", help="ignore agents declared by installed packages"
     )
     p.add_argument(
-        "--status", action="store_true", help="print each agent's next run, drift and last error, then exit"
+        "--status",
+        action="store_true",
+        help="print each agent's state (running with its deadline, abandoned, late), lag from its slot, "
+        "missed slots and last error, then exit; works beside a running server on the embedded engine",
     )
     p.add_argument("--json", action="store_true", help="with --status: one JSON object per line")
     p.add_argument(
         "--duration", type=float, metavar="S", help="stop after S seconds (default: until signalled)"
     )
     p.add_argument("--worker-id", help="name in logs and status (default host:pid:random)")
+    default = SchedulerSettings.model_fields["concurrency"].default
     p.add_argument(
-        "--concurrency", type=int, metavar="N", help="ticks run at once by this worker (default 8)"
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help=f"ticks run at once by this worker (default: the setting scheduler.concurrency, {default})",
     )
     p.set_defaults(func=cmd_worker)
     return p
@@ -182,16 +158,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print_status(report.status, sys.stdout, as_json=args.json)
     elif report.stats is not None:
         s = report.stats
-        log.info("ran %d ticks: %d ok, %d failed, %d timed out", s.claimed, s.ok, s.failed, s.timed_out)
+        log.info(
+            "ran %d ticks: %d ok, %d failed, %d timed out, %d slots skipped",
+            s.claimed,
+            s.ok,
+            s.failed,
+            s.timed_out,
+            s.missed_slots,
+        )
     return 0
-
-
-def worker_main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry (``python -m mongogate.worker``): the same as ``mongogate worker``."""
-    from mongogate.cli import main
-
-    return main(["worker", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(worker_main())

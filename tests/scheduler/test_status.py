@@ -1,0 +1,158 @@
+"""`worker --status` tells the truth: running ticks with their deadline, abandoned ticks, lag from
+the original slot, missed slots; and it works beside a process that owns the embedded engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient
+
+from mongogate.clock import SYSTEM_CLOCK, ManualClock
+from mongogate.config import DatabaseSettings, SchedulerSettings
+from mongogate.db import Database
+from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.core import Scheduler
+from mongogate.scheduler.slots import REPORT_GRACE
+
+pytestmark = pytest.mark.anyio
+
+Client = AsyncMongoClient[dict[str, Any]]
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+async def noop(ctx: TickContext) -> None:
+    return None
+
+
+def cfg(**kw: Any) -> SchedulerSettings:
+    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, **kw})
+
+
+async def test_status_shows_a_running_tick_with_its_deadline_then_an_abandoned_one(
+    mongo: Client, db_name: str
+) -> None:
+    clock = ManualClock(T0)
+    agent = Agent("job", noop, 60)
+    s = Scheduler(mongo[db_name], [agent], cfg(), "w1", clock=clock)
+    await s.register()
+    first = await s.claim(agent)
+    assert first is not None and await s.run_tick(agent, first) == "ok"
+
+    clock.set(T0 + timedelta(seconds=60))
+    claim = await s.claim(agent)  # this tick's worker dies: it never reports
+    assert claim is not None
+    clock.advance(10)
+    [st] = await s.status()
+    assert st.state == "running" and st.running_worker == "w1"
+    assert st.running_since == T0 + timedelta(seconds=60)
+    assert st.running_deadline == T0 + timedelta(seconds=90)  # claimed + tick_timeout_s
+    assert st.last_status == "ok"  # the previous tick's outcome, not this one's
+
+    # past the deadline and the grace for writing the outcome: the worker is gone
+    clock.set(T0 + timedelta(seconds=90) + REPORT_GRACE + timedelta(milliseconds=1))
+    [st] = await s.status()
+    assert st.state == "abandoned" and st.abandoned == 1 and st.running_worker == "w1"
+
+    # another worker takes the next slot; the abandoned tick stays counted
+    clock.set(T0 + timedelta(seconds=120))
+    other = Scheduler(mongo[db_name], [agent], cfg(), "w2", clock=clock)
+    nxt = await other.claim(agent)
+    assert nxt is not None and await other.run_tick(agent, nxt) == "ok"
+    [st] = await s.status()
+    assert st.state == "waiting" and st.abandoned == 1 and st.running_worker is None
+    assert st.last_status == "ok" and st.last_worker == "w2" and st.ticks == 3
+
+
+async def test_status_measures_lag_and_drift_from_the_original_slot(mongo: Client, db_name: str) -> None:
+    clock = ManualClock(T0)
+    agent = Agent("late", noop, 60)
+    s = Scheduler(mongo[db_name], [agent], cfg(jitter_max_s=60), "w", rng=random.Random(4), clock=clock)
+    await s.register(now=T0 - timedelta(seconds=30))
+    [before] = await s.status()
+    assert before.state == "late" and before.lag_s == 30 and before.ticks == 0
+
+    assert await s.jitter_overdue() == 1  # a restart pushes the start out...
+    clock.advance(4)
+    [st] = await s.status()
+    assert st.next_run_at is not None and st.next_run_at > T0
+    assert st.due_at == T0 - timedelta(seconds=30) and st.lag_s == 34  # ...but not the lag
+
+    clock.set(st.next_run_at)
+    claim = await s.claim(agent)
+    assert claim is not None and claim.scheduled_at == T0 - timedelta(seconds=30)
+    assert claim.drift_s == (st.next_run_at - claim.scheduled_at).total_seconds() > 30
+    # still on the agent's grid: the first slot after the claim (a slot jitter pushed past is counted)
+    grid = [T0 + timedelta(seconds=30 + 60 * k) for k in range(3)]
+    assert claim.next_run_at == min(g for g in grid if g > st.next_run_at)
+    assert claim.missed_slots == (1 if st.next_run_at >= grid[0] else 0)
+    assert await s.run_tick(agent, claim) == "ok"
+    [after] = await s.status()
+    assert after.drift_s == claim.drift_s and after.lag_s == 0 and after.state == "waiting"
+    assert after.ticks == 1 and after.last_worker == "w" and after.last_status == "ok"
+
+
+def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
+    """`worker --status` in another process while this one owns the embedded engine's data dir."""
+    import anyio
+
+    data = tmp_path / "data"
+    cfg_file = tmp_path / "mongogate.toml"
+    cfg_file.write_text(f'[database]\nname = "beside"\n[server]\ndata_dir = "{data}"\n')
+
+    async def main() -> subprocess.CompletedProcess[str]:
+        owner = Database(DatabaseSettings(name="beside"), data)
+        await owner.open()
+        try:
+            assert owner.engine is not None  # this process owns the engine
+            info = json.loads((data / "engine.json").read_text())
+            assert info == {"uri": owner.engine.uri, "pid": os.getpid()}
+            assert (data / "engine.json").stat().st_mode & 0o777 == 0o600
+            s = Scheduler(owner.memory, [Agent("pinger", noop, 5)], cfg(), "w")
+            await s.register(now=SYSTEM_CLOCK.now() - timedelta(hours=1))  # overdue: "late"
+            return await anyio.to_thread.run_sync(
+                lambda: subprocess.run(
+                    [sys.executable, "-m", "mongogate.cli", "worker", "--config", str(cfg_file), "--status"],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+                )
+            )
+        finally:
+            await owner.close()
+
+    done = anyio.run(main)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["agent", "state", "due"]
+    assert lines[1].split()[:2] == ["pinger", "late"]
+    assert not (data / "engine.json").exists()  # removed when the owner stopped
+
+
+async def test_overlapping_ticks_finishing_out_of_order_are_not_reported_as_running(
+    mongo: Client, db_name: str
+) -> None:
+    clock = ManualClock(T0)
+    agent = Agent("slow", noop, 1)
+    s = Scheduler(mongo[db_name], [agent], cfg(), "w", clock=clock)
+    await s.register()
+    first = await s.claim(agent)
+    clock.advance(1)
+    second = await s.claim(agent)  # the first is still running: the ticks overlap
+    assert first is not None and second is not None
+    await s.run_tick(agent, first)
+    [st] = await s.status()
+    assert st.state == "running" and st.running_since == second.claimed_at  # the second still runs
+    await s.run_tick(agent, second)
+    await s.run_tick(agent, first)  # a late outcome of the older tick does not revive it
+    clock.advance(3600)
+    [st] = await s.status()
+    assert st.state == "late" and st.abandoned == 0 and st.running_worker is None

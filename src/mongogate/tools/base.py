@@ -56,7 +56,7 @@ class Call:
     tool: str
 
 
-Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any]]]
+Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any] | CallToolResult]]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False)
 
@@ -87,6 +87,8 @@ def make_tool(
             who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
             log.info("tool %s refused for %s: %s", name, who, e.code)
             raise MongogateToolError(e) from e
+        if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
+            return result
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],

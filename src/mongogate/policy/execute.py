@@ -15,7 +15,7 @@ from pymongo.errors import ExecutionTimeout, PyMongoError
 from mongogate.errors import PolicyViolation, StorageError
 from mongogate.policy.filters import check_filter, check_limit, check_sort, key_path, scoped_filter, seg
 from mongogate.policy.render import Renderer, cap_documents
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings

@@ -16,7 +16,7 @@ from typing import Any
 import pydantic_core
 from bson import DBRef, Decimal128, ObjectId, Regex, Timestamp
 
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 
 _REGEX_FLAGS = (
     (re.IGNORECASE, "i"),

@@ -21,7 +21,7 @@ from mongogate.policy.filters import (
     OBJECT_ID_PATTERN,
     TYPE_WORDS,
 )
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings

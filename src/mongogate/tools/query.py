@@ -20,7 +20,7 @@ from mongogate.errors import PolicyViolation
 from mongogate.policy.execute import run_query
 from mongogate.policy.render import Renderer, encode
 from mongogate.policy.schema import input_schema, output_schema
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, make_tool
 
 if TYPE_CHECKING:

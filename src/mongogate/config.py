@@ -39,6 +39,7 @@ from mongogate.specs import (
     SUPPORTED_OPERATORS,
     QueryToolSpec,
     SpecError,
+    supported_operators,
     tool_set_problem,
 )
 
@@ -136,12 +137,7 @@ class PolicySettings(Section):
     @field_validator("allowed_operators")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        unknown = sorted(set(v) - SUPPORTED_OPERATORS)
-        if unknown:
-            raise ValueError(
-                f"{unknown} cannot be allowed: the policy can only check {sorted(SUPPORTED_OPERATORS)}"
-            )
-        return v
+        return supported_operators(v)
 
 
 class AuditSettings(Section):

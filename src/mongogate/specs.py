@@ -75,12 +75,7 @@ class QueryToolSpec(BaseModel):
     @field_validator("operators")
     @classmethod
     def _operators(cls, v: list[str]) -> list[str]:
-        unknown = sorted(set(v) - SUPPORTED_OPERATORS)
-        if unknown:
-            raise ValueError(
-                f"operators {unknown} are not in the global allowlist; allowed: {sorted(SUPPORTED_OPERATORS)}"
-            )
-        return v
+        return supported_operators(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> QueryToolSpec:
@@ -103,6 +98,17 @@ class QueryToolSpec(BaseModel):
             if bad:
                 raise ValueError(f"sort fields {bad} are not declared in `fields`")
         return self
+
+
+def supported_operators(operators: list[str]) -> list[str]:
+    """``operators`` if the policy walk can check every one (a spec's or the global allowlist)."""
+    unknown = sorted(set(operators) - SUPPORTED_OPERATORS)
+    if unknown:
+        raise ValueError(
+            f"operators {unknown} cannot be allowed: the policy walk can only check "
+            f"{', '.join(sorted(SUPPORTED_OPERATORS))}"
+        )
+    return operators
 
 
 def spec_problems(exc: ValidationError) -> list[tuple[str, str]]:

@@ -174,7 +174,10 @@ SPEC = {
 @pytest.mark.parametrize(
     ("update", "fragments"),
     [
-        ({"operators": ["$where"]}, ["query tool 'find_things'", "operators:", "$where", "cannot be allowed"]),
+        (
+            {"operators": ["$where"]},
+            ["query tool 'find_things'", "operators:", "$where", "cannot be allowed"],
+        ),
         ({"max_limit": 0}, ["query tool 'find_things'", "max_limit:", "greater than or equal to 1"]),
         ({"name": "1bad"}, ["query tool '1bad'", "name:", "must start with a letter"]),
         ({"projection": ["secret"]}, ["find_things", "projection fields ['secret'] are not declared"]),

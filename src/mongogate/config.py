@@ -259,15 +259,15 @@ def _env_name(loc: tuple[Any, ...], environ: dict[str, str]) -> str | None:
 
 
 def _given(loc: tuple[Any, ...], overrides: dict[str, Any]) -> bool:
-    if not loc:
-        return False
+    """Whether the arguments to load_settings set ``loc`` (or a parent of it as a whole)."""
     value: Any = overrides
     for part in loc:
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        else:
-            return value is not overrides
-    return True
+        if not isinstance(value, dict):
+            return True  # a parent was given as one value
+        if part not in value:
+            return False
+        value = value[part]
+    return bool(loc)
 
 
 def _format_errors(exc: ValidationError, file: Path | None, overrides: dict[str, Any]) -> str:
@@ -283,13 +283,16 @@ def _format_errors(exc: ValidationError, file: Path | None, overrides: dict[str,
             got = err.get("input")
             shown = "" if isinstance(got, dict | list) or got is None else f" (got {mask(loc, got)})"
             problems = [(loc, err["msg"].removeprefix("Value error, ") + shown)]
-        env = None if _given(loc[:1], overrides) else _env_name(loc, environ)
+        given = _given(loc, overrides)
+        env = None if given else _env_name(loc, environ)
         for key_loc, message in problems:
             key = ".".join(str(p) for p in key_loc) or "(top level)"
             if env is not None:
                 lines.append(f"  {key} (from environment variable {env}): {message}")
+            elif given:
+                lines.append(f"  {key} (from arguments): {message}")
             else:
-                from_file = from_file or (file is not None and not _given(loc[:1], overrides))
+                from_file = from_file or file is not None
                 lines.append(f"  {key}: {message}")
     where = f" in {file}" if from_file and file is not None else ""
     return "\n".join([f"invalid configuration{where}:", *lines])

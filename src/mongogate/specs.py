@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -57,13 +57,15 @@ class QueryToolSpec(BaseModel):
     max_time_ms: int = Field(default=2000, ge=1, le=600_000)
     required_scopes: list[str] = Field(default_factory=list)
 
-    def __init__(self, **data: Any) -> None:
-        """Built from Python: a bad spec is a ConfigError (config files get their own report)."""
-        try:
-            super().__init__(**data)
-        except ValidationError as e:
-            name = data.get("name")
-            raise SpecError(f"query tool {name!r}" if name else "query tool", spec_problems(e)) from None
+    if not TYPE_CHECKING:  # type checkers keep pydantic's typed signature
+
+        def __init__(self, **data: Any) -> None:
+            """Built from Python: a bad spec is a ConfigError (config files get their own report)."""
+            try:
+                super().__init__(**data)
+            except ValidationError as e:
+                name = data.get("name")
+                raise SpecError(f"query tool {name!r}" if name else "query tool", spec_problems(e)) from None
 
     @field_validator("name")
     @classmethod

@@ -37,6 +37,7 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/memory.py
 	$(PY) benchmarks/policy.py
+	$(PY) benchmarks/query_overhead.py
 	$(PY) benchmarks/scheduler.py
 
 clean:

@@ -37,7 +37,7 @@ from mongogate.demo import FIND_ORDERS
 from mongogate.policy.execute import prepare, run_query
 from mongogate.policy.filters import check_filter
 from mongogate.policy.render import cap_documents, project, to_json
-from mongogate.policy.schema import input_schema, validate_arguments
+from mongogate.policy.schema import input_schema
 
 SPEC = FIND_ORDERS
 LIMITS = PolicySettings()
@@ -90,8 +90,7 @@ def bench_checks(seconds: float) -> list[dict[str, Any]]:
         check_filter(f, SPEC, LIMITS)
         check = rate(partial(check_filter, f, SPEC, LIMITS), seconds)
         js = rate(partial(raw.validate, args), seconds)
-        wrapped = rate(partial(validate_arguments, args, schema), seconds)
-        rows.append({"filter": name, "check": check, "jsonschema": js, "validate_arguments": wrapped})
+        rows.append({"filter": name, "check": check, "jsonschema": js})
     return rows
 
 
@@ -209,16 +208,16 @@ def render(checks: list[dict[str, Any]], db: list[dict[str, Any]] | None, comman
         "",
         "Filters checked per second (median of 5 runs). `check_filter` is the policy walk (the",
         "authority: allowlist, types, bounds, conversion); `jsonschema` is `Draft202012Validator.validate`",
-        "on the generated input schema alone; `validate_arguments` is mongogate's wrapper around it (cached",
-        f"validator, error mapping). Typical: 2 fields, {nodes(TYPICAL)} values in all. "
+        "on the generated input schema, for comparison only: a query tool call no longer runs it (the walk",
+        f"alone decides). Typical: 2 fields, {nodes(TYPICAL)} values in all. "
         f"Large: 12 `$or` branches, {nodes(LARGE)} values.",
         "",
-        "| filter | check_filter /s | jsonschema /s | validate_arguments /s | check_filter ÷ jsonschema |",
-        "|---|---:|---:|---:|---:|",
+        "| filter | check_filter /s | jsonschema /s | check_filter ÷ jsonschema |",
+        "|---|---:|---:|---:|",
     ]
     for r in checks:
         lines.append(
-            f"| {r['filter']} | {r['check']:,.0f} | {r['jsonschema']:,.0f} | {r['validate_arguments']:,.0f} "
+            f"| {r['filter']} | {r['check']:,.0f} | {r['jsonschema']:,.0f} "
             f"| {r['check'] / r['jsonschema']:.2f}× |"
         )
     if db:

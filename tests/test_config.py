@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from mongogate.config import load_settings
+from mongogate.config import load_settings, mask
 from mongogate.errors import ConfigError
+from mongogate.specs import QueryToolSpec
+from mongogate.tools.registry import ToolRegistry
 
 TOOL = """
 [[query_tools]]
@@ -80,3 +84,121 @@ def test_environment_overrides_the_file_key_by_key(tmp_path: Path, monkeypatch: 
 def test_example_config_is_valid() -> None:
     s = load_settings(Path(__file__).resolve().parent.parent / "examples" / "mongogate.toml")
     assert s.auth.mode == "jwt" and [t.name for t in s.query_tools] == ["find_orders"]
+
+
+RAW_KEY = "mg_live_4f9c2a7e1b3d5f60"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f"[auth]\nmode = 'api_keys'\n[[auth.api_keys]]\nsha256 = '{RAW_KEY}'\ntenant = 'a'\n", RAW_KEY),
+        ("[auth]\njwt_secret = 31415926535897932\n", "31415926535897932"),
+    ],
+)
+def test_config_errors_never_echo_secrets(tmp_path: Path, text: str, secret: str) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_settings(path)
+    message = str(e.value)
+    assert secret not in message and "***" in message and str(path) in message
+
+
+def test_uri_passwords_are_masked() -> None:
+    assert mask(("database", "uri"), "mongodb://app:hunter2@db:27017/x") == "'mongodb://app:***@db:27017/x'"
+    assert mask(("database", "query_uri"), 5) == "5"
+    assert mask(("auth", "jwt_secret"), "s3cret") == "***"
+
+
+def test_a_bad_environment_value_names_the_variable_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text("[server]\nport = 8000\n")
+    monkeypatch.setenv("MONGOGATE_SERVER__PORT", "eighty")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path)
+    message = str(e.value)
+    assert "server.port" in message and "MONGOGATE_SERVER__PORT" in message and "'eighty'" in message
+    assert str(path) not in message
+
+
+def test_paths_in_the_file_are_relative_to_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    (conf / "jwks.json").write_text('{"keys": []}')
+    path = conf / "m.toml"
+    path.write_text(
+        "[server]\ndata_dir = 'var/data'\n[audit]\npath = 'logs/audit.jsonl'\n"
+        "[auth]\njwks_file = 'jwks.json'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(path)
+    assert s.server.data_dir == conf / "var" / "data"
+    assert s.audit_path == conf / "logs" / "audit.jsonl"
+    assert s.auth.jwks_file == conf / "jwks.json"
+    path.write_text("[server]\ndata_dir = 'var/data'\n")  # the default audit file follows data_dir
+    assert load_settings(path).audit_path == conf / "var" / "data" / "audit.jsonl"
+    monkeypatch.setenv("MONGOGATE_SERVER__DATA_DIR", "from-env")  # the environment: as given
+    assert load_settings(path).server.data_dir == Path("from-env")
+
+
+def test_precedence_arguments_then_environment_then_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text("[server]\nhost = '10.0.0.1'\nport = 1111\nlog_level = 'ERROR'\n")
+    monkeypatch.setenv("MONGOGATE_SERVER__PORT", "2222")
+    monkeypatch.setenv("MONGOGATE_SERVER__HOST", "10.0.0.2")
+    s = load_settings(path, server={"host": "10.0.0.3"})
+    assert (s.server.host, s.server.port, s.server.log_level) == ("10.0.0.3", 2222, "ERROR")
+
+
+def test_config_does_not_import_the_policy_package() -> None:
+    code = "import sys, mongogate.config; print(sorted(m for m in sys.modules if m.startswith('mongogate.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "mongogate.policy" not in out and "mongogate.specs" in out
+
+
+SPEC = {
+    "name": "find_things",
+    "description": "d",
+    "collection": "things",
+    "tenant_field": "org",
+    "projection": ["a"],
+    "fields": {"a": "string"},
+}
+
+
+@pytest.mark.parametrize(
+    ("update", "fragments"),
+    [
+        (
+            {"operators": ["$where"]},
+            ["query tool 'find_things'", "operators:", "$where", "cannot be allowed"],
+        ),
+        ({"max_limit": 0}, ["query tool 'find_things'", "max_limit:", "greater than or equal to 1"]),
+        ({"name": "1bad"}, ["query tool '1bad'", "name:", "must start with a letter"]),
+        ({"projection": ["secret"]}, ["find_things", "projection fields ['secret'] are not declared"]),
+    ],
+)
+def test_a_bad_spec_from_python_is_a_config_error(update: dict[str, object], fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as e:
+        QueryToolSpec(**{**SPEC, **update})  # type: ignore[arg-type]
+    for fragment in fragments:
+        assert fragment in str(e.value)
+
+
+def test_registry_applies_the_config_rules(tmp_path: Path) -> None:
+    registry = ToolRegistry(run_tools=False)
+    registry.add_query_tool(QueryToolSpec(**SPEC))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="clashes with the built-in tool 'append'"):
+        registry.add_query_tool(QueryToolSpec(**{**SPEC, "name": "append"}))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="duplicate tool name 'find_things'"):
+        registry.add_query_tool(QueryToolSpec(**SPEC))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="takes a QueryToolSpec, got dict"):
+        registry.add_query_tool(SPEC)  # type: ignore[arg-type]
+    narrow = load_settings(None, policy={"allowed_operators": ["$eq"]}, server={"data_dir": str(tmp_path)})
+    with pytest.raises(ConfigError, match=r"operators \[.*'\$in'.*\] are outside policy.allowed_operators"):
+        registry.build(narrow)

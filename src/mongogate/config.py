@@ -1,9 +1,15 @@
-"""Configuration: a TOML file validated by pydantic; MONGOGATE_<SECTION>__<KEY> overrides it."""
+"""Configuration: a TOML file validated by pydantic; MONGOGATE_<SECTION>__<KEY> overrides it.
+
+Precedence (pydantic-settings sources): arguments given to ``load_settings`` > environment >
+the file > defaults, merged key by key. Relative paths in the file are relative to the file.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,19 +19,38 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from mongogate.errors import ConfigError
-from mongogate.policy.spec import SUPPORTED_OPERATORS, QueryToolSpec
-
-MEMORY_TOOL_NAMES = frozenset(
-    {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
+from mongogate.specs import (
+    MEMORY_TOOL_NAMES,
+    RESERVED_TOOL_NAMES,
+    RUN_TOOL_NAMES,
+    SUPPORTED_OPERATORS,
+    QueryToolSpec,
+    SpecError,
+    supported_operators,
+    tool_set_problem,
 )
-RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
-RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES
+
+__all__ = [
+    "MEMORY_TOOL_NAMES",
+    "RESERVED_TOOL_NAMES",
+    "RUN_TOOL_NAMES",
+    "ConfigError",
+    "Settings",
+    "load_settings",
+]
 
 
 class Section(BaseModel):
@@ -112,12 +137,7 @@ class PolicySettings(Section):
     @field_validator("allowed_operators")
     @classmethod
     def _known(cls, v: list[str]) -> list[str]:
-        unknown = sorted(set(v) - SUPPORTED_OPERATORS)
-        if unknown:
-            raise ValueError(
-                f"{unknown} cannot be allowed: the policy can only check {sorted(SUPPORTED_OPERATORS)}"
-            )
-        return v
+        return supported_operators(v)
 
 
 class AuditSettings(Section):
@@ -155,21 +175,15 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     query_tools: list[QueryToolSpec] = Field(default_factory=list)
 
-    @model_validator(mode="after")
-    def _tools(self) -> Settings:
-        seen: set[str] = set()
-        allowed = set(self.policy.allowed_operators)
-        for i, spec in enumerate(self.query_tools):
-            where = f"query_tools[{i}] ({spec.name})"
-            if spec.name in RESERVED_TOOL_NAMES:
-                raise ValueError(f"{where}: name clashes with the built-in tool {spec.name!r}")
-            if spec.name in seen:
-                raise ValueError(f"{where}: duplicate tool name {spec.name!r}")
-            seen.add(spec.name)
-            outside = sorted(set(spec.operators) - allowed)
-            if outside:
-                raise ValueError(f"{where}: operators {outside} are outside policy.allowed_operators")
-        return self
+    @field_validator("query_tools")
+    @classmethod
+    def _tools(cls, v: list[QueryToolSpec], info: ValidationInfo) -> list[QueryToolSpec]:
+        policy = info.data.get("policy")  # validated before query_tools (declared first)
+        allowed = policy.allowed_operators if isinstance(policy, PolicySettings) else SUPPORTED_OPERATORS
+        problem = tool_set_problem(v, allowed)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
     @property
     def audit_path(self) -> Path:
@@ -184,52 +198,127 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The environment overrides the file (which arrives as init kwargs).
-        return (env_settings, init_settings)
+        # First wins: arguments, then the environment, then the file load_settings was given.
+        return (init_settings, env_settings, _TomlFile(settings_cls, _config_file.get()))
 
 
-def _format_errors(exc: ValidationError, origin: str) -> str:
-    lines = [f"invalid configuration in {origin}:"]
+#: the file load_settings is reading (a context variable: settings sources are built per class)
+_config_file: ContextVar[Path | None] = ContextVar("mongogate_config_file", default=None)
+
+#: paths in the file, resolved against the file's directory when relative
+FILE_PATHS = (
+    ("server", "data_dir"),
+    ("audit", "path"),
+    ("auth", "jwt_public_key_file"),
+    ("auth", "jwks_file"),
+)
+
+
+class _TomlFile(TomlConfigSettingsSource):
+    """The TOML source, with relative paths made relative to the file, not the working directory."""
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        data = super()._read_file(file_path)
+        base = Path(file_path).parent
+        for section, key in FILE_PATHS:
+            table = data.get(section)
+            value = table.get(key) if isinstance(table, dict) else None
+            if isinstance(value, str) and not Path(value).expanduser().is_absolute():
+                table[key] = str(base / value)  # type: ignore[index]
+        return data
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+_SECRET_KEYS = frozenset({"sha256", "jwt_secret"})
+_URI_KEYS = frozenset({"uri", "query_uri"})
+_URI_PASSWORD = re.compile(r"(?<=://)([^/@:]*):[^/@]*@")
+
+
+def mask(loc: tuple[Any, ...], value: object) -> str:
+    """A value as shown in a config error: secrets as ``***``, URIs without their password."""
+    keys = {str(p) for p in loc}
+    if keys & _SECRET_KEYS:
+        return "***"
+    text = repr(value)
+    if keys & _URI_KEYS:
+        text = _URI_PASSWORD.sub(r"\1:***@", text)
+    return text
+
+
+def mask_text(text: str) -> str:
+    """Passwords inside any URI in ``text`` become ``***``."""
+    return _URI_PASSWORD.sub(r"\1:***@", text)
+
+
+def _env_name(loc: tuple[Any, ...], environ: dict[str, str]) -> str | None:
+    """The environment variable that set ``loc`` (or one of its parents), if any."""
+    upper = {k.upper(): k for k in environ}
+    for i in range(len(loc), 0, -1):
+        name = "MONGOGATE_" + "__".join(str(p) for p in loc[:i]).upper()
+        if name in upper:
+            return upper[name]
+    return None
+
+
+def _given(loc: tuple[Any, ...], overrides: dict[str, Any]) -> bool:
+    """Whether the arguments to load_settings set ``loc`` (or a parent of it as a whole)."""
+    value: Any = overrides
+    for part in loc:
+        if not isinstance(value, dict):
+            return True  # a parent was given as one value
+        if part not in value:
+            return False
+        value = value[part]
+    return bool(loc)
+
+
+def _format_errors(exc: ValidationError, file: Path | None, overrides: dict[str, Any]) -> str:
+    environ = dict(os.environ)
+    lines: list[str] = []
+    from_file = False
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        got = err.get("input")
-        shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-        lines.append(f"  {key}: {msg}{shown}")
-    return "\n".join(lines)
+        loc = tuple(err["loc"])
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, SpecError):  # a [[query_tools]] entry: one line per key inside it
+            problems = [((*loc, *k.split(".")) if k != "(spec)" else loc, m) for k, m in cause.problems]
+        else:
+            got = err.get("input")
+            shown = "" if isinstance(got, dict | list) or got is None else f" (got {mask(loc, got)})"
+            problems = [(loc, err["msg"].removeprefix("Value error, ") + shown)]
+        given = _given(loc, overrides)
+        env = None if given else _env_name(loc, environ)
+        for key_loc, message in problems:
+            key = ".".join(str(p) for p in key_loc) or "(top level)"
+            if env is not None:
+                lines.append(f"  {key} (from environment variable {env}): {message}")
+            elif given:
+                lines.append(f"  {key} (from arguments): {message}")
+            else:
+                from_file = from_file or file is not None
+                lines.append(f"  {key}: {message}")
+    where = f" in {file}" if from_file and file is not None else ""
+    return "\n".join([f"invalid configuration{where}:", *lines])
 
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Read the TOML file (``path`` or $MONGOGATE_CONFIG), apply the environment, validate.
 
-    ``overrides`` are nested dicts merged over the file (used by tests and the Python API).
+    ``overrides`` are nested dicts that win over the environment and the file (tests, the
+    Python API, command-line flags).
     """
-    raw: dict[str, Any] = {}
     chosen = path if path is not None else os.environ.get("MONGOGATE_CONFIG")
-    origin = "environment/defaults"
-    if chosen:
-        p = Path(chosen)
-        origin = str(p)
-        try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as e:
-            raise ConfigError(
-                f"config file {p} does not exist; pass --config PATH or set MONGOGATE_CONFIG"
-            ) from e
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config file {p} is not valid TOML: {e}") from e
-        base = p.parent
-        # Relative paths in the file are relative to the file, not to the working directory.
-        for section, key in (("auth", "jwt_public_key_file"), ("auth", "jwks_file")):
-            val = raw.get(section, {}).get(key)
-            if isinstance(val, str) and not Path(val).is_absolute():
-                raw[section][key] = str(base / val)
-    for section, values in overrides.items():
-        if isinstance(values, dict) and isinstance(raw.get(section), dict):
-            raw[section] = {**raw[section], **values}
-        else:
-            raw[section] = values
+    file = Path(chosen) if chosen else None
+    if file is not None and not file.is_file():
+        raise ConfigError(f"config file {file} does not exist; pass --config PATH or set MONGOGATE_CONFIG")
+    token = _config_file.set(file)
     try:
-        return Settings(**raw)
+        return Settings(**overrides)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {file} is not valid TOML: {e}") from e
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, origin)) from e
+        raise ConfigError(_format_errors(e, file, overrides)) from e
+    except SettingsError as e:  # a value the environment source could not parse (e.g. bad JSON)
+        raise ConfigError(f"invalid configuration in the environment: {mask_text(str(e))}") from e
+    finally:
+        _config_file.reset(token)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import sys
 import threading
@@ -226,3 +228,65 @@ def test_follow_from_end_and_truncation(tmp_path: Path) -> None:
     gen = follow(path, from_start=False, poll_s=0.001, stop=lambda: next(polls) > 900)
     path.write_text('{"event": "new"}\n')  # truncated and rewritten: read from the start again
     assert next(gen) == {"event": "new"}
+
+
+class _Recorder(io.StringIO):
+    """A stream that notes which thread wrote to it, and can hold the writer at a gate."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+        self.gate = gate
+        self.entered = threading.Event()
+        self.owner = threading.get_ident()
+
+    def write(self, s: str) -> int:
+        self.threads.add(threading.get_ident())
+        self.entered.set()
+        if self.gate is not None and threading.get_ident() != self.owner:  # never hold the test itself
+            self.gate.wait()
+        return super().write(s)
+
+
+def test_a_write_from_the_event_loop_never_touches_disk_or_stream_on_the_loop(tmp_path: Path) -> None:
+    stream = _Recorder()
+    log = AuditLog(tmp_path / "a.jsonl", redact_values=False, max_value_chars=64, stream=stream)
+
+    async def call() -> int:
+        log.query(tool="t", tenant="a", principal="p", returned=1, truncated=False, ms=1, request_id="1")
+        await log.synced()  # waits for the writer thread without blocking this loop
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(call())
+    assert stream.threads and loop_thread not in stream.threads
+    assert [e["event"] for e in _lines(tmp_path / "a.jsonl")] == ["query"]
+    log.close()
+
+
+def test_the_file_is_opened_once_not_per_event(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "a.jsonl", redact_values=False, max_value_chars=64, stream=None)
+    for _ in range(5):
+        _reject(log, {"$where": "1"})
+    assert len(_lines(tmp_path / "a.jsonl")) == 5
+    assert log._writer.opened == 1
+    log.close()
+    _reject(log, {"$where": "1"})  # after close, the next event reopens the file
+    assert len(_lines(tmp_path / "a.jsonl")) == 6 and log._writer.opened == 2
+    log.close()
+
+
+def test_close_writes_an_event_queued_just_before_shutdown(tmp_path: Path) -> None:
+    gate = threading.Event()
+    stream = _Recorder(gate)
+    log = AuditLog(tmp_path / "a.jsonl", redact_values=False, max_value_chars=64, stream=stream)
+
+    async def serve() -> None:
+        log.query(tool="t", tenant="a", principal="p", returned=1, truncated=False, ms=1, request_id="1")
+        await asyncio.to_thread(stream.entered.wait)  # the writer thread is now held at the gate
+        log.query(tool="t", tenant="a", principal="p", returned=2, truncated=False, ms=1, request_id="2")
+
+    asyncio.run(serve())  # the second event is only queued when the "server" stops
+    gate.set()
+    log.close()  # shutdown
+    assert [e["request_id"] for e in _lines(tmp_path / "a.jsonl")] == ["1", "2"]
+    assert stream.owner not in stream.threads

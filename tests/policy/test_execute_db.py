@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from pymongo import AsyncMongoClient, MongoClient
 
 from mongogate.policy.execute import run_query
+from mongogate.policy.schema import input_schema
 from mongogate.policy.spec import SUPPORTED_OPERATORS
 from tests.policy.specs import LIMITS, ORDERS
 
@@ -148,6 +150,8 @@ async def test_byte_cap_on_real_results(orders: Any) -> None:
 
 ALL_OPS = ORDERS.model_copy(update={"operators": sorted(SUPPORTED_OPERATORS)})
 DEEP = LIMITS.model_copy(update={"max_depth": 30, "max_nodes": 2000})
+#: the schema the model reads for ALL_OPS: it must accept everything the walk accepts
+ALL_OPS_SCHEMA = Draft202012Validator(input_schema(ALL_OPS, DEEP))
 Pair = tuple[Any, Any]  # (what the model sends as JSON, the same value in Python for the reference)
 
 
@@ -275,6 +279,8 @@ async def test_generated_filters_match_reference_and_stay_in_tenant(
 ) -> None:
     sent, py = pair
     result = await run_query(orders, ALL_OPS, {"filter": sent, "limit": limit}, tenant, DEEP)
+    # the walk accepted it, so the schema shown to the model must not call it wrong
+    assert ALL_OPS_SCHEMA.is_valid({"filter": sent, "limit": limit}), sent
     numbers = [d["number"] for d in result.documents]
     assert all(TENANT_OF[n] == tenant for n in numbers), numbers
     expected = sorted(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from mongogate.config import Settings
@@ -74,6 +76,10 @@ async def test_limit_is_lowered_and_truncated_reported(engine_uri: str, db_name:
         ({"filter": {"internalNote": "x"}}, "field_not_allowed", "filter.internalNote"),
         ({"filter": {}, "tenant": "globex"}, "unknown_argument", "tenant"),
         ({"filter": {"total": "cheap"}}, "type_mismatch", "filter.total"),
+        # the walk names the tenant field even in `sort` (a schema pre-check said field_not_allowed)
+        ({"filter": {}, "sort": {"userId": 1}}, "tenant_field_forbidden", "sort.userId"),
+        # one authority, one order: the filter is judged before the limit
+        ({"filter": {"status": "x" * 600}, "limit": 0}, "string_too_long", "filter.status"),
     ],
 )  # fmt: skip
 async def test_rejections_are_tool_errors_with_one_audit_event(
@@ -166,3 +172,27 @@ async def test_query_over_real_http_with_tokens(engine_uri: str, db_name: str, t
         ("globex", "operator_not_allowed"),
     ]
     assert all(e["principal"] == "dev" for e in events)
+
+
+async def test_query_event_written_just_before_a_stdio_server_exits_is_on_file(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Query events are queued for the audit thread; the process flushes them as it exits."""
+    audit = tmp_path / "audit.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")} | {
+        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
+        "MONGOGATE_DATABASE__URI": engine_uri,
+        "MONGOGATE_DATABASE__NAME": db_name,
+        "MONGOGATE_AUTH__TENANT": "acme",
+        "MONGOGATE_AUDIT__PATH": str(audit),
+        "MONGOGATE_AUDIT__LOG_QUERIES": "true",
+    }
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mongogate.cli", "serve", "--demo"], env=env
+    )
+    async with Client(params) as c:
+        for i in range(3):
+            r = await c.call_tool("find_orders", {"filter": {"status": "paid"}, "limit": 1 + i})
+            assert not r.is_error, r.content
+    events = [e for e in read_events(audit) if e["event"] == "query"]
+    assert [(e["tenant"], e["returned"]) for e in events] == [("acme", 1), ("acme", 2), ("acme", 3)]

@@ -1,18 +1,17 @@
 """The audit log: one JSON line per rejected filter (and per query if enabled).
 
 Written to a file and to stderr, never to stdout: stdout carries the stdio transport.
+A background thread does the writing (policy/audit_writer.py): no event loop waits on disk.
 Values in logged filters are truncated (or redacted to their types), so the log stays
 small and does not become a copy of what the model tried to smuggle.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +20,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
 
+from mongogate.policy.audit_writer import AuditWriter
 from mongogate.policy.render import to_json
 
 _MAX_ITEMS = 50  # per object/array in a logged filter
@@ -41,7 +41,11 @@ def now_iso() -> str:
 
 
 class AuditLog:
-    """Thread-safe JSON Lines writer. One call, one event, one line in each sink."""
+    """Thread-safe JSON Lines log. One call, one event, one line in each sink.
+
+    From a running event loop a call only queues its line (``await synced()`` waits for the
+    disk without blocking the loop); from plain code it returns once the line is written.
+    ``close()`` writes everything queued; it also runs at interpreter exit."""
 
     def __init__(
         self,
@@ -57,7 +61,23 @@ class AuditLog:
         self.redact_values = redact_values
         self.max_value_chars = max_value_chars
         self._stream = stream
-        self._lock = threading.Lock()
+        self._writer = AuditWriter(self.path, self._current_stream)
+
+    def _current_stream(self) -> TextIO | None:
+        stream = sys.stderr if self._stream is STDERR else self._stream
+        return None if stream is None or stream in (sys.stdout, sys.__stdout__) else stream
+
+    async def synced(self) -> None:
+        """Wait until every event written so far is in the file, without blocking the loop."""
+        await self._writer.synced()
+
+    def flush(self) -> None:
+        """Block until every event written so far is in the file (plain code, not the loop)."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Write everything queued and close the file (shutdown); later events reopen it."""
+        self._writer.close()
 
     def filter_rejected(
         self,
@@ -110,23 +130,10 @@ class AuditLog:
         )
 
     def write(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Append ``event`` to the file and the stream. A failing file is reported, not raised:
-        the caller is usually refusing a request already, and the stream still has the event."""
+        """Append ``event`` to the file and the stream. A failing file is reported on the stream,
+        not raised: the caller is usually refusing a request already."""
         line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=str) + "\n"
-        stream = sys.stderr if self._stream is STDERR else self._stream
-        with self._lock:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(line)
-            except OSError as e:
-                if stream is not None and stream not in (sys.stdout, sys.__stdout__):
-                    with contextlib.suppress(OSError, ValueError):
-                        stream.write(f"mongogate: cannot write audit log {self.path}: {e}\n")
-            if stream is not None and stream not in (sys.stdout, sys.__stdout__):
-                with contextlib.suppress(OSError, ValueError):  # a closed stderr must not fail a request
-                    stream.write(line)
-                    stream.flush()
+        self._writer.submit(line)
         return event
 
     def safe(self, value: object) -> Any:

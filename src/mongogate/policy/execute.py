@@ -6,7 +6,7 @@ module only ever calls ``find`` on it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pymongo.asynchronous.collection import AsyncCollection
@@ -14,8 +14,8 @@ from pymongo.errors import ExecutionTimeout, PyMongoError
 
 from mongogate.errors import PolicyViolation, StorageError
 from mongogate.policy.filters import check_filter, check_limit, check_sort, key_path, scoped_filter, seg
-from mongogate.policy.render import cap_documents, project, to_json
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.policy.render import Renderer, cap_documents
+from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings
@@ -36,7 +36,14 @@ class QueryResult:
     notice: str = NOTICE
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The tool's structured result (documents are shared, not copied)."""
+        return {
+            "documents": self.documents,
+            "returned": self.returned,
+            "limit": self.limit,
+            "truncated": self.truncated,
+            "notice": self.notice,
+        }
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,13 @@ async def run_query(
     args: dict[str, Any],
     tenant: str,
     limits: PolicySettings,
+    render: Renderer | None = None,
 ) -> QueryResult:
-    """Check, scope to ``tenant``, run ``find`` (limit + 1 to learn ``truncated``), render, cap bytes."""
+    """Check, scope to ``tenant``, run ``find`` (limit + 1 to learn ``truncated``), render, cap bytes.
+
+    ``render`` is the spec's Renderer; a tool builds it once and passes it on every call."""
     q = prepare(spec, args, tenant, limits)
+    render = render or Renderer(spec)
     cursor = collection.find(
         q.filter,
         projection=q.projection,
@@ -102,6 +113,6 @@ async def run_query(
     finally:
         await cursor.close()
     more = len(raw) > q.limit
-    docs = [to_json(project(doc, spec)) for doc in raw[: q.limit]]
+    docs = [render(doc) for doc in raw[: q.limit]]
     docs, cut = cap_documents(docs, limits.max_response_bytes)
     return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bson import ObjectId
 
 from mongogate.errors import AuthError, PolicyViolation
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings
@@ -374,31 +374,16 @@ def _utf8(s: str) -> bool:
 
 
 def _to_datetime(v: object) -> Any:
-    """ISO 8601 text (or a datetime from the Python API) -> aware UTC datetime; no offset means UTC."""
+    """ISO 8601 text (or a datetime from the Python API) -> aware UTC datetime; no offset means UTC.
+
+    The regex fixes the accepted shape (the one the schema shows); ``fromisoformat`` parses it."""
     if isinstance(v, datetime):
         return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
-    if not isinstance(v, str):
+    if not isinstance(v, str) or _ISO_RE.fullmatch(v) is None:
         return _MISSING
-    m = _ISO_RE.fullmatch(v)
-    if m is None:
-        return _MISSING
-    year, month, day, hour, minute, second, frac, tz = m.groups()
     try:
-        offset = UTC
-        if tz and tz != "Z":
-            sign = -1 if tz[0] == "-" else 1
-            offset = timezone(sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6])))
-        dt = datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour or 0),
-            int(minute or 0),
-            int(second or 0),
-            int((frac or "0").ljust(6, "0")),
-            tzinfo=offset,
-        )
-        return dt.astimezone(UTC)
+        dt = datetime.fromisoformat(v)
+        return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
     except (ValueError, OverflowError):
         return _MISSING
 

@@ -13,9 +13,10 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+import pydantic_core
 from bson import DBRef, Decimal128, ObjectId, Regex, Timestamp
 
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 
 _REGEX_FLAGS = (
     (re.IGNORECASE, "i"),
@@ -92,6 +93,21 @@ def project(doc: Mapping[str, Any], spec: QueryToolSpec) -> dict[str, Any]:
     return out
 
 
+class Renderer:
+    """``to_json(project(doc, spec))`` for one spec, in one pass when no projected path is dotted."""
+
+    def __init__(self, spec: QueryToolSpec) -> None:
+        self.spec = spec
+        self.flat: tuple[str, ...] | None = (
+            tuple(spec.projection) if all("." not in p for p in spec.projection) else None
+        )
+
+    def __call__(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        if self.flat is None:
+            return to_json(project(doc, self.spec))  # type: ignore[no-any-return]
+        return {name: to_json(doc[name]) for name in self.flat if name in doc}
+
+
 def _pick(value: Any, parts: list[str]) -> tuple[bool, Any]:
     if not parts:
         return True, value
@@ -116,9 +132,20 @@ def _put(out: dict[str, Any], parts: list[str], value: Any) -> None:
     out[parts[-1]] = value
 
 
+def encode(value: Any) -> str:
+    """Compact UTF-8 JSON of an already rendered value (pydantic-core: several times json.dumps)."""
+    try:
+        return pydantic_core.to_json(value).decode("utf-8")
+    except (pydantic_core.PydanticSerializationError, UnicodeDecodeError, ValueError):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def json_size(value: Any) -> int:
     """Bytes of ``value`` as sent (compact UTF-8 JSON)."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+    try:
+        return len(pydantic_core.to_json(value))
+    except (pydantic_core.PydanticSerializationError, ValueError):
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
 
 
 def cap_documents(docs: list[dict[str, Any]], max_bytes: int) -> tuple[list[dict[str, Any]], bool]:

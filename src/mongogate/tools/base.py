@@ -95,7 +95,7 @@ class Call:
     tool: str
 
 
-Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any]]]
+Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any] | CallToolResult]]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False)
 
@@ -160,6 +160,8 @@ def make_tool(
             return error_result(
                 InternalError(f"{name} failed unexpectedly; nothing is known to be written"), request_id
             )
+        if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
+            return result
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],

@@ -1,28 +1,36 @@
 """Query tools: one MCP tool per registered spec, read-only, scoped to the caller's tenant.
 
-The input schema is generated from the spec so the model sees what it may write; arguments
-are validated against it with jsonschema, then the policy walk (the authority) runs. Every
-rejection, whichever check made it, writes exactly one audit event.
+The input schema is generated from the spec so the model sees what it may write; the call
+itself is decided by the policy walk alone (``run_query`` -> ``prepare``), so every refusal
+has one reason code and writes exactly one audit event. The hot path does the walk, the
+``find`` and one JSON encoding of the result, nothing more (benchmarks/query_overhead.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, TextContent
 from pydantic import ConfigDict
 
 from mongogate.config import Settings
 from mongogate.errors import PolicyViolation
 from mongogate.policy.execute import run_query
-from mongogate.policy.schema import input_schema, output_schema, validate_arguments
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.policy.render import Renderer, encode
+from mongogate.policy.schema import input_schema, output_schema
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, make_tool
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.collection import AsyncCollection
+
+    from mongogate.db import Database
 
 
 class QueryArgs(ToolInput):
-    """Accepts any keys so that unknown arguments reach the policy checks and get audited too."""
+    """Accepts any keys so that unknown arguments reach the policy walk and get audited too."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -31,41 +39,49 @@ class QueryArgs(ToolInput):
 
 
 def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
-    schema = input_schema(spec, settings.policy)
     limits = settings.policy
+    log_queries = settings.audit.log_queries
+    render = Renderer(spec)
+    # The collection handle of the last database seen (one per server lifespan), not one per call.
+    cached: list[tuple[Database, AsyncCollection[Any]]] = []
 
-    async def handler(call: Call, args: QueryArgs) -> dict[str, Any]:
+    def collection(db: Database) -> AsyncCollection[Any]:
+        if not cached or cached[0][0] is not db:
+            cached[:] = [(db, db.query[spec.collection])]
+        return cached[0][1]
+
+    async def handler(call: Call, args: QueryArgs) -> CallToolResult:
         raw = args.model_dump_one_level()
         audit = call.app.audit
+        principal = call.principal
         try:
-            validate_arguments(raw, schema)
             started = time.perf_counter()
-            result = await run_query(
-                call.app.db.query[spec.collection], spec, raw, call.principal.tenant, limits
-            )
+            result = await run_query(collection(call.app.db), spec, raw, principal.tenant, limits, render)
         except PolicyViolation as e:
             if audit is not None:
                 audit.filter_rejected(
                     tool=spec.name,
-                    tenant=call.principal.tenant,
-                    principal=call.principal.subject,
+                    tenant=principal.tenant,
+                    principal=principal.subject,
                     reason=e.reason,
                     path=e.path,
                     filter=raw.get("filter", raw),
                     request_id=call.request_id,
                 )
+                await audit.synced()  # on file before the model hears of it; the loop keeps running
             raise
-        if audit is not None and settings.audit.log_queries:
-            audit.query(
+        if audit is not None and log_queries:
+            audit.query(  # queued for the audit thread; never waits here
                 tool=spec.name,
-                tenant=call.principal.tenant,
-                principal=call.principal.subject,
+                tenant=principal.tenant,
+                principal=principal.subject,
                 returned=result.returned,
                 truncated=result.truncated,
                 ms=(time.perf_counter() - started) * 1000,
                 request_id=call.request_id,
             )
-        return result.as_dict()
+        data = result.as_dict()
+        return CallToolResult(content=[TextContent(type="text", text=encode(data))], structured_content=data)
 
     fields = ", ".join(f"{k} ({v})" for k, v in spec.fields.items())
     return make_tool(
@@ -77,7 +93,7 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
         input_model=QueryArgs,
         handler=handler,
         output_schema=output_schema(spec),
-        parameters=schema,
+        parameters=input_schema(spec, limits),
         annotations=READ_ONLY,
         required_scopes=spec.required_scopes,
     )

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver.tools import Tool
 
-from mongogate.config import RESERVED_TOOL_NAMES, Settings
+from mongogate.config import Settings
 from mongogate.errors import ConfigError
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import SUPPORTED_OPERATORS, QueryToolSpec, check_tool_set
 from mongogate.tools.memory_tools import memory_tools
 
 if TYPE_CHECKING:
@@ -46,13 +46,11 @@ class ToolRegistry:
         return list(self._specs.values())
 
     def add_query_tool(self, spec: QueryToolSpec) -> None:
-        """Register one scoped read-only query tool (validated like a [[query_tools]] entry)."""
+        """Register one scoped read-only query tool, by the same rules as a [[query_tools]] entry
+        (``policy.allowed_operators`` is checked when the server is built: ``build``)."""
         if not isinstance(spec, QueryToolSpec):
-            raise ConfigError("add_query_tool takes a QueryToolSpec")
-        if spec.name in RESERVED_TOOL_NAMES:
-            raise ConfigError(f"query tool {spec.name!r}: the name clashes with a built-in tool")
-        if spec.name in self._specs:
-            raise ConfigError(f"query tool {spec.name!r} is registered twice")
+            raise ConfigError(f"add_query_tool takes a QueryToolSpec, got {type(spec).__name__}")
+        check_tool_set([*self._specs.values(), spec], SUPPORTED_OPERATORS)
         self._specs[spec.name] = spec
 
     def add_tools(self, factory: ToolFactory) -> None:
@@ -64,14 +62,9 @@ class ToolRegistry:
         self.startup_hooks.append(hook)
 
     def build(self, settings: Settings) -> list[Tool]:
-        allowed = set(settings.policy.allowed_operators)
+        check_tool_set(self._specs.values(), settings.policy.allowed_operators)
         tools = memory_tools()
         for spec in self._specs.values():
-            outside = sorted(set(spec.operators) - allowed)
-            if outside:
-                raise ConfigError(
-                    f"query tool {spec.name!r}: operators {outside} are outside policy.allowed_operators"
-                )
             from mongogate.tools.query import query_tool  # late: only when query tools exist
 
             tools.append(query_tool(spec, settings))

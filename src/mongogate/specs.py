@@ -1,0 +1,154 @@
+"""Query tool specs and the rules for a set of tools: one definition for config files and code.
+
+A base module (no policy, no MCP): config.py validates ``[[query_tools]]`` with it, and the
+registry applies the same rules to specs added from Python. Errors through the Python API are
+ConfigErrors naming the spec, the key and what is expected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mongogate.errors import ConfigError
+
+FieldType = Literal["string", "number", "int", "bool", "date", "objectId"]
+
+#: operators the policy walk knows how to check; nothing else can ever be allowed
+SUPPORTED_OPERATORS: frozenset[str] = frozenset(
+    {"$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$exists", "$and", "$or", "$nor"}
+)
+DEFAULT_OPERATORS: tuple[str, ...] = ("$eq", "$ne", "$in", "$gt", "$gte", "$lt", "$lte", "$and", "$or")
+
+MEMORY_TOOL_NAMES = frozenset(
+    {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
+)
+RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
+#: names of built-in tools: a query tool can never take one
+RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+
+class SpecError(ConfigError, ValueError):
+    """A spec that does not validate. A ConfigError for the Python API; a ValueError so that
+    pydantic reports it in place (``query_tools.0.operators``) when a config file holds it."""
+
+    def __init__(self, what: str, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems  # (key inside the spec, what is wrong and what is expected)
+        super().__init__("\n".join([f"{what}: invalid spec", *(f"  {k}: {m}" for k, m in problems)]))
+
+
+class QueryToolSpec(BaseModel):
+    """One scoped read-only query tool. The same model serves config files and the Python API."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = Field(min_length=1)
+    collection: str = Field(min_length=1)
+    tenant_field: str = Field(min_length=1)
+    projection: list[str] = Field(min_length=1)
+    fields: dict[str, FieldType] = Field(min_length=1)
+    operators: list[str] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    sort: dict[str, Literal[1, -1]] | None = None
+    max_limit: int = Field(default=50, ge=1, le=10_000)
+    max_time_ms: int = Field(default=2000, ge=1, le=600_000)
+    required_scopes: list[str] = Field(default_factory=list)
+
+    if not TYPE_CHECKING:  # type checkers keep pydantic's typed signature
+
+        def __init__(self, **data: Any) -> None:
+            """Built from Python: a bad spec is a ConfigError (config files get their own report)."""
+            try:
+                super().__init__(**data)
+            except ValidationError as e:
+                name = data.get("name")
+                raise SpecError(f"query tool {name!r}" if name else "query tool", spec_problems(e)) from None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("must start with a letter and hold only letters, digits, '_' or '-' (max 64)")
+        return v
+
+    @field_validator("operators")
+    @classmethod
+    def _operators(cls, v: list[str]) -> list[str]:
+        return supported_operators(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QueryToolSpec:
+        for f in self.fields:
+            if not f or f.startswith("$") or "\x00" in f:
+                raise ValueError(f"field name {f!r} is empty, starts with '$' or contains NUL")
+        tenant_paths = [
+            f for f in self.fields if f == self.tenant_field or f.startswith(self.tenant_field + ".")
+        ]
+        if tenant_paths:
+            raise ValueError(
+                f"tenant_field {self.tenant_field!r} must not be a filterable field (found {tenant_paths}): "
+                "the tenant is injected by the server, the model never names it"
+            )
+        undeclared = [p for p in self.projection if p not in self.fields and p not in ("_id",)]
+        if undeclared:
+            raise ValueError(f"projection fields {undeclared} are not declared in `fields`")
+        if self.sort:
+            bad = [s for s in self.sort if s not in self.fields]
+            if bad:
+                raise ValueError(f"sort fields {bad} are not declared in `fields`")
+        return self
+
+
+def supported_operators(operators: list[str]) -> list[str]:
+    """``operators`` if the policy walk can check every one (a spec's or the global allowlist)."""
+    unknown = sorted(set(operators) - SUPPORTED_OPERATORS)
+    if unknown:
+        raise ValueError(
+            f"operators {unknown} cannot be allowed: the policy walk can only check "
+            f"{', '.join(sorted(SUPPORTED_OPERATORS))}"
+        )
+    return operators
+
+
+def spec_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """(key, message) per problem; a value is shown only when short and not a container."""
+    out = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(spec)"
+        got = err.get("input")
+        shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+        out.append((key, f"{err['msg'].removeprefix('Value error, ')}{shown}"))
+    return out
+
+
+def tool_set_problem(specs: Iterable[QueryToolSpec], allowed_operators: Collection[str]) -> str | None:
+    """What is wrong with this set of query tools, or None: a built-in name, a name used twice,
+    or operators outside ``policy.allowed_operators``. Config and the registry both ask this."""
+    seen: set[str] = set()
+    allowed = set(allowed_operators)
+    for spec in specs:
+        where = f"query tool {spec.name!r}"
+        if spec.name in RESERVED_TOOL_NAMES:
+            return f"{where}: the name clashes with the built-in tool {spec.name!r}; choose another name"
+        if spec.name in seen:
+            return f"{where}: duplicate tool name {spec.name!r} (registered twice)"
+        seen.add(spec.name)
+        outside = sorted(set(spec.operators) - allowed)
+        if outside:
+            return (
+                f"{where}: operators {outside} are outside policy.allowed_operators "
+                f"({', '.join(sorted(allowed)) or 'none'})"
+            )
+    return None
+
+
+def check_tool_set(specs: Iterable[QueryToolSpec], allowed_operators: Collection[str]) -> None:
+    """Raise ConfigError if ``tool_set_problem`` finds something."""
+    problem = tool_set_problem(specs, allowed_operators)
+    if problem is not None:
+        raise ConfigError(problem)

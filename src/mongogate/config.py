@@ -72,6 +72,8 @@ class AuthSettings(Section):
     issuer: str | None = None
     audience: str | None = None
     leeway_s: int = Field(default=30, ge=0, le=600)
+    max_token_lifetime_s: int = Field(default=24 * 3600, ge=60)
+    """A JWT expiring later than this from now is refused (a leaked long-lived token stays useless)."""
     jwt_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
     jwks_file: Path | None = None
@@ -126,6 +128,20 @@ class AuditSettings(Section):
     max_value_chars: int = Field(default=64, ge=8)
 
 
+class LimitsSettings(Section):
+    """Caps on every tool argument, checked before any schema, policy or database work."""
+
+    max_argument_chars: int = Field(default=2 * 1024 * 1024, ge=1024)
+    """Rough JSON size of one argument (strings, keys; numbers count 8)."""
+    max_argument_keys: int = Field(default=10_000, ge=16)
+    """Object keys plus array items, all levels, in one argument (and the number of arguments)."""
+    max_argument_depth: int = Field(default=32, ge=2, le=200)
+    metadata_max_chars: int = Field(default=16 * 1024, ge=64)
+    """`create_session.metadata`: 16 KiB, 64 keys, 4 levels by default."""
+    metadata_max_keys: int = Field(default=64, ge=1)
+    metadata_max_depth: int = Field(default=4, ge=1, le=50)
+
+
 class SchedulerSettings(Section):
     jitter_max_s: float = Field(default=60.0, ge=0)
     tick_timeout_s: float = Field(default=30.0, gt=0)
@@ -148,6 +164,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     query_tools: list[QueryToolSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")

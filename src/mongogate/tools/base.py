@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mongogate.errors import MongogateError
 from mongogate.principal import Principal
+from mongogate.tools.bounds import check_arguments
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ def make_tool(
         principal: Principal | None = None
         try:
             principal = app.principal(ctx)
+            check_arguments(kwargs, app.settings.limits, schema=parameters)  # before schema/policy work
             if required_scopes:
                 app.require_scopes(principal, list(required_scopes), name)
             call = Call(app=app, principal=principal, request_id=str(ctx.request_id), tool=name)

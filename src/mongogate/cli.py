@@ -121,7 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mongogate.server.http import serve_http
 
     _banner(settings, public_url(settings) + "/mcp", args.demo)
-    serve_http(server, settings.server.host, settings.server.port)
+    serve_http(server, settings.server.host, settings.server.port, settings.server)
     return 0
 
 

@@ -46,6 +46,23 @@ class ServerSettings(Section):
     public_url: str | None = None
     """Where clients reach the server (for the protected-resource metadata). Default: http://host:port."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Further Host values accepted besides the bound host:port (and localhost forms on loopback):
+    "name" (any port), "name:port" or "name:*"; ["*"] turns the check off (a proxy checks Host)."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Further browser Origins accepted ("https://app.example", "http://name:*")."""
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    """A connection must send a complete request head this soon (after connecting, or between requests)."""
+    body_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    """A request body must arrive whole this soon after its head; else 408 and the connection closes."""
+    max_connections: int = Field(default=200, ge=2, le=100_000)
+    """Open connections (idle, streaming or in flight); a request beyond it gets 503."""
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    """An idle keep-alive connection is closed after this long."""
+    keep_alive_max_requests: int = Field(default=1000, ge=1)
+    """Requests served on one connection before it is closed (the client reconnects)."""
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    """Largest request body; larger ones get 413 before being read."""
 
 
 class ApiKeyEntry(Section):

@@ -19,6 +19,7 @@ from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
 from mongogate.principal import Principal
+from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
@@ -105,8 +106,10 @@ def build_server(
         finally:
             await db.close()
 
+    query_tools = frozenset(spec.name for spec in registry.query_specs)
     return MCPServer(
         "mongogate",
+        middleware=[QueryCallAudit(query_tools)] if query_tools else None,
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=tools,

@@ -63,6 +63,9 @@ class ServerSettings(Section):
     """Requests served on one connection before it is closed (the client reconnects)."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     """Largest request body; larger ones get 413 before being read."""
+    max_json_tokens: int = Field(default=100_000, ge=1000)
+    """Most JSON objects, arrays and keys (`{`, `[`, `:`) in one request body; a denser body gets 413
+    before it is parsed, so parsing never holds the event loop for more than about 50 ms."""
 
 
 class ApiKeyEntry(Section):

@@ -145,14 +145,23 @@ class HostOriginGuard:
         await self.app(scope, receive, send)
 
 
-class BodyDeadline:
-    """Read the whole request body within ``timeout_s`` of its head (408 otherwise) and at most
-    ``max_bytes`` of it (413), then hand it to the app; a slow sender holds nothing for long."""
+def json_tokens(body: bytes) -> int:
+    """Objects, arrays and keys in a JSON body, counted in C (brackets and colons inside strings
+    count too: an overestimate). Parsing costs about 0.5 µs per key and 0.15 µs per container."""
+    return body.count(b"{") + body.count(b"[") + body.count(b":")
 
-    def __init__(self, app: ASGIApp, timeout_s: float, max_bytes: int) -> None:
+
+class BodyDeadline:
+    """Read the whole request body within ``timeout_s`` of its head (408 otherwise), at most
+    ``max_bytes`` of it (413), and refuse one denser than ``max_json_tokens`` (413) before anyone
+    parses it; then hand it to the app. A slow sender holds nothing for long, and no body makes
+    the JSON parser hold the event loop for more than about 50 ms."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float, max_bytes: int, max_json_tokens: int) -> None:
         self.app = app
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
+        self.max_json_tokens = max_json_tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in _BODYLESS:
@@ -184,13 +193,26 @@ class BodyDeadline:
             )
             await _plain(send, 408, b"Request body not received in time (server.body_timeout_s)")
             return
+        body = b"".join(chunks)
+        tokens = json_tokens(body)
+        if tokens > self.max_json_tokens:
+            log.warning(
+                "refused a request body with %d JSON objects, arrays and keys (server.max_json_tokens)",
+                tokens,
+            )
+            text = (
+                f"Request body too dense: {tokens} JSON objects, arrays and keys, at most "
+                f"{self.max_json_tokens} (server.max_json_tokens)"
+            )
+            await _plain(send, 413, text.encode())
+            return
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
         await self.app(scope, replay, send)

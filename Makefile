@@ -38,6 +38,7 @@ bench: setup
 	$(PY) benchmarks/memory.py
 	$(PY) benchmarks/policy.py
 	$(PY) benchmarks/scheduler.py
+	$(PY) benchmarks/hostile.py
 
 clean:
 	rm -rf $(VENV) .mongogate build *.egg-info

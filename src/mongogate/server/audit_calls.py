@@ -23,6 +23,7 @@ from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
 _CODE = re.compile(r"\[([a-z_]{1,40})\]")
+_ARGUMENT = re.compile(r"\[invalid_input\] argument '?([^\s']{1,300})")  # tools/bounds.py names the node
 
 
 class QueryCallAudit:
@@ -47,10 +48,19 @@ class QueryCallAudit:
                     self.record(ctx, tool, reason, params.get("arguments"))
                 raise
             if events[0] == 0 and _is_error(result):
-                self.record(ctx, tool, _reason(result), params.get("arguments"))
+                reason, path = _reason(result)
+                self.record(ctx, tool, reason, params.get("arguments"), path)
         return result
 
-    def record(self, ctx: ServerRequestContext[Any, Any], tool: str, reason: str, arguments: object) -> None:
+    def record(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: str,
+        reason: str,
+        arguments: object,
+        path: str = "arguments",
+    ) -> None:
+        """One event; ``path`` is the offending argument when the refusal named one."""
         app = ctx.lifespan_context
         if not isinstance(app, AppState) or app.audit is None:
             return
@@ -66,7 +76,7 @@ class QueryCallAudit:
             tenant=tenant,
             principal=subject,
             reason=reason,
-            path="arguments",
+            path=path,
             filter=arguments,
             request_id=None if ctx.request_id is None else str(ctx.request_id),
         )
@@ -78,11 +88,12 @@ def _is_error(result: HandlerResult) -> bool:
     return getattr(result, "is_error", False) is True
 
 
-def _reason(result: HandlerResult) -> str:
-    """The `[code]` a mongogate tool error starts with, else "tool_error"."""
+def _reason(result: HandlerResult) -> tuple[str, str]:
+    """The `[code]` a mongogate tool error starts with (else "tool_error"), and the argument it names."""
     content = result.get("content") if isinstance(result, Mapping) else getattr(result, "content", None)
     for item in content or []:
         text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
         if isinstance(text, str) and (m := _CODE.search(text[:200])):
-            return m.group(1)
-    return "tool_error"
+            arg = _ARGUMENT.search(text[:400])
+            return m.group(1), arg.group(1) if arg else "arguments"
+    return "tool_error", "arguments"

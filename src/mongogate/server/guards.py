@@ -152,70 +152,67 @@ def json_tokens(body: bytes) -> int:
 
 
 class BodyDeadline:
-    """Read the whole request body within ``timeout_s`` of its head (408 otherwise), at most
-    ``max_bytes`` of it (413), and refuse one denser than ``max_json_tokens`` (413) before anyone
-    parses it; then hand it to the app. A slow sender holds nothing for long, and no body makes
-    the JSON parser hold the event loop for more than about 50 ms."""
+    """Watch the request body as the app reads it: whole within ``timeout_s`` of the head (else 408)
+    and no denser than ``max_json_tokens`` (else 413), both decided before anyone parses it.
 
-    def __init__(self, app: ASGIApp, timeout_s: float, max_bytes: int, max_json_tokens: int) -> None:
+    Nothing is buffered here and nothing is read before the app asks, so authentication still
+    refuses a caller before its body is read. On a refusal the app gets a final chunk that is not
+    JSON (it answers a parse error without running anything) and the client gets our answer,
+    with ``connection: close``. No body makes the JSON parser hold the event loop for more than
+    about 50 ms; a slow sender holds its connection for ``timeout_s`` at most.
+    """
+
+    def __init__(self, app: ASGIApp, timeout_s: float, max_json_tokens: int) -> None:
         self.app = app
         self.timeout_s = timeout_s
-        self.max_bytes = max_bytes
         self.max_json_tokens = max_json_tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in _BODYLESS:
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _plain(send, 413, b"Request body too large (server.max_request_bytes)")
-            return
-        chunks: list[bytes] = []
-        size = 0
-        with anyio.move_on_after(self.timeout_s) as deadline:
-            while True:
+        deadline = anyio.current_time() + self.timeout_s
+        tokens = 0
+        done = False
+        refusal: tuple[int, bytes] | None = None
+        answered = False
+
+        async def guarded_receive() -> Message:
+            nonlocal tokens, done, refusal
+            if done or refusal is not None:
+                return await receive() if refusal is None else _NOT_JSON
+            with anyio.move_on_after(deadline - anyio.current_time()) as waited:
                 message = await receive()
-                if message["type"] != "http.request":
-                    return  # the client went away
-                body = message.get("body", b"")
-                size += len(body)
-                if size > self.max_bytes:
-                    await _plain(send, 413, b"Request body too large (server.max_request_bytes)")
-                    return
-                chunks.append(body)
-                if not message.get("more_body", False):
-                    break
-        if deadline.cancelled_caught:
-            log.warning(
-                "closed a connection whose request body took over %s s (server.body_timeout_s)",
-                self.timeout_s,
-            )
-            await _plain(send, 408, b"Request body not received in time (server.body_timeout_s)")
-            return
-        body = b"".join(chunks)
-        tokens = json_tokens(body)
-        if tokens > self.max_json_tokens:
-            log.warning(
-                "refused a request body with %d JSON objects, arrays and keys (server.max_json_tokens)",
-                tokens,
-            )
-            text = (
-                f"Request body too dense: {tokens} JSON objects, arrays and keys, at most "
-                f"{self.max_json_tokens} (server.max_json_tokens)"
-            )
-            await _plain(send, 413, text.encode())
-            return
-        replayed = False
+            if waited.cancelled_caught:
+                log.warning("request body not received within server.body_timeout_s (%s s)", self.timeout_s)
+                refusal = (408, b"Request body not received in time (server.body_timeout_s)")
+                return _NOT_JSON
+            if message["type"] == "http.request":
+                tokens += json_tokens(message.get("body", b""))
+                if tokens > self.max_json_tokens:
+                    log.warning("refused a request body with over %d JSON objects, arrays and keys", tokens)
+                    text = (
+                        f"Request body too dense: over {self.max_json_tokens} JSON objects, arrays and keys"
+                    )
+                    refusal = (413, (text + " (server.max_json_tokens)").encode())
+                    return _NOT_JSON
+                done = not message.get("more_body", False)
+            return message
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+        async def guarded_send(message: Message) -> None:
+            nonlocal answered
+            if refusal is None:
+                await send(message)
+            elif message["type"] == "http.response.start" and not answered:
+                answered = True  # our answer replaces the app's (a parse error)
+                await _plain(send, *refusal)
 
-        await self.app(scope, replay, send)
+        await self.app(scope, guarded_receive, guarded_send)
+        if refusal is not None and not answered:
+            await _plain(send, *refusal)
+
+
+_NOT_JSON: Message = {"type": "http.request", "body": b"\x00", "more_body": False}
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:

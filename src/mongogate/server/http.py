@@ -44,8 +44,7 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_request_bytes,
     )
-    body = BodyDeadline(app, settings.body_timeout_s, settings.max_request_bytes, settings.max_json_tokens)
-    return HostOriginGuard(body, settings)
+    return HostOriginGuard(BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens), settings)
 
 
 class GuardedH11Protocol(H11Protocol):

@@ -99,6 +99,9 @@ async def test_every_refused_query_call_is_audited_once(
     assert (
         events[0]["reason"] == reason and events[0]["tenant"] == "acme" and events[0]["tool"] == "find_orders"
     )
+    if reason == "invalid_input":  # the bounds name the argument: it is the offending node
+        assert events[0]["offending"]["path"] == "sort" and events[0]["trimmed"] == {"keys": 950}
+        assert events[0]["offending"]["value"]["k0"] == 1
 
 
 async def test_control_characters_never_reach_a_log_line(

@@ -36,7 +36,8 @@ INSTRUCTIONS = (
 
 def public_url(settings: Settings) -> str:
     s = settings.server
-    return s.public_url or f"http://{s.host}:{s.port}"
+    host = f"[{s.host}]" if ":" in s.host else s.host  # an IPv6 literal needs brackets in a URL
+    return s.public_url or f"http://{host}:{s.port}"
 
 
 def build_server(

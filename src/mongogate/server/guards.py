@@ -137,8 +137,9 @@ class HostOriginGuard:
             log.warning("refused a request for Host %r (server.allowed_hosts)", host[:100])
             await _plain(send, 421, b"Misdirected request: this server does not answer to that Host")
             return
-        origin = headers.get(b"origin")
-        if origin is not None and not self.origin_allowed(origin.decode("latin-1"), bound_port):
+        raw_origin = headers.get(b"origin")
+        origin = None if raw_origin is None else raw_origin.decode("latin-1")
+        if origin is not None and not self.origin_allowed(origin, bound_port):
             log.warning("refused a request from Origin %r (server.allowed_origins)", origin[:100])
             await _plain(send, 403, b"Forbidden: this Origin may not call this server")
             return

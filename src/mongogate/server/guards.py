@@ -158,15 +158,21 @@ class BodyDeadline:
 
     Nothing is buffered here and nothing is read before the app asks, so authentication still
     refuses a caller before its body is read. On a refusal the app gets a final chunk that is not
-    JSON (it answers a parse error without running anything) and the client gets our answer,
-    with ``connection: close``. No body makes the JSON parser hold the event loop for more than
-    about 50 ms; a slow sender holds its connection for ``timeout_s`` at most.
+    JSON and over the body cap (it answers without running or parsing anything) and the client
+    gets our answer, with ``connection: close``. No body makes the JSON parser hold the event
+    loop for more than about 50 ms; a slow sender holds its connection for ``timeout_s`` at most.
     """
 
-    def __init__(self, app: ASGIApp, timeout_s: float, max_json_tokens: int) -> None:
+    def __init__(self, app: ASGIApp, timeout_s: float, max_json_tokens: int, max_bytes: int) -> None:
         self.app = app
         self.timeout_s = timeout_s
         self.max_json_tokens = max_json_tokens
+        self.max_bytes = max_bytes
+
+    def _cut(self) -> Message:
+        """The last chunk the app gets after a refusal: not JSON, and over the body cap, so the SDK's
+        own size check answers at once instead of parsing what came before (we replace its answer)."""
+        return {"type": "http.request", "body": b"\x00" * (self.max_bytes + 1), "more_body": False}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in _BODYLESS:
@@ -181,13 +187,13 @@ class BodyDeadline:
         async def guarded_receive() -> Message:
             nonlocal tokens, done, refusal
             if done or refusal is not None:
-                return await receive() if refusal is None else _NOT_JSON
+                return await receive() if refusal is None else self._cut()
             with anyio.move_on_after(deadline - anyio.current_time()) as waited:
                 message = await receive()
             if waited.cancelled_caught:
                 log.warning("request body not received within server.body_timeout_s (%s s)", self.timeout_s)
                 refusal = (408, b"Request body not received in time (server.body_timeout_s)")
-                return _NOT_JSON
+                return self._cut()
             if message["type"] == "http.request":
                 tokens += json_tokens(message.get("body", b""))
                 if tokens > self.max_json_tokens:
@@ -196,7 +202,7 @@ class BodyDeadline:
                         f"Request body too dense: over {self.max_json_tokens} JSON objects, arrays and keys"
                     )
                     refusal = (413, (text + " (server.max_json_tokens)").encode())
-                    return _NOT_JSON
+                    return self._cut()
                 done = not message.get("more_body", False)
             return message
 
@@ -211,9 +217,6 @@ class BodyDeadline:
         await self.app(scope, guarded_receive, guarded_send)
         if refusal is not None and not answered:
             await _plain(send, *refusal)
-
-
-_NOT_JSON: Message = {"type": "http.request", "body": b"\x00", "more_body": False}
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:

@@ -44,7 +44,8 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_request_bytes,
     )
-    return HostOriginGuard(BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens), settings)
+    body = BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
+    return HostOriginGuard(body, settings)
 
 
 class GuardedH11Protocol(H11Protocol):

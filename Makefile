@@ -39,6 +39,7 @@ bench: setup
 	$(PY) benchmarks/policy.py
 	$(PY) benchmarks/query_overhead.py
 	$(PY) benchmarks/scheduler.py
+	$(PY) benchmarks/hostile.py
 
 clean:
 	rm -rf $(VENV) .mongogate build *.egg-info

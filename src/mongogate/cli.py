@@ -74,7 +74,8 @@ async def _privileges(settings: Settings, allow_writable: bool) -> None:
 
 def _banner(settings: Settings, url: str, demo: bool) -> None:
     lines = [f"mongogate serving MCP over Streamable HTTP at {url}"]
-    if settings.auth.mode == "jwt" and settings.auth.jwt_secret is not None:
+    if demo and settings.auth.mode == "jwt" and settings.auth.jwt_secret is not None:
+        # Only `--demo` (what `make run` starts) prints a token: a real server never mints one.
         from mongogate.server.tokens import mint_dev_token
 
         token = mint_dev_token(settings.auth, tenant="acme", ttl_s=8 * 3600, subject="dev")
@@ -84,6 +85,8 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
             "try a whole turn and a query:",
             f"  .venv/bin/python examples/http_client.py --url {url}",
         ]
+    elif settings.auth.mode == "jwt":
+        lines.append("clients need a bearer token from your identity provider (tenant claim required)")
     elif settings.auth.mode == "none":
         lines.append(
             f"no authentication (--insecure-no-auth): every call acts as tenant {settings.auth.tenant!r}"
@@ -146,7 +149,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mongogate.server.http import serve_http
 
     _banner(settings, public_url(settings) + "/mcp", args.demo)
-    serve_http(server, settings.server.host, settings.server.port)
+    serve_http(server, settings.server.host, settings.server.port, settings.server)
     return 0
 
 

@@ -73,6 +73,26 @@ class ServerSettings(Section):
     public_url: str | None = None
     """Where clients reach the server (for the protected-resource metadata). Default: http://host:port."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Further Host values accepted besides the bound host:port (and localhost forms on loopback):
+    "name" (any port), "name:port" or "name:*"; ["*"] turns the check off (a proxy checks Host)."""
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Further browser Origins accepted ("https://app.example", "http://name:*")."""
+    header_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    """A connection must send a complete request head this soon (after connecting, or between requests)."""
+    body_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    """A request body must arrive whole this soon after its head; else 408 and the connection closes."""
+    max_connections: int = Field(default=200, ge=2, le=100_000)
+    """Open connections (idle, streaming or in flight); a request beyond it gets 503."""
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    """An idle keep-alive connection is closed after this long."""
+    keep_alive_max_requests: int = Field(default=1000, ge=1)
+    """Requests served on one connection before it is closed (the client reconnects)."""
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    """Largest request body; larger ones get 413 before being read."""
+    max_json_tokens: int = Field(default=100_000, ge=1000)
+    """Most JSON objects, arrays and keys (`{`, `[`, `:`) in one request body; a denser body gets 413
+    before it is parsed, so parsing never holds the event loop for more than about 50 ms."""
 
 
 class ApiKeyEntry(Section):
@@ -99,6 +119,8 @@ class AuthSettings(Section):
     issuer: str | None = None
     audience: str | None = None
     leeway_s: int = Field(default=30, ge=0, le=600)
+    max_token_lifetime_s: int = Field(default=24 * 3600, ge=60)
+    """A JWT expiring later than this from now is refused (a leaked long-lived token stays useless)."""
     jwt_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
     jwks_file: Path | None = None
@@ -148,6 +170,20 @@ class AuditSettings(Section):
     max_value_chars: int = Field(default=64, ge=8)
 
 
+class LimitsSettings(Section):
+    """Caps on every tool argument, checked before any schema, policy or database work."""
+
+    max_argument_chars: int = Field(default=2 * 1024 * 1024, ge=1024)
+    """Rough JSON size of one argument (strings, keys; numbers count 8)."""
+    max_argument_keys: int = Field(default=10_000, ge=16)
+    """Object keys plus array items, all levels, in one argument (and the number of arguments)."""
+    max_argument_depth: int = Field(default=32, ge=2, le=200)
+    metadata_max_chars: int = Field(default=16 * 1024, ge=64)
+    """`create_session.metadata`: 16 KiB, 64 keys, 4 levels by default."""
+    metadata_max_keys: int = Field(default=64, ge=1)
+    metadata_max_depth: int = Field(default=4, ge=1, le=50)
+
+
 class SchedulerSettings(Section):
     #: start-up spread of overdue ticks; each agent's is also capped at its own interval
     jitter_max_s: float = Field(default=60.0, ge=0)
@@ -173,6 +209,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     query_tools: list[QueryToolSpec] = Field(default_factory=list)
 
     @field_validator("query_tools")

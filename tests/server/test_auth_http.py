@@ -206,6 +206,10 @@ HS_REFUSED: list[Any] = [
     pytest.param(lambda: "Bearer " + forge({"alg": "none", "typ": "JWT"}, claims(), None), id="alg-none"),
     pytest.param(lambda: "Bearer " + hs(claims(tenant_id=None)), id="no-tenant-claim"),
     pytest.param(lambda: "Bearer " + hs(claims(tenant_id="")), id="empty-tenant-claim"),
+    pytest.param(lambda: "Bearer " + hs(claims(exp=str(now() + 300))), id="exp-as-string"),
+    pytest.param(lambda: "Bearer " + hs(claims(iat=str(now()))), id="iat-as-string"),
+    pytest.param(lambda: "Bearer " + hs(claims(exp=now() + 25 * 3600)), id="lifetime-over-24h"),
+    pytest.param(lambda: "Bearer " + hs(claims(tenant_id="acme\nglobex")), id="tenant-with-newline"),
 ]
 
 

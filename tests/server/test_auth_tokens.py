@@ -278,7 +278,7 @@ async def test_valid_token_fields(verifiers: dict[str, JwtVerifier]) -> None:
     result = await verifiers["hs"].verify_token(token)
     assert result == AccessToken(
         token=token,
-        client_id="alice",
+        client_id='["jwt","acme","alice"]',  # the session owner: tenant and subject
         scopes=["orders:read", "memory:write"],
         expires_at=c["exp"] + 30,  # leeway included: the SDK re-checks expiry without one
         resource=AUD,
@@ -294,8 +294,10 @@ async def test_scp_list_and_missing_sub(verifiers: dict[str, JwtVerifier]) -> No
     result = await verifiers["hs"].verify_token(hs(claims(sub=None, scope=None, scp=["a", "b"])))
     assert result is not None
     assert result.scopes == ["a", "b"]
-    assert result.client_id == "unknown" and result.subject is None
-    assert principal_from_access_token(result).subject == "unknown"
+    # without `sub` the caller is that token alone (a digest prefix), never a shared "unknown"
+    assert result.subject is not None and result.subject.startswith("token:")
+    assert result.client_id == f'["jwt","acme","{result.subject}"]'
+    assert principal_from_access_token(result).subject == result.subject
 
 
 def test_algorithms_pinned_from_key(verifiers: dict[str, JwtVerifier]) -> None:

@@ -8,9 +8,12 @@ small and does not become a copy of what the model tried to smuggle.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -22,6 +25,7 @@ from typing import Any, TextIO
 
 from mongogate.policy.audit_writer import AuditWriter
 from mongogate.policy.render import to_json
+from mongogate.requests import current as current_request
 
 _MAX_ITEMS = 50  # per object/array in a logged filter
 _MAX_DEPTH = 12
@@ -34,6 +38,12 @@ class _Stderr:
 
 
 STDERR: Any = _Stderr()
+
+
+def rpc_id() -> str | None:
+    """The client's JSON-RPC id of the call being served, if any (see mongogate.requests)."""
+    ids = current_request()
+    return ids.rpc_id if ids is not None else None
 
 
 def now_iso() -> str:
@@ -90,6 +100,10 @@ class AuditLog:
         filter: object,
         request_id: str | None,
     ) -> dict[str, Any]:
+        """One event per refused call. Whatever is trimmed from the logged filter, the offending
+        node itself is kept (path, operator, bounded value) and ``trimmed`` says what was cut."""
+        copied, trimmed = self._bounded(filter, _MAX_VALUES)
+        _note_event()
         return self.write(
             {
                 "event": "filter_rejected",
@@ -99,10 +113,21 @@ class AuditLog:
                 "principal": principal,
                 "reason": reason,
                 "path": _clip(str(path), _MAX_PATH),
-                "filter": self.safe(filter),
+                "offending": self.offending(filter, str(path)),
+                "filter": copied,
+                "trimmed": trimmed,
                 "request_id": request_id,
+                "rpc_id": rpc_id(),
             }
         )
+
+    def offending(self, filter: object, path: str) -> dict[str, Any]:
+        """The node at ``path`` (as PolicyViolation renders it) with a small bounded copy of its value."""
+        found, node, operator = _resolve(filter, path)
+        out: dict[str, Any] = {"path": _clip(path, _MAX_PATH), "operator": operator}
+        if found:
+            out["value"] = self._bounded(node, _OFFENDING_VALUES)[0]
+        return out
 
     def query(
         self,
@@ -139,27 +164,37 @@ class AuditLog:
     def safe(self, value: object) -> Any:
         """A JSON-safe, bounded copy of ``value``: strings clipped (or scalars redacted to their
         types), at most 50 entries per object or array, 12 levels and 500 values in all."""
-        budget = [_MAX_VALUES]
+        return self._bounded(value, _MAX_VALUES)[0]
+
+    def _bounded(self, value: object, max_values: int) -> tuple[Any, dict[str, int]]:
+        """``safe``'s copy, and what it left out: keys, items, subtrees cut by depth, values over budget."""
+        budget = [max_values]
+        cut = {"keys": 0, "items": 0, "deep": 0, "values": 0}
 
         def copy(v: object, depth: int) -> Any:
             budget[0] -= 1
             if budget[0] < 0:
+                cut["values"] += 1
                 return "…"
             if isinstance(v, dict | list | tuple):
                 if depth >= _MAX_DEPTH:
+                    cut["deep"] += 1
                     return "<object>" if isinstance(v, dict) else "<array>"
                 if isinstance(v, dict):
                     out = {self.key(k): copy(x, depth + 1) for k, x in islice(v.items(), _MAX_ITEMS)}
                     if len(v) > _MAX_ITEMS:
                         out["…"] = f"{len(v) - _MAX_ITEMS} more keys"
+                        cut["keys"] += len(v) - _MAX_ITEMS
                     return out
                 items = [copy(x, depth + 1) for x in islice(v, _MAX_ITEMS)]
                 if len(v) > _MAX_ITEMS:
                     items.append(f"… {len(v) - _MAX_ITEMS} more items")
+                    cut["items"] += len(v) - _MAX_ITEMS
                 return items
             return self.scalar(v)
 
-        return copy(value, 0)
+        copied = copy(value, 0)
+        return copied, {k: n for k, n in cut.items() if n}
 
     def key(self, k: object) -> str:
         return _clip(k if isinstance(k, str) else repr(k), self.max_value_chars)
@@ -173,6 +208,73 @@ class AuditLog:
             return v if math.isfinite(v) else str(v)
         text = v if isinstance(v, str) else _render(v)
         return _clip(text, self.max_value_chars)
+
+
+_OFFENDING_VALUES = 50  # the offending node's own copy is small: it is there to be read
+_PATH_PART = re.compile(r'\.([^.\[\]"\s]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def _resolve(root: object, path: str) -> tuple[bool, Any, str | None]:
+    """Follow a rendered path (``filter.$or[1].total["a.b"]``) into ``root``, the logged filter.
+
+    Returns (found, node, operator): the operator is the last ``$`` key on the path. Keys that
+    the path shortened ("…") match by prefix; a path outside the filter (``sort.x``) is not found.
+    """
+    head, _, rest = path.partition(".") if not path.startswith("filter[") else ("filter", "", path[6:])
+    if "[" in head:
+        head, bracket, tail = head.partition("[")
+        rest = bracket + tail + ("." + rest if rest else "")
+    else:
+        rest = "." + rest if rest else ""
+    keys: list[str | int] = []
+    for m in _PATH_PART.finditer(rest):
+        if m.group(2) is not None:
+            keys.append(int(m.group(2)))
+        else:
+            keys.append(json.loads(m.group(3)) if m.group(3) is not None else m.group(1))
+    operator = next((k for k in reversed(keys) if isinstance(k, str) and k.startswith("$")), None)
+    node: Any = root
+    if head != "filter":  # the caller logged the whole arguments (no filter argument)
+        keys.insert(0, head)
+    for key in keys:
+        if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
+            node = node[key]
+        elif isinstance(key, str) and isinstance(node, dict):
+            if key in node:
+                node = node[key]
+            elif key.endswith("…") and (hit := next((k for k in node if str(k).startswith(key[:-1])), None)):
+                node = node[hit]
+            else:
+                return False, None, operator
+        else:
+            return False, None, operator
+    return True, node, operator
+
+
+# Counts the audit events of the current tool call (see ``count_events``).
+_events: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "mongogate_audit_events", default=None
+)
+
+
+def _note_event() -> None:
+    counter = _events.get()
+    if counter is not None:
+        counter[0] += 1
+
+
+@contextlib.contextmanager
+def count_events() -> Iterator[list[int]]:
+    """Count the events built inside this block (and the tasks it starts): ``counter[0]``.
+
+    The server wraps each query-tool call in it, to write one event for a call refused
+    before the tool's own audit (unparsable arguments, bounds, scopes) and never two."""
+    counter = [0]
+    token = _events.set(counter)
+    try:
+        yield counter
+    finally:
+        _events.reset(token)
 
 
 def _scalar_type(value: object) -> str:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+import anyio
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
@@ -20,6 +21,7 @@ from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
 from mongogate.principal import Principal
+from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
@@ -59,7 +61,8 @@ def clock_from(env: dict[str, str]) -> Clock:
 
 def public_url(settings: Settings) -> str:
     s = settings.server
-    return s.public_url or f"http://{s.host}:{s.port}"
+    host = f"[{s.host}]" if ":" in s.host else s.host  # an IPv6 literal needs brackets in a URL
+    return s.public_url or f"http://{host}:{s.port}"
 
 
 def build_server(
@@ -106,6 +109,7 @@ def build_server(
     async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
         db = Database(settings.database, settings.server.data_dir)
         await db.open()
+        audit: AuditLog | None = None
         try:
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
@@ -128,10 +132,14 @@ def build_server(
                 await hook(state)
             yield state
         finally:
+            if audit is not None:  # flush what is queued before the process goes
+                await anyio.to_thread.run_sync(audit.close)
             await db.close()
 
+    query_tools = frozenset(spec.name for spec in registry.query_specs)
     return MCPServer(
         "mongogate",
+        middleware=[QueryCallAudit(query_tools)],  # also gives every tools/call its request id
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=tools,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import ApiKeyEntry, AuthSettings
 from mongogate.errors import AuthError, ConfigError
 from mongogate.principal import Principal
@@ -44,7 +47,9 @@ __all__ = [
     "hs256_secret_bytes",
     "principal_for_stdio",
     "principal_from_access_token",
+    "printable",
     "require_scopes",
+    "session_owner",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,10 +68,27 @@ def hash_api_key(key: str) -> str:
 
 
 def _valid_tenant(value: object) -> str | None:
-    """A tenant is a non-empty string without surrounding whitespace (" acme" must not pass as "acme")."""
-    if isinstance(value, str) and value and value.strip() == value:
+    """A tenant is a non-empty string without surrounding whitespace (" acme" must not pass as "acme")
+    and without control characters (it is a data key and appears in every log line)."""
+    if isinstance(value, str) and value and value.strip() == value and value.isprintable():
         return value
     return None
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character escaped, so a log line stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def session_owner(kind: str, tenant: str, subject: str) -> str:
+    """The identity the SDK compares to bind an MCP session to its caller (as ``client_id``).
+
+    Tenant and subject are both in it, JSON-encoded so that no choice of names can make two
+    different pairs read the same: another tenant's token with the same ``sub`` is another owner.
+    """
+    return json.dumps([kind, tenant, subject], ensure_ascii=True, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- JWT
@@ -120,7 +142,7 @@ class JwtVerifier(TokenVerifier):
     so ``alg: none`` and HS/RS confusion fail.
     """
 
-    def __init__(self, auth: AuthSettings) -> None:
+    def __init__(self, auth: AuthSettings, *, clock: Clock = SYSTEM_CLOCK) -> None:
         sources = [s for s in (auth.jwt_secret, auth.jwt_public_key_file, auth.jwks_file) if s is not None]
         if len(sources) != 1:
             raise ConfigError(
@@ -139,6 +161,8 @@ class JwtVerifier(TokenVerifier):
         self._issuer = auth.issuer
         self._audience = auth.audience
         self._leeway = auth.leeway_s
+        self._max_lifetime = auth.max_token_lifetime_s
+        self._clock = clock
         self._require = ["exp", auth.tenant_claim]
         if auth.issuer is not None:
             self._require.append("iss")
@@ -195,20 +219,43 @@ class JwtVerifier(TokenVerifier):
             )
         except jwt.PyJWTError as e:
             raise _Rejected(_reason(e)) from None
+        exp = self._check_times(payload)
         tenant = _valid_tenant(payload.get(self._tenant_claim))
         if tenant is None:
-            raise _Rejected(f"claim {self._tenant_claim!r} must be a non-empty string")
+            raise _Rejected(
+                f"claim {self._tenant_claim!r} must be a non-empty string without control characters"
+            )
         sub = payload.get("sub")  # PyJWT has checked it is a string when present
+        # Without `sub` the caller is this token alone: a digest prefix names it without revealing it.
+        subject = sub if sub else "token:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:16]
         return AccessToken(
             token=token,
-            client_id=sub or "unknown",
+            client_id=session_owner("jwt", tenant, subject),
             scopes=_scopes(payload),
             # The SDK re-checks expires_at against its clock without leeway; give it our effective expiry.
-            expires_at=int(payload["exp"]) + self._leeway,
+            expires_at=exp + self._leeway,
             resource=self._audience,
-            subject=sub,
+            subject=subject,
             claims={"tenant": tenant, "iss": payload.get("iss")},
         )
+
+    def _check_times(self, payload: Mapping[str, Any]) -> int:
+        """``exp``/``nbf``/``iat`` are JSON numbers (PyJWT accepts "123"), and the token expires
+        within ``auth.max_token_lifetime_s`` from now: a stolen long-lived token is refused."""
+        for claim in ("exp", "nbf", "iat"):
+            value = payload.get(claim)
+            if value is None and claim != "exp":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise _Rejected(f"claim {claim!r} must be a number (seconds since the epoch)")
+        exp = int(payload["exp"])
+        left = exp - self._clock.now().timestamp()
+        if left > self._max_lifetime:
+            raise _Rejected(
+                f"token lifetime too long: it expires in {int(left)} s, more than "
+                f"auth.max_token_lifetime_s ({self._max_lifetime} s); ask the issuer for a shorter-lived one"
+            )
+        return exp
 
     def verify(self, token: str) -> AccessToken | None:
         """Synchronous form of ``verify_token`` (for the stdio token)."""
@@ -270,7 +317,7 @@ def _api_key_access_token(key: str, entry: ApiKeyEntry) -> AccessToken:
     subject = _api_key_subject(entry)
     return AccessToken(
         token=key,
-        client_id=subject,
+        client_id=session_owner("api_key", entry.tenant, subject),
         scopes=list(entry.scopes),
         expires_at=None,
         subject=subject,
@@ -297,7 +344,9 @@ def principal_from_access_token(token: AccessToken) -> Principal:
     tenant = _valid_tenant((token.claims or {}).get("tenant"))
     if tenant is None:
         raise AuthError("the access token carries no tenant; the request cannot be served")
-    return Principal(tenant=tenant, subject=token.subject or token.client_id, scopes=frozenset(token.scopes))
+    # The subject is only ever shown (logs, audit, error texts): escape it once, here.
+    subject = printable(token.subject or token.client_id)
+    return Principal(tenant=tenant, subject=subject, scopes=frozenset(token.scopes))
 
 
 def principal_for_stdio(

@@ -1,9 +1,16 @@
-"""Streamable HTTP with uvicorn: in the foreground (CLI) or on a background thread (tests, embedding)."""
+"""Streamable HTTP with uvicorn: in the foreground (CLI) or on a background thread (tests, embedding).
+
+The connection layer is bounded (``server.*`` settings): a request head must arrive within
+``header_timeout_s``, its body within ``body_timeout_s``; at most ``max_connections`` are open
+(503 beyond); idle keep-alive connections close after ``keep_alive_timeout_s`` and any
+connection after ``keep_alive_max_requests`` requests. Host and Origin are checked for
+whatever address the server binds (guards.HostOriginGuard).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
+import logging
 import threading
 import time
 from types import TracebackType
@@ -11,40 +18,129 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from starlette.applications import Starlette
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.flow_control import CLOSE_HEADER
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
+from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
+
+__all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
+
+log = logging.getLogger(__name__)
+_TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
+    """The MCP app behind the Host/Origin guard and the body deadline.
+
+    The SDK's own Host check (on only for three loopback spellings, and unaware of
+    ``server.allowed_hosts``) is replaced by the guard, which runs first for every route.
+    """
+    app = server.streamable_http_app(
+        host=settings.host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=settings.max_request_bytes,
+    )
+    body = BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
+    return HostOriginGuard(body, settings)
 
 
-def http_app(server: MCPServer[Any], host: str) -> Starlette:
-    # The SDK turns DNS-rebinding protection on for loopback hosts; we keep its default.
-    return server.streamable_http_app(host=host)
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request-head deadline and a per-connection request budget.
+
+    uvicorn times out idle keep-alive connections but not a head that never completes; here a
+    timer runs from the connection (or from the first byte of a later request) until the head
+    is parsed, and closes the connection with 408 when it fires.
+    """
+
+    _header_timer: asyncio.TimerHandle | None = None
+    _waiting_cycle: object = None
+    _served = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # bytes of a next request on a kept-alive connection
+        super().data_received(data)
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        if self.cycle is not None and self.cycle is not before:  # a request head was parsed
+            self._disarm()
+            self._served += 1
+            if self._served >= int(getattr(self.config, "keep_alive_max_requests", 1000)):
+                self.cycle.keep_alive = False  # close after this response, and say so
+                self.headers.append(CLOSE_HEADER)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._waiting_cycle = self.cycle
+        timeout = float(getattr(self.config, "header_timeout_s", 10.0))
+        self._header_timer = self.loop.call_later(timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._header_timer = None
+        if self.cycle is self._waiting_cycle and not self.transport.is_closing():
+            self.transport.write(_TIMEOUT_RESPONSE)
+            self.transport.close()
 
 
-def _config(server: MCPServer[Any], host: str, port: int) -> uvicorn.Config:
-    return uvicorn.Config(http_app(server, host), host=host, port=port, log_level="warning", lifespan="on")
+class GuardedConfig(uvicorn.Config):
+    """uvicorn's Config carrying the limits GuardedH11Protocol reads."""
+
+    def __init__(self, app: ASGIApp, settings: ServerSettings, host: str, port: int) -> None:
+        super().__init__(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            http=GuardedH11Protocol,
+            limit_concurrency=settings.max_connections,
+            timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
+        )
+        self.header_timeout_s = settings.header_timeout_s
+        self.keep_alive_max_requests = settings.keep_alive_max_requests
 
 
-def serve_http(server: MCPServer[Any], host: str, port: int) -> None:
-    uvicorn.Server(_config(server, host, port)).run()
+def _config(server: MCPServer[Any], settings: ServerSettings, host: str, port: int) -> uvicorn.Config:
+    bound = settings.model_copy(update={"host": host, "port": port})
+    return GuardedConfig(http_app(server, bound), bound, host, port)
+
+
+def serve_http(server: MCPServer[Any], host: str, port: int, settings: ServerSettings | None = None) -> None:
+    uvicorn.Server(_config(server, settings or ServerSettings(), host, port)).run()
 
 
 class BackgroundHttpServer:
     """Serve on its own thread and loop; `url` is known once started (port 0 picks a free one)."""
 
-    def __init__(self, server: MCPServer[Any], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        server: MCPServer[Any],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        settings: ServerSettings | None = None,
+    ) -> None:
         if not is_loopback(host):
             raise ConfigError("BackgroundHttpServer binds loopback addresses only")
-        self._uv = uvicorn.Server(_config(server, host, port))
+        self._uv = uvicorn.Server(_config(server, settings or ServerSettings(), host, port))
         self._thread = threading.Thread(target=self._run, name="mongogate-http", daemon=True)
         self.host = host
         self.port = port
@@ -57,8 +153,14 @@ class BackgroundHttpServer:
             self._error = e
 
     @property
+    def open_connections(self) -> int:
+        """Connections the server holds open right now (for tests and health checks)."""
+        return len(self._uv.server_state.connections)
+
+    @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/mcp"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
 
     def start(self, timeout: float = 30.0) -> BackgroundHttpServer:
         self._thread.start()

@@ -57,6 +57,11 @@ def mint_dev_token(
         raise ValueError(f"invalid scopes {list(scopes)!r}: each must be non-empty and without spaces")
     if ttl_s <= 0:
         raise ValueError(f"ttl_s must be positive, got {ttl_s}")
+    if ttl_s > auth.max_token_lifetime_s:
+        raise ValueError(
+            f"a token living {ttl_s} s would be refused by this server: auth.max_token_lifetime_s is "
+            f"{auth.max_token_lifetime_s} s; ask for a shorter ttl"
+        )
     now = int(time.time())
     claims: dict[str, object] = {
         "sub": subject,

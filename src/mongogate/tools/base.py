@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError
 from mongogate.principal import Principal
+from mongogate.requests import current as current_request
+from mongogate.requests import new_request_id
+from mongogate.tools.bounds import check_arguments
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
@@ -100,11 +102,6 @@ Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any] | CallToolR
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False)
 
 
-def new_request_id() -> str:
-    """Unique across clients and servers (JSON-RPC ids are per connection), so one grep finds a call."""
-    return uuid.uuid4().hex[:16]
-
-
 def make_tool(
     *,
     name: str,
@@ -119,11 +116,13 @@ def make_tool(
     title: str | None = None,
 ) -> Tool:
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:
-        request_id = new_request_id()
+        ids = current_request()
+        request_id = ids.request_id if ids is not None else new_request_id()
         principal: Principal | None = None
         try:
             app: AppState = ctx.request_context.lifespan_context
             principal = app.principal(ctx)
+            check_arguments(kwargs, app.settings.limits, schema=parameters)  # before schema/policy work
             if required_scopes:
                 app.require_scopes(principal, list(required_scopes), name)
             call = Call(app=app, principal=principal, request_id=request_id, tool=name)

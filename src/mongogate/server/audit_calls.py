@@ -1,0 +1,109 @@
+"""Every call to a query tool that does not run leaves exactly one audit event.
+
+The query tool audits the refusals of its own checks; a call can also fail before the tool
+runs (arguments that are not an object: the SDK answers -32602 without calling it) or in
+make_tool before the handler (bounds, scopes). This SDK middleware sees every ``tools/call``
+before validation and writes the one event such a call would otherwise miss.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from mongogate.errors import MongogateError
+from mongogate.policy.audit import count_events
+from mongogate.requests import current as current_request
+from mongogate.requests import serving
+from mongogate.tools.state import AppState
+
+log = logging.getLogger(__name__)
+_CODE = re.compile(r"\[([a-z_]{1,40})\]")
+_ARGUMENT = re.compile(r"\[invalid_input\] argument '?([^\s']{1,300})")  # tools/bounds.py names the node
+
+
+class QueryCallAudit:
+    """ServerMiddleware: audit a refused query-tool call that no check audited."""
+
+    def __init__(self, query_tools: frozenset[str]) -> None:
+        self.query_tools = query_tools
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        tool = params.get("name")
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        with serving(ctx.request_id):  # one request id for the tool, its audit events and log lines
+            if not isinstance(tool, str) or tool not in self.query_tools:
+                return await call_next(ctx)
+            return await self._audited(ctx, call_next, tool, params)
+
+    async def _audited(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext, tool: str, params: Mapping[str, Any]
+    ) -> HandlerResult:
+        with count_events() as events:
+            try:
+                result = await call_next(ctx)
+            except (MCPError, ValidationError) as e:
+                reason = (
+                    "invalid_params" if isinstance(e, ValidationError) or e.error.code == -32602 else "error"
+                )
+                if events[0] == 0:
+                    self.record(ctx, tool, reason, params.get("arguments"))
+                raise
+            if events[0] == 0 and _is_error(result):
+                reason, path = _reason(result)
+                self.record(ctx, tool, reason, params.get("arguments"), path)
+        return result
+
+    def record(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: str,
+        reason: str,
+        arguments: object,
+        path: str = "arguments",
+    ) -> None:
+        """One event; ``path`` is the offending argument when the refusal named one."""
+        app = ctx.lifespan_context
+        if not isinstance(app, AppState) or app.audit is None:
+            return
+        tenant: str | None = None
+        subject: str | None = None
+        try:
+            principal = app.principal(ctx)
+            tenant, subject = principal.tenant, principal.subject
+        except MongogateError:
+            pass  # unauthenticated: still audited, without a tenant
+        app.audit.filter_rejected(
+            tool=tool,
+            tenant=tenant,
+            principal=subject,
+            reason=reason,
+            path=path,
+            filter=arguments,
+            request_id=ids.request_id if (ids := current_request()) is not None else None,
+        )
+
+
+def _is_error(result: HandlerResult) -> bool:
+    if isinstance(result, Mapping):
+        return result.get("isError") is True
+    return getattr(result, "is_error", False) is True
+
+
+def _reason(result: HandlerResult) -> tuple[str, str]:
+    """The `[code]` a mongogate tool error starts with (else "tool_error"), and the argument it names."""
+    content = result.get("content") if isinstance(result, Mapping) else getattr(result, "content", None)
+    for item in content or []:
+        text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
+        if isinstance(text, str) and (m := _CODE.search(text[:200])):
+            arg = _ARGUMENT.search(text[:400])
+            return m.group(1), arg.group(1) if arg else "arguments"
+    return "tool_error", "arguments"

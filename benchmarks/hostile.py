@@ -80,7 +80,7 @@ def parse_cpu(raw: bytes, reps: int) -> float:
     return statistics.median(samples) * 1000
 
 
-async def measure(url: str, reps: int) -> tuple[float, list[tuple[str, float, int, float, str]]]:
+async def measure(url: str, reps: int) -> tuple[float, list[tuple[str, float, float, float, str]]]:
     rid = 100
     async with httpx2.AsyncClient(timeout=120) as hc:
         init = {

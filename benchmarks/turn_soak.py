@@ -223,7 +223,7 @@ async def race_scenario(a: Server, b: Server, messages: Any, seconds: float) -> 
     st = Stats()
     stop_at = time.monotonic() + seconds
     async with Client(a.url) as ca, Client(b.url) as cb:
-        sid = (await ca.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+        sid = (await ca.call_tool("create_session", {})).structured_content["session_id"]
         i = 0
         while time.monotonic() < stop_at:
             i += 1
@@ -289,7 +289,7 @@ async def main_async(seconds: float, lanes: int, record: bool) -> None:
     }
     started = time.monotonic()
     try:
-        async with AsyncMongoClient(uri) as mc:
+        async with AsyncMongoClient[dict[str, Any]](uri) as mc:
             messages = mc[DB]["messages"]
             servers = [Server(env, tmp), Server(env, tmp)]
             for s in servers:

@@ -67,8 +67,8 @@ def http_server(env: dict[str, str], *args: str) -> Iterator[str]:
 async def ok(c: Client, tool: str, **args: Any) -> dict[str, Any]:
     r = await c.call_tool(tool, args)
     assert not r.is_error, r.content
-    assert r.structured_content is not None
-    return r.structured_content
+    assert isinstance(r.structured_content, dict)
+    return dict(r.structured_content)
 
 
 async def failure(c: Client, tool: str, **args: Any) -> str:

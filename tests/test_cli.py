@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -135,9 +136,9 @@ async def test_stdio_server_uses_configured_tenant(env: dict[str, str]) -> None:
     async with Client(params) as c:
         r = await c.call_tool("find_orders", {"filter": {}, "limit": 50})
         assert not r.is_error, r.content
-        numbers = [d["number"] for d in r.structured_content["documents"]]  # type: ignore[index]
+        numbers = [d["number"] for d in r.structured_content["documents"]]
         assert len(numbers) == 12 and all(n.startswith("GL-") for n in numbers)
-        sid = (await c.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+        sid = (await c.call_tool("create_session", {})).structured_content["session_id"]
         assert sid
 
 
@@ -181,7 +182,7 @@ def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, st
     import json
 
     env = env | {"MONGOGATE_AUTH__TENANT": "acme", "MONGOGATE_AUDIT__PATH": str(tmp_path / "audit.jsonl")}
-    messages = [
+    messages: list[dict[str, Any]] = [
         {
             "jsonrpc": "2.0",
             "id": 1,

@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote_plus, urlsplit, urlunsplit
 
 import pytest
@@ -31,7 +32,7 @@ needs_real = pytest.mark.skipif(
 async def test_embedded_engine_is_reported_as_enforcing_no_roles(engine_uri: str) -> None:
     if REAL:
         pytest.skip("MONGODB_URI is a real server")
-    async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+    async with AsyncMongoClient[dict[str, Any]](engine_uri) as c:
         report = await check_query_user(c)
     assert report.roles_enforced is False and "enforces no roles" in report.detail
 
@@ -42,7 +43,7 @@ async def reader_uri() -> AsyncIterator[tuple[str, str]]:
     name = f"mg_reader_{uuid.uuid4().hex[:8]}"
     password = uuid.uuid4().hex
     db = "mongogate_roles"
-    async with AsyncMongoClient(REAL) as admin:  # type: AsyncMongoClient[dict[str, Any]]
+    async with AsyncMongoClient[dict[str, Any]](REAL) as admin:
         await admin[db].command("createUser", name, pwd=password, roles=[{"role": "read", "db": db}])
         parts = urlsplit(REAL)
         host = parts.netloc.rsplit("@", 1)[-1]
@@ -58,9 +59,9 @@ async def reader_uri() -> AsyncIterator[tuple[str, str]]:
 @needs_real
 async def test_read_role_user_is_read_only_and_admin_is_not(reader_uri: tuple[str, str]) -> None:
     uri, _ = reader_uri
-    async with AsyncMongoClient(uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+    async with AsyncMongoClient[dict[str, Any]](uri) as c:
         assert (await check_query_user(c)).read_only is True
-    async with AsyncMongoClient(REAL) as c:  # type: AsyncMongoClient[dict[str, Any]]
+    async with AsyncMongoClient[dict[str, Any]](REAL) as c:
         report = await check_query_user(c)
     assert report.read_only is False and report.roles_enforced
 

@@ -29,10 +29,10 @@ from pymongo.errors import PyMongoError
 
 from mongogate.config import DatabaseSettings
 from mongogate.errors import ConfigError, StorageError
+from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
 
-Doc = dict[str, Any]
 IndexHook = Callable[[AsyncDatabase[Doc]], Awaitable[None]]
 
 ENGINE_FILE = "engine.json"

@@ -65,10 +65,11 @@ class StorageError(MongogateError):
     code = "storage_error"
     retryable = True
 
-    def __init__(self, what: str, retry_after_s: int = 5) -> None:
+    def __init__(self, what: str, retry_after_s: int = 5, *, advice: str | None = None) -> None:
         self.what = what
         self.retry_after_s = retry_after_s
-        super().__init__(f"{what}: the database failed or did not answer; retry in about {retry_after_s} s")
+        tail = advice or f"the database failed or did not answer; retry in about {retry_after_s} s"
+        super().__init__(f"{what}: {tail}")
 
 
 class LeaseBusy(MongogateError):

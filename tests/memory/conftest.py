@@ -20,7 +20,7 @@ def clock() -> ManualClock:
 async def store(
     mongo: AsyncMongoClient[dict[str, object]], db_name: str, clock: ManualClock
 ) -> AsyncIterator[MemoryStore]:
-    s = MemoryStore(mongo[db_name], MemorySettings(max_message_bytes=4096, max_context_limit=50), clock)  # type: ignore[arg-type]
+    s = MemoryStore(mongo[db_name], MemorySettings(max_message_bytes=4096, max_context_limit=50), clock)
     await s.ensure_indexes()
     yield s
 

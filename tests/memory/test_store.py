@@ -74,7 +74,7 @@ def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_
     settings = MemorySettings()
 
     async def setup() -> str:
-        async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+        async with AsyncMongoClient[dict[str, Any]](engine_uri) as c:
             s = MemoryStore(c[db_name], settings)
             await s.ensure_indexes()
             return await s.create_session("acme")
@@ -85,7 +85,7 @@ def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_
 
     def worker(w: int) -> None:
         async def run() -> None:
-            async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+            async with AsyncMongoClient[dict[str, Any]](engine_uri) as c:
                 s = MemoryStore(c[db_name], settings)
                 barrier.wait()
                 for i in range(50):
@@ -105,7 +105,7 @@ def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_
     assert not errors
 
     async def check() -> tuple[int, int]:
-        async with AsyncMongoClient(engine_uri) as c:  # type: AsyncMongoClient[dict[str, Any]]
+        async with AsyncMongoClient[dict[str, Any]](engine_uri) as c:
             docs = await c[db_name]["messages"].find({"session_id": sid}, {"seq": 1}).to_list()
             return len(docs), len({d["seq"] for d in docs})
 
@@ -204,8 +204,8 @@ class Commands(monitoring.CommandListener):
 async def test_round_trips_append_two_load_context_one(engine_uri: str, db_name: str) -> None:
     """Issue 13.5: append is $inc + insert; a repeat adds one read; load_context is one find."""
     listener = Commands()
-    async with AsyncMongoClient(engine_uri, tz_aware=True, event_listeners=[listener]) as c:
-        s = MemoryStore(c[db_name], MemorySettings())  # type: ignore[arg-type]
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        s = MemoryStore(c[db_name], MemorySettings())
         await s.ensure_indexes()
         sid = await s.create_session("acme")
 
@@ -229,9 +229,9 @@ async def test_round_trips_append_two_load_context_one(engine_uri: str, db_name:
 
 async def test_concurrent_final_answers_of_different_turns_all_land(engine_uri: str, db_name: str) -> None:
     """Plain appends of final answers commit on the session document: they must not block each other."""
-    clients = [AsyncMongoClient(engine_uri, tz_aware=True) for _ in range(8)]
+    clients = [AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True) for _ in range(8)]
     try:
-        stores = [MemoryStore(c[db_name], MemorySettings()) for c in clients]  # type: ignore[arg-type]
+        stores = [MemoryStore(c[db_name], MemorySettings()) for c in clients]
         await stores[0].ensure_indexes()
         sid = await stores[0].create_session("acme")
 

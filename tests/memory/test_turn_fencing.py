@@ -40,7 +40,7 @@ async def test_d1_begin_turn_that_lost_its_lease_writes_nothing(
     """Between taking the lease and storing the user message, the lease expires and another
     server's turn takes the session: the old begin_turn must not land its user message there."""
     sid = await store.create_session("acme")
-    async with AsyncMongoClient(engine_uri, tz_aware=True) as other_client:  # type: AsyncMongoClient[Any]
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True) as other_client:
         other = Turns(MemoryStore(other_client[db_name], MemorySettings(), clock))
         taken: dict[str, str] = {}
         paused, resume = anyio.Event(), anyio.Event()

@@ -38,8 +38,8 @@ async def test_expiry_race_200_trials_no_violation(engine_uri: str, db_name: str
     try:
         for i in range(TRIALS):
             if i == 0:
-                a = Turns(MemoryStore(a_client[db_name], settings, clock))  # type: ignore[arg-type]
-                b = Turns(MemoryStore(b_client[db_name], settings, clock))  # type: ignore[arg-type]
+                a = Turns(MemoryStore(a_client[db_name], settings, clock))
+                b = Turns(MemoryStore(b_client[db_name], settings, clock))
                 store = a.store
                 await store.ensure_indexes()
                 sid = await store.create_session("acme")

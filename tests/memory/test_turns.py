@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import pytest
@@ -190,9 +191,9 @@ async def test_eight_racers_one_winner_then_expiry_and_stale_owner(
     engine_uri: str, db_name: str, clock: ManualClock
 ) -> None:
     settings = MemorySettings()
-    clients = [AsyncMongoClient(engine_uri, tz_aware=True) for _ in range(8)]
+    clients = [AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True) for _ in range(8)]
     try:
-        racers = [Turns(MemoryStore(c[db_name], settings, clock)) for c in clients]  # type: ignore[arg-type]
+        racers = [Turns(MemoryStore(c[db_name], settings, clock)) for c in clients]
         store = racers[0].store
         await store.ensure_indexes()
         sid = await store.create_session("acme")

@@ -127,7 +127,7 @@ def test_worker_command_runs_agents_then_reports_status(
 
 
 def test_worker_help_shows_the_settings_default_and_the_scheduler_never_imports_the_cli() -> None:
-    worker = build_parser()._subparsers._group_actions[0].choices["worker"]  # type: ignore[union-attr]
+    worker = build_parser()._subparsers._group_actions[0].choices["worker"]  # type: ignore[union-attr,index]
     text = worker.format_help()
     default = SchedulerSettings.model_fields["concurrency"].default
     assert f"scheduler.concurrency, {default})" in " ".join(text.split())

@@ -6,6 +6,7 @@ Time is a ManualClock throughout: nothing here depends on how fast the machine i
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
@@ -88,7 +89,7 @@ async def test_four_workers_over_fifty_agents_run_every_due_tick_exactly_once(
             async with anyio.create_task_group() as tg:
                 for n, c in enumerate(clients):  # each worker its own client: a real race in the database
                     s = Scheduler(c[db_name], agents, cfg(), f"w{n}", rng=random.Random(n), clock=clock)
-                    tg.start_soon(lambda s=s: s.run(stop=stop))
+                    tg.start_soon(functools.partial(s.run, stop=stop))
                 for r in range(rounds):
                     clock.set(T0 + timedelta(seconds=r * interval))
                     await round_done[r].wait()

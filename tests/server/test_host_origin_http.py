@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -16,6 +17,11 @@ from mongogate.server.http import BackgroundHttpServer
 from tests.conftest import make_settings
 
 from . import rpc
+
+
+async def noop_app(scope: Any, receive: Any, send: Any) -> None:
+    return None
+
 
 INIT = {
     "jsonrpc": "2.0",
@@ -78,10 +84,8 @@ def test_configured_names_behind_a_proxy(engine_uri: str, tmp_path: Path) -> Non
 
 def test_wildcard_bind_needs_names() -> None:
     with pytest.raises(ConfigError, match=r"server.allowed_hosts"):
-        HostOriginGuard(lambda *a: None, ServerSettings(host="0.0.0.0"))  # type: ignore[arg-type]
-    guard = HostOriginGuard(
-        lambda *a: None, ServerSettings(host="0.0.0.0", public_url="https://mcp.example.com")
-    )  # type: ignore[arg-type]
+        HostOriginGuard(noop_app, ServerSettings(host="0.0.0.0"))
+    guard = HostOriginGuard(noop_app, ServerSettings(host="0.0.0.0", public_url="https://mcp.example.com"))
     assert guard.host_allowed("mcp.example.com", "8000", "http")
     assert guard.origin_allowed("https://mcp.example.com", "8000")
     assert not guard.host_allowed("evil.example", "8000", "http")

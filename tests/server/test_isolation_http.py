@@ -79,7 +79,7 @@ async def test_20_concurrent_clients_of_4_tenants(engine_uri: str, db_name: str,
             for n in range(20):
                 tg.start_soon(client, n, http.url)
     assert leaks == []
-    async with AsyncMongoClient(engine_uri) as mongo:  # type: AsyncMongoClient[dict[str, Any]]
+    async with AsyncMongoClient[dict[str, Any]](engine_uri) as mongo:
         msgs = await mongo[db_name]["messages"].find({}).to_list()
         owners = {sid: t for sid, (t, _) in sessions.items()}
         stored = {s["_id"]: s["tenant"] for s in await mongo[db_name]["sessions"].find({}).to_list()}

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.anyio
 async def call(c: Client, tool: str, **args: Any) -> dict[str, Any]:
     r = await c.call_tool(tool, args)
     assert not r.is_error, r.content
-    assert r.structured_content is not None
-    return r.structured_content
+    assert isinstance(r.structured_content, dict)
+    return dict(r.structured_content)
 
 
 async def error(c: Client, tool: str, **args: Any) -> str:
@@ -152,7 +152,7 @@ async def test_two_turns_at_once_over_mcp(engine_uri: str, db_name: str, tmp_pat
                 await first_done.wait()
                 r = await c.call_tool("begin_turn", {"session_id": sid, "turn_id": t, "text": f"q{t}"})
                 assert not r.is_error, r.content
-            lease = r.structured_content["lease_id"]  # type: ignore[index]
+            lease = r.structured_content["lease_id"]
             await call(c, "end_turn", session_id=sid, turn_id=t, lease_id=lease, reply=f"a{t}")
             first_done.set()
 

@@ -108,7 +108,7 @@ async def test_tenants_see_only_their_own_orders(engine_uri: str, db_name: str, 
             r = await c.call_tool(
                 "find_orders", {"filter": {"$or": [{"total": {"$gte": 0}}, {"status": "paid"}]}}
             )
-            docs = r.structured_content["documents"]  # type: ignore[index]
+            docs = r.structured_content["documents"]
             seen[tenant] = {d["number"][:2] for d in docs}
             assert len(docs) == 12
     assert seen == {"acme": {"AC"}, "globex": {"GL"}, "initech": {"IN"}}
@@ -162,7 +162,7 @@ async def test_query_over_real_http_with_tokens(engine_uri: str, db_name: str, t
                 Client(streamable_http_client(http.url, http_client=hc)) as c,
             ):
                 r = await c.call_tool("find_orders", {"filter": {"status": "paid"}})
-                docs = r.structured_content["documents"]  # type: ignore[index]
+                docs = r.structured_content["documents"]
                 assert docs and all(d["number"].startswith(prefix) for d in docs)
                 bad = await c.call_tool("find_orders", {"filter": {"$expr": {"$eq": [1, 1]}}})
                 assert bad.is_error

@@ -40,8 +40,8 @@ def stdio(env: dict[str, str], **extra: str) -> StdioServerParameters:
 async def ok(c: Client, tool: str, **args: Any) -> dict[str, Any]:
     r = await c.call_tool(tool, args)
     assert not r.is_error, r.content
-    assert r.structured_content is not None
-    return r.structured_content
+    assert isinstance(r.structured_content, dict)
+    return dict(r.structured_content)
 
 
 async def failure(c: Client, tool: str, **args: Any) -> str:

@@ -83,7 +83,7 @@ async def test_expiry_race_over_two_server_processes(tmp_path: Path, engine_uri:
         http_server(env) as url_a,
         http_server(env | {"MONGOGATE_TEST_CLOCK_SKEW_MS": "60000"}) as url_b,
     ):
-        async with Client(url_a) as a, Client(url_b) as b, AsyncMongoClient(engine_uri) as mc:
+        async with Client(url_a) as a, Client(url_b) as b, AsyncMongoClient[dict[str, Any]](engine_uri) as mc:
             messages: AsyncCollection[dict[str, Any]] = mc[db_name]["messages"]
             sids = [(await ok(a, "create_session"))["session_id"] for _ in range(LANES)]
 

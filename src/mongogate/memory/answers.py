@@ -14,6 +14,7 @@ concurrent commits (plain appends of answers of different turns) never wait for 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from pymongo import ReturnDocument
 from pymongo.errors import PyMongoError
@@ -21,8 +22,11 @@ from pymongo.errors import PyMongoError
 from mongogate.errors import Conflict, StorageError
 from mongogate.memory.gate import SESSION_STATE, refusal, write_gate
 from mongogate.memory.keys import answer_key
-from mongogate.memory.store import AppendResult, MemoryStore, key_conflict, session_not_found
+from mongogate.memory.model import AppendResult, key_conflict, session_not_found
 from mongogate.values import Doc
+
+if TYPE_CHECKING:  # store.py calls into this module: the type only, no import cycle
+    from mongogate.memory.store import MemoryStore
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
@@ -20,52 +19,18 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
-from mongogate.errors import Conflict, NotFound, StorageError
+from mongogate.errors import StorageError
+from mongogate.memory.answers import commit_answer, settle_all
 from mongogate.memory.gate import SESSION_STATE, refusal, write_gate
 from mongogate.memory.keys import check_content, check_id, check_role, message_key
+from mongogate.memory.model import AppendResult, Context, Message, key_conflict, session_not_found
 from mongogate.values import Doc, check_int
 
 log = logging.getLogger(__name__)
 
+__all__ = ["AppendResult", "Context", "MemoryStore", "Message", "key_conflict", "session_not_found"]
+
 _WINDOW_FIELDS = {"role": 1, "content": 1, "turn_id": 1, "seq": 1, "call_id": 1, "key": 1, "_id": 0}
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    status: str  # "inserted" | "duplicate"
-    key: str
-    seq: int
-
-
-@dataclass(frozen=True)
-class Message:
-    role: str
-    content: str
-    turn_id: str
-    seq: int
-    call_id: str | None = None
-    key: str = ""
-
-
-@dataclass(frozen=True)
-class Context:
-    messages: list[Message] = field(default_factory=list)
-    truncated: bool = False
-
-    def find(self, key: str) -> Message | None:
-        return next((m for m in self.messages if m.key == key), None)
-
-
-def session_not_found(session_id: str) -> NotFound:
-    # The same words whether the session is missing or another tenant's.
-    return NotFound(f"session {session_id!r} not found; create one with create_session")
-
-
-def key_conflict(key: str) -> Conflict:
-    return Conflict(
-        f"message key {key!r} is already stored with different content; nothing was written. "
-        "A retry must send the same content; a new message needs a new turn_id or call_id"
-    )
 
 
 class MemoryStore:
@@ -165,9 +130,7 @@ class MemoryStore:
         lid = None if lease_id is None else self.check_id(lease_id, "lease_id")
         key = message_key(tid, check_role(role), cid)
         text = self.check_text(content, "content")
-        if role == "assistant" and cid is None:
-            from mongogate.memory.answers import commit_answer  # the commit point lives there
-
+        if role == "assistant" and cid is None:  # the commit point lives in answers.py
             return await commit_answer(self, tenant, sid, tid, text, lease_id=lid)
         for _ in range(3):
             now = self.clock.now()
@@ -194,8 +157,6 @@ class MemoryStore:
         else:
             raise StorageError(f"could not append to session {sid!r} (its lease kept changing)", 1)
         if session.get("pending"):
-            from mongogate.memory.answers import settle_all
-
             await settle_all(self, tenant, sid, session)
         doc: Doc = {
             "session_id": sid,

@@ -105,11 +105,11 @@ async def run_query(
         raw = await cursor.to_list(None)
     except ExecutionTimeout as e:
         raise StorageError(
-            f"query tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms; "
-            "narrow the filter (for example a shorter date range or fewer $in values) and retry"
+            f"query tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
+            advice="narrow the filter (for example a shorter date range or fewer $in values) and retry",
         ) from e
     except PyMongoError as e:
-        raise StorageError(f"query tool {spec.name!r} failed in the database: {e}") from e
+        raise StorageError(f"query tool {spec.name!r} failed in the database") from e
     finally:
         await cursor.close()
     more = len(raw) > q.limit

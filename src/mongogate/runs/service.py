@@ -67,7 +67,7 @@ class Runs:
                 await self.runs.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
                 await self.events.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
         except PyMongoError as e:
-            raise StorageError(f"could not create run indexes: {e}") from e
+            raise StorageError("could not create run indexes") from e
 
     # ------------------------------------------------------------------ checks
 
@@ -113,7 +113,7 @@ class Runs:
                 raise LeaseBusy(f"run {rid!r}", until, left, holder="another worker")
             await self._repair_last_event(taken)
         except PyMongoError as e:
-            raise StorageError(f"could not take the lease of run {rid!r}: {e}") from e
+            raise StorageError(f"could not take the lease of run {rid!r}") from e
         until = as_utc(taken["locked_until"])
         return RunLease(rid, lease_id, until, int(taken["version"]), taken["status"], created)
 
@@ -153,7 +153,7 @@ class Runs:
             if doc is None:
                 await self._raise_missing_or_lost(match, rid, lid)
         except PyMongoError as e:
-            raise StorageError(f"could not extend the lease of run {rid!r}: {e}") from e
+            raise StorageError(f"could not extend the lease of run {rid!r}") from e
         assert doc is not None
         return as_utc(doc["locked_until"])
 
@@ -168,7 +168,7 @@ class Runs:
             if await self.runs.find_one(match, {"_id": 1}) is None:
                 raise run_not_found(rid)
         except PyMongoError as e:
-            raise StorageError(f"could not release run {rid!r}: {e}") from e
+            raise StorageError(f"could not release run {rid!r}") from e
         return False
 
     async def _raise_missing_or_lost(self, match: Doc, rid: str, lid: str) -> None:
@@ -230,7 +230,7 @@ class Runs:
                     {"tenant": tenant, "run_id": rid}, {"$set": {"expire_at": expire_at}}
                 )
         except PyMongoError as e:
-            raise StorageError(f"could not save the checkpoint of run {rid!r}: {e}") from e
+            raise StorageError(f"could not save the checkpoint of run {rid!r}") from e
         return SaveResult(applied=True, stale=False, version=ver, seq=seq)
 
     async def _not_applied(self, match: Doc, rid: str, lid: str, ver: int) -> SaveResult:
@@ -308,7 +308,7 @@ class Runs:
         try:
             doc = await self.runs.find_one({"_id": run_key(tenant, rid), "tenant": tenant})
         except PyMongoError as e:
-            raise StorageError(f"could not load run {rid!r}: {e}") from e
+            raise StorageError(f"could not load run {rid!r}") from e
         if doc is None:
             raise run_not_found(rid)
         until: datetime | None = doc.get("locked_until")
@@ -350,7 +350,7 @@ class Runs:
                 if await self.runs.find_one(match, {"_id": 1}) is None:
                     raise run_not_found(rid)
         except PyMongoError as e:
-            raise StorageError(f"could not read the events of run {rid!r}: {e}") from e
+            raise StorageError(f"could not read the events of run {rid!r}") from e
         return EventPage(
             events=[
                 RunEvent(int(d["seq"]), int(d["version"]), d["status"], as_utc(d["at"]), d.get("state"))

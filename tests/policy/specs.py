@@ -1,4 +1,4 @@
-"""Specs used across the policy tests: `find_orders` from DESIGN.md, and one with the other types."""
+"""Specs used across the policy tests: `find_orders` (the demo's spec), and one with the other types."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from mongogate.config import PolicySettings
 from mongogate.demo import FIND_ORDERS
 from mongogate.policy.spec import QueryToolSpec
 
-ORDERS = FIND_ORDERS  # the spec from DESIGN.md, as the demo registers it
+ORDERS = FIND_ORDERS  # the demo's spec, as `--demo` registers it
 
 ITEMS = QueryToolSpec(
     name="find_items",

@@ -13,14 +13,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from bson.errors import InvalidDocument
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
 from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError
 from mongogate.principal import Principal
@@ -30,6 +30,10 @@ from mongogate.tools.bounds import check_arguments
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
+
+
+#: an id argument as the schema shows it; the stores enforce the real limits (memory.max_id_length)
+IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
 
 
 class ToolInput(ArgModelBase):
@@ -100,6 +104,8 @@ class Call:
 Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any] | CallToolResult]]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+IDEMPOTENT_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 
 
 def make_tool(

@@ -1,18 +1,24 @@
-"""The five memory tools. Names, arguments and results are part of the contract (DESIGN.md)."""
+"""The memory tools. Names, arguments and results are part of the contract (README, "Memory tools")."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from mongogate.memory.keys import Role
 from mongogate.memory.store import Message
-from mongogate.tools.base import READ_ONLY, Call, ToolInput, ToolOutput, make_tool
-
-IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+from mongogate.tools.base import (
+    IDEMPOTENT_WRITE,
+    READ_ONLY,
+    WRITE,
+    Call,
+    IdStr,
+    ToolInput,
+    ToolOutput,
+    make_tool,
+)
 
 
 class MessageOut(ToolOutput):
@@ -153,10 +159,6 @@ async def _end_turn(call: Call, a: EndTurnIn) -> EndTurnOut:
     return EndTurnOut(status=r.status, seq=r.seq)  # type: ignore[arg-type]
 
 
-_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-_IDEMPOTENT_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-
-
 def memory_tools() -> list[Tool]:
     return [
         make_tool(
@@ -165,7 +167,7 @@ def memory_tools() -> list[Tool]:
             input_model=CreateSessionIn,
             output_model=CreateSessionOut,
             handler=_create_session,
-            annotations=_WRITE,
+            annotations=WRITE,
         ),
         make_tool(
             name="append",
@@ -177,7 +179,7 @@ def memory_tools() -> list[Tool]:
             input_model=AppendIn,
             output_model=AppendOut,
             handler=_append,
-            annotations=_IDEMPOTENT_WRITE,
+            annotations=IDEMPOTENT_WRITE,
         ),
         make_tool(
             name="load_context",
@@ -202,7 +204,7 @@ def memory_tools() -> list[Tool]:
             input_model=BeginTurnIn,
             output_model=BeginTurnOut,
             handler=_begin_turn,
-            annotations=_WRITE,
+            annotations=WRITE,
         ),
         make_tool(
             name="renew_turn",
@@ -214,7 +216,7 @@ def memory_tools() -> list[Tool]:
             input_model=RenewTurnIn,
             output_model=RenewTurnOut,
             handler=_renew_turn,
-            annotations=_IDEMPOTENT_WRITE,
+            annotations=IDEMPOTENT_WRITE,
         ),
         make_tool(
             name="end_turn",
@@ -225,6 +227,6 @@ def memory_tools() -> list[Tool]:
             input_model=EndTurnIn,
             output_model=EndTurnOut,
             handler=_end_turn,
-            annotations=_IDEMPOTENT_WRITE,
+            annotations=IDEMPOTENT_WRITE,
         ),
     ]

@@ -7,20 +7,26 @@ The tenant is always the caller's; a run id of another tenant behaves like a mis
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
 from mongogate.runs import MAX_EVENTS_LIMIT, Runs
-from mongogate.tools.base import READ_ONLY, Call, ToolInput, ToolOutput, make_tool
+from mongogate.runs.model import RunStatus
+from mongogate.tools.base import (
+    IDEMPOTENT_WRITE,
+    READ_ONLY,
+    WRITE,
+    Call,
+    IdStr,
+    ToolInput,
+    ToolOutput,
+    make_tool,
+)
 from mongogate.tools.state import AppState
-
-IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
-Status = Literal["running", "paused", "completed", "failed"]
 
 
 async def ensure_run_indexes(state: AppState) -> None:
@@ -78,7 +84,7 @@ class SaveCheckpointIn(ToolInput):
     lease_id: IdStr
     version: int = Field(description="must be higher than the stored version (start at 1)")
     state: dict[str, Any] = Field(description="the whole state to resume from (a JSON object)")
-    status: Status = "running"
+    status: RunStatus = "running"
 
 
 class SaveCheckpointOut(ToolOutput):
@@ -186,10 +192,6 @@ async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
     )
 
 
-_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-_IDEMPOTENT_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
-
-
 def run_tools(settings: Settings | None = None) -> list[Tool]:
     """The five run tools (`config.RUN_TOOL_NAMES`); takes the registry's factory argument."""
     return [
@@ -204,7 +206,7 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             input_model=AcquireRunIn,
             output_model=AcquireRunOut,
             handler=_acquire_run,
-            annotations=_WRITE,
+            annotations=WRITE,
         ),
         make_tool(
             name="save_checkpoint",
@@ -216,7 +218,7 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             input_model=SaveCheckpointIn,
             output_model=SaveCheckpointOut,
             handler=_save_checkpoint,
-            annotations=_IDEMPOTENT_WRITE,
+            annotations=IDEMPOTENT_WRITE,
         ),
         make_tool(
             name="load_checkpoint",
@@ -246,6 +248,6 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             input_model=ReleaseRunIn,
             output_model=ReleaseRunOut,
             handler=_release_run,
-            annotations=_IDEMPOTENT_WRITE,
+            annotations=IDEMPOTENT_WRITE,
         ),
     ]

@@ -14,6 +14,21 @@ from typing import Any
 from mcp import Client
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: the JSON-RPC opening of a protocol 2025-06-18 client (raw stdio or HTTP tests)
+INITIALIZE: list[dict[str, Any]] = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
 EXE = [sys.executable, "-m", "mongogate.cli"]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
@@ -16,42 +15,28 @@ from mongogate.server.app import build_server
 from mongogate.server.http import BackgroundHttpServer
 from mongogate.server.tokens import mint_dev_token
 from tests.conftest import jwt_auth, make_settings
+from tests.helpers import failure, ok
 
 pytestmark = pytest.mark.anyio
 
 
-async def call(c: Client, tool: str, **args: Any) -> dict[str, Any]:
-    r = await c.call_tool(tool, args)
-    assert not r.is_error, r.content
-    assert isinstance(r.structured_content, dict)
-    return dict(r.structured_content)
-
-
-async def error(c: Client, tool: str, **args: Any) -> str:
-    r = await c.call_tool(tool, args)
-    assert r.is_error
-    text = r.content[0].text  # type: ignore[union-attr]
-    assert isinstance(text, str)
-    return text
-
-
 async def whole_turn(c: Client) -> None:
-    sid = (await call(c, "create_session", title="demo"))["session_id"]
-    start = await call(c, "begin_turn", session_id=sid, turn_id="t1", text="what is 6*7?")
+    sid = (await ok(c, "create_session", title="demo"))["session_id"]
+    start = await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="what is 6*7?")
     assert start["answered"] is False and start["lease_id"]
     assert [m["content"] for m in start["messages"]] == ["what is 6*7?"]
-    await call(c, "append", session_id=sid, turn_id="t1", role="assistant", content="calc", call_id="c1")
-    await call(c, "append", session_id=sid, turn_id="t1", role="tool", content="42", call_id="c1")
-    dup = await call(c, "append", session_id=sid, turn_id="t1", role="tool", content="42", call_id="c1")
+    await ok(c, "append", session_id=sid, turn_id="t1", role="assistant", content="calc", call_id="c1")
+    await ok(c, "append", session_id=sid, turn_id="t1", role="tool", content="42", call_id="c1")
+    dup = await ok(c, "append", session_id=sid, turn_id="t1", role="tool", content="42", call_id="c1")
     assert dup["status"] == "duplicate" and dup["key"] == "t1:tool:c1"
-    end = await call(c, "end_turn", session_id=sid, turn_id="t1", lease_id=start["lease_id"], reply="42")
+    end = await ok(c, "end_turn", session_id=sid, turn_id="t1", lease_id=start["lease_id"], reply="42")
     assert end["status"] == "inserted"
-    replay = await call(c, "begin_turn", session_id=sid, turn_id="t1", text="what is 6*7?")
+    replay = await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="what is 6*7?")
     assert replay["answered"] is True and replay["answer"] == "42" and replay["lease_id"] is None
-    ctx = await call(c, "load_context", session_id=sid, limit=3)
+    ctx = await ok(c, "load_context", session_id=sid, limit=3)
     # the last 3 messages would start at the call request; the window starts at the user message instead
     assert ctx["truncated"] is True and ctx["messages"] == []
-    ctx = await call(c, "load_context", session_id=sid)
+    ctx = await ok(c, "load_context", session_id=sid)
     assert [m["role"] for m in ctx["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert ctx["truncated"] is False
 
@@ -83,19 +68,19 @@ async def test_tools_have_schemas_and_annotations(engine_uri: str, db_name: str,
 async def test_bad_input_is_a_clear_tool_error(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     settings = make_settings(engine_uri, db_name, tmp_path, memory={"max_message_bytes": 1000})
     async with Client(build_server(settings)) as c:
-        sid = (await call(c, "create_session"))["session_id"]
-        assert "tenant" in await error(
+        sid = (await ok(c, "create_session"))["session_id"]
+        assert "tenant" in await failure(
             c, "append", session_id=sid, turn_id="t", role="user", content="x", tenant="b"
         )
-        assert "role" in await error(c, "append", session_id=sid, turn_id="t", role="robot", content="x")
-        assert "maximum is 1000" in await error(
+        assert "role" in await failure(c, "append", session_id=sid, turn_id="t", role="robot", content="x")
+        assert "maximum is 1000" in await failure(
             c, "append", session_id=sid, turn_id="t", role="user", content="x" * 1001
         )
-        assert "limit must be an integer from 1 to 200" in await error(
+        assert "limit must be an integer from 1 to 200" in await failure(
             c, "load_context", session_id=sid, limit=0
         )
-        assert "not found" in await error(c, "load_context", session_id="missing")
-        ctx = await call(c, "load_context", session_id=sid)
+        assert "not found" in await failure(c, "load_context", session_id="missing")
+        ctx = await ok(c, "load_context", session_id=sid)
         assert ctx["messages"] == []  # nothing was written by any refused call
 
 
@@ -105,9 +90,9 @@ async def test_tenant_isolation_through_every_memory_tool(
     a = build_server(make_settings(engine_uri, db_name, tmp_path / "a", auth={"tenant": "acme"}))
     b = build_server(make_settings(engine_uri, db_name, tmp_path / "b", auth={"tenant": "globex"}))
     async with Client(a) as ca, Client(b) as cb:
-        sid = (await call(ca, "create_session"))["session_id"]
-        start = await call(ca, "begin_turn", session_id=sid, turn_id="t1", text="acme secret")
-        missing = (await error(cb, "load_context", session_id="no-such-id")).replace("no-such-id", "X")
+        sid = (await ok(ca, "create_session"))["session_id"]
+        start = await ok(ca, "begin_turn", session_id=sid, turn_id="t1", text="acme secret")
+        missing = (await failure(cb, "load_context", session_id="no-such-id")).replace("no-such-id", "X")
         attempts = [
             ("load_context", {"session_id": sid}),
             ("append", {"session_id": sid, "turn_id": "t9", "role": "user", "content": "intrusion"}),
@@ -118,30 +103,30 @@ async def test_tenant_isolation_through_every_memory_tool(
             ),
         ]
         for tool, args in attempts:
-            text = await error(cb, tool, **args)
+            text = await failure(cb, tool, **args)
             assert "not found" in text, (tool, text)
             if tool == "load_context":
                 assert text.replace(sid, "X") == missing  # exactly like a session that does not exist
-        ctx = await call(ca, "load_context", session_id=sid)
+        ctx = await ok(ca, "load_context", session_id=sid)
         assert [m["content"] for m in ctx["messages"]] == ["acme secret"]
-        await call(ca, "end_turn", session_id=sid, turn_id="t1", lease_id=start["lease_id"], reply="ok")
+        await ok(ca, "end_turn", session_id=sid, turn_id="t1", lease_id=start["lease_id"], reply="ok")
 
 
 async def test_busy_session_is_retryable_error_with_expiry(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
-        sid = (await call(c, "create_session"))["session_id"]
-        await call(c, "begin_turn", session_id=sid, turn_id="t1", text="a", lease_ms=60_000)
-        text = await error(c, "begin_turn", session_id=sid, turn_id="t2", text="b")
+        sid = (await ok(c, "create_session"))["session_id"]
+        await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="a", lease_ms=60_000)
+        text = await failure(c, "begin_turn", session_id=sid, turn_id="t2", text="b")
         assert "[lease_busy] (retryable)" in text and "ms from now" in text
-        ctx = await call(c, "load_context", session_id=sid)
+        ctx = await ok(c, "load_context", session_id=sid)
         assert len(ctx["messages"]) == 1
 
 
 async def test_two_turns_at_once_over_mcp(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
-        sid = (await call(c, "create_session"))["session_id"]
+        sid = (await ok(c, "create_session"))["session_id"]
 
         first_done = anyio.Event()
 
@@ -153,13 +138,13 @@ async def test_two_turns_at_once_over_mcp(engine_uri: str, db_name: str, tmp_pat
                 r = await c.call_tool("begin_turn", {"session_id": sid, "turn_id": t, "text": f"q{t}"})
                 assert not r.is_error, r.content
             lease = r.structured_content["lease_id"]
-            await call(c, "end_turn", session_id=sid, turn_id=t, lease_id=lease, reply=f"a{t}")
+            await ok(c, "end_turn", session_id=sid, turn_id=t, lease_id=lease, reply=f"a{t}")
             first_done.set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(turn, "1")
             tg.start_soon(turn, "2")
-        ctx = await call(c, "load_context", session_id=sid)
+        ctx = await ok(c, "load_context", session_id=sid)
         assert sorted(m["content"] for m in ctx["messages"]) == ["a1", "a2", "q1", "q2"]
 
 

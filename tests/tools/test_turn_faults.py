@@ -10,10 +10,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
+
+from tests.helpers import INITIALIZE, ok
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = [sys.executable, "-m", "mongogate.cli"]
@@ -37,21 +38,6 @@ def stdio(env: dict[str, str], **extra: str) -> StdioServerParameters:
     )
 
 
-async def ok(c: Client, tool: str, **args: Any) -> dict[str, Any]:
-    r = await c.call_tool(tool, args)
-    assert not r.is_error, r.content
-    assert isinstance(r.structured_content, dict)
-    return dict(r.structured_content)
-
-
-async def failure(c: Client, tool: str, **args: Any) -> str:
-    r = await c.call_tool(tool, args)
-    assert r.is_error, r.structured_content
-    text = r.content[0].text  # type: ignore[union-attr]
-    assert isinstance(text, str)
-    return text
-
-
 async def test_server_killed_after_taking_the_lease_the_retry_takes_over(env: dict[str, str]) -> None:
     """Issue 8.1: the process dies (exit 137) after the lease update, before any reply is sent.
 
@@ -71,22 +57,6 @@ async def test_server_killed_after_taking_the_lease_the_retry_takes_over(env: di
         assert replay["answered"] is True and replay["answer"] == "hi"
 
 
-def _initialize() -> list[dict[str, Any]]:
-    return [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    ]
-
-
 @pytest.mark.parametrize("attempt", range(3))
 def test_stdio_client_that_vanishes_is_a_quiet_normal_exit(env: dict[str, str], attempt: int) -> None:
     """Issue 8.5: the client dies with a call in flight: exit 0, no traceback, lock file not stale."""
@@ -103,7 +73,7 @@ def test_stdio_client_that_vanishes_is_a_quiet_normal_exit(env: dict[str, str], 
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
-        for m in _initialize():
+        for m in INITIALIZE:
             proc.stdin.write(json.dumps(m) + "\n")
             proc.stdin.flush()
             if "id" in m:

@@ -24,7 +24,8 @@ from mongogate.errors import LeaseLost
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import TurnEnd, Turns, TurnStart
 
-pytestmark = pytest.mark.anyio
+# 200 races are the point; on one busy core they need more than the suite's 120 s per-test cap.
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
 TRIALS = 200
 

@@ -55,14 +55,14 @@ class QueryCallAudit:
                     "invalid_params" if isinstance(e, ValidationError) or e.error.code == -32602 else "error"
                 )
                 if events[0] == 0:
-                    self.record(ctx, tool, reason, params.get("arguments"))
+                    await self.record(ctx, tool, reason, params.get("arguments"))
                 raise
             if events[0] == 0 and _is_error(result):
                 reason, path = _reason(result)
-                self.record(ctx, tool, reason, params.get("arguments"), path)
+                await self.record(ctx, tool, reason, params.get("arguments"), path)
         return result
 
-    def record(
+    async def record(
         self,
         ctx: ServerRequestContext[Any, Any],
         tool: str,
@@ -81,6 +81,7 @@ class QueryCallAudit:
             tenant, subject = principal.tenant, principal.subject
         except MongogateError:
             pass  # unauthenticated: still audited, without a tenant
+        # On file before the client hears of the refusal (the writer thread; the loop never blocks).
         app.audit.filter_rejected(
             tool=tool,
             tenant=tenant,
@@ -90,6 +91,7 @@ class QueryCallAudit:
             filter=arguments,
             request_id=ids.request_id if (ids := current_request()) is not None else None,
         )
+        await app.audit.synced()
 
 
 def _is_error(result: HandlerResult) -> bool:

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-ROOT = Path(__file__).resolve().parent.parent
-EXE = [sys.executable, "-m", "mongogate.cli"]
+from tests.helpers import EXE, INITIALIZE, ROOT, free_port
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -31,12 +30,6 @@ def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
         MONGOGATE_DATABASE__NAME=db_name,
     )
     return e
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_check_reports_and_exits_zero(env: dict[str, str]) -> None:
@@ -183,17 +176,7 @@ def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, st
 
     env = env | {"MONGOGATE_AUTH__TENANT": "acme", "MONGOGATE_AUDIT__PATH": str(tmp_path / "audit.jsonl")}
     messages: list[dict[str, Any]] = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *INITIALIZE,
         {
             "jsonrpc": "2.0",
             "id": 2,

@@ -69,7 +69,7 @@ class ManualClock:
         await anyio.sleep(0)
 
 
-class SkewedClock:
+class SkewedClock(SystemClock):
     """The system clock shifted by a fixed offset: a server whose clock runs ahead or behind.
 
     Used by crash/race tests and the soak script (`MONGOGATE_TEST_CLOCK_SKEW_MS`) to make one
@@ -81,6 +81,3 @@ class SkewedClock:
 
     def now(self) -> datetime:
         return truncate_ms(datetime.now(UTC) + self.offset)
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(max(seconds, 0.0))

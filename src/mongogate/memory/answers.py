@@ -47,7 +47,6 @@ async def commit_answer(
     refused, or `conflict` when the key already holds other text.
     """
     key = answer_key(tid)
-    final = lease_id is None
     next_seq = {"$add": ["$next_seq", 1]}
     pending = {
         "key": _literal(key),
@@ -61,32 +60,64 @@ async def commit_answer(
     update: Doc = {"next_seq": next_seq, "pending": queued}
     if lease_id is not None:  # committing ends the turn: the lease is released in the same step
         update |= {"locked_by": None, "locked_until": None, "lease_turn": None}
+    doc = await gated_update(
+        store,
+        tenant,
+        sid,
+        tid,
+        lease_id,
+        [{"$set": update}],
+        {"pending": 1, "next_seq": 1},
+        what=f"could not store the answer of turn {tid!r}",
+        final_answer=lease_id is None,
+    )
+    store.at("answer.after_commit")
+    mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+    status, seq = await settle(store, tenant, sid, mine, raise_conflict=True)
+    return AppendResult(status, key, seq)
+
+
+async def gated_update(
+    store: MemoryStore,
+    tenant: str,
+    sid: str,
+    tid: str,
+    lease_id: str | None,
+    update: Doc | list[Doc],
+    projection: Doc,
+    *,
+    what: str,
+    final_answer: bool = False,
+) -> Doc:
+    """Apply `update` to the session only if the lease gate (`memory/gate.py`) lets this writer
+    write for `tid` now; the session after the update, or the gate's error saying why not.
+
+    Every message write numbers itself through here, so "may I write?" and "my seq" are one
+    atomic step. A refusal first settles answers a crashed writer left on the session.
+    """
     for _ in range(3):
         now = store.clock.now()
         try:
             doc = await store.sessions.find_one_and_update(
-                {"_id": sid, "tenant": tenant, **write_gate(tid, lease_id, now, final_answer=final)},
-                [{"$set": update}],
-                projection={"pending": 1, "next_seq": 1},
+                {"_id": sid, "tenant": tenant, **write_gate(tid, lease_id, now, final_answer=final_answer)},
+                update,
+                projection=projection,
                 return_document=ReturnDocument.AFTER,
             )
             current = None
             if doc is None:
                 current = await store.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
         except PyMongoError as e:
-            raise StorageError(f"could not store the answer of turn {tid!r}") from e
+            raise StorageError(what) from e
         if doc is not None:
-            store.at("answer.after_commit")
-            mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
-            status, seq = await settle(store, tenant, sid, mine, raise_conflict=True)
-            return AppendResult(status, key, seq)
+            return doc
         if current is None:
             raise session_not_found(sid)
         await settle_all(store, tenant, sid, current)  # e.g. this lease's own crashed commit
-        refused = refusal(current, sid, tid, lease_id, now, final_answer=final)
+        refused = refusal(current, sid, tid, lease_id, now, final_answer=final_answer)
         if refused is not None:
             raise refused
-    raise StorageError(f"could not store the answer of turn {tid!r} (its lease kept changing)", 1)
+    raise StorageError(f"{what} (its lease kept changing)", 1)
 
 
 async def settle_all(store: MemoryStore, tenant: str, sid: str, session: Doc) -> None:

@@ -18,7 +18,10 @@ from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, Mongo
 from mongogate.memory import lease
 from mongogate.values import Doc
 
-SESSION_STATE = {"locked_by": 1, "locked_until": 1, "lease_turn": 1, "pending": 1}
+#: what a session's lease is made of (`lease_text`: digest of the leased turn's text)
+SESSION_LEASE = ("locked_by", "locked_until", "lease_turn", "lease_text")
+#: projection of everything the gate and the commit point decide from
+SESSION_STATE = dict.fromkeys((*SESSION_LEASE, "pending"), 1)
 
 
 def write_gate(tid: str, lease_id: str | None, now: datetime, *, final_answer: bool = False) -> Doc:
@@ -26,7 +29,7 @@ def write_gate(tid: str, lease_id: str | None, now: datetime, *, final_answer: b
         return {"locked_by": lease_id, "lease_turn": tid}
     if final_answer:
         return {"$or": [{"locked_by": None}, {"locked_until": {"$lte": now}, "lease_turn": {"$ne": tid}}]}
-    return {"$or": [{"locked_by": None}, {"locked_until": {"$lte": now}}, {"lease_turn": tid}]}
+    return {"$or": [*lease.free_conditions(now), {"lease_turn": tid}]}
 
 
 def lease_lost(lid: str, sid: str) -> LeaseLost:

@@ -21,8 +21,9 @@ def new_lease_id() -> str:
     return uuid.uuid4().hex
 
 
-def free_filter(now: datetime) -> Doc:
-    return {"$or": [{"locked_until": None}, {"locked_until": {"$lte": now}}]}
+def free_conditions(now: datetime) -> list[Doc]:
+    """`$or` terms that mean "nobody holds the lease now": never taken or released, or expired."""
+    return [{"locked_until": None}, {"locked_until": {"$lte": now}}]
 
 
 async def acquire(
@@ -30,7 +31,7 @@ async def acquire(
 ) -> Doc | None:
     """Take the lease if free or expired; the updated document, or None if busy or missing."""
     return await coll.find_one_and_update(
-        {"$and": [match, free_filter(now)]},
+        {"$and": [match, {"$or": free_conditions(now)}]},
         {"$set": {"locked_by": lease_id, "locked_until": now + timedelta(milliseconds=ttl_ms)}},
         return_document=ReturnDocument.AFTER,
     )

@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
@@ -20,8 +20,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
-from mongogate.memory.answers import commit_answer, settle_all
-from mongogate.memory.gate import SESSION_STATE, refusal, write_gate
+from mongogate.memory.answers import commit_answer, gated_update, settle_all
 from mongogate.memory.keys import check_content, check_id, check_role, message_key
 from mongogate.memory.model import AppendResult, Context, Message, key_conflict, session_not_found
 from mongogate.values import Doc, check_int
@@ -132,30 +131,17 @@ class MemoryStore:
         text = self.check_text(content, "content")
         if role == "assistant" and cid is None:  # the commit point lives in answers.py
             return await commit_answer(self, tenant, sid, tid, text, lease_id=lid)
-        for _ in range(3):
-            now = self.clock.now()
-            try:
-                # The $inc is the tenant check and the lease gate as well.
-                session = await self.sessions.find_one_and_update(
-                    {"_id": sid, "tenant": tenant, **write_gate(tid, lid, now)},
-                    {"$inc": {"next_seq": 1}},
-                    projection={"next_seq": 1, "pending": 1},
-                    return_document=ReturnDocument.AFTER,
-                )
-                state = None
-                if session is None:
-                    state = await self.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
-            except PyMongoError as e:
-                raise StorageError(f"could not append to session {sid!r}") from e
-            if session is not None:
-                break
-            if state is None:
-                raise session_not_found(sid)
-            refused = refusal(state, sid, tid, lid, now)
-            if refused is not None:
-                raise refused
-        else:
-            raise StorageError(f"could not append to session {sid!r} (its lease kept changing)", 1)
+        # The $inc is the tenant check and the lease gate as well.
+        session = await gated_update(
+            self,
+            tenant,
+            sid,
+            tid,
+            lid,
+            {"$inc": {"next_seq": 1}},
+            {"next_seq": 1, "pending": 1},
+            what=f"could not append to session {sid!r}",
+        )
         if session.get("pending"):
             await settle_all(self, tenant, sid, session)
         doc: Doc = {

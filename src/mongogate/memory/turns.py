@@ -24,7 +24,7 @@ from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.answers import commit_answer, settle_all
-from mongogate.memory.gate import SESSION_STATE, lease_lost, refusal
+from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, lease_lost, refusal
 from mongogate.memory.keys import answer_key
 from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
 from mongogate.values import Doc
@@ -118,7 +118,7 @@ class Turns:
         mine = {"lease_turn": tid, "lease_text": digest}
         try:
             return await self.store.sessions.find_one_and_update(
-                {"_id": sid, "tenant": tenant, "$or": [*lease.free_filter(now)["$or"], mine]},
+                {"_id": sid, "tenant": tenant, "$or": [*lease.free_conditions(now), mine]},
                 {
                     "$set": {
                         "locked_by": lease_id,
@@ -126,13 +126,7 @@ class Turns:
                         **mine,
                     }
                 },
-                projection={
-                    "locked_by": 1,
-                    "locked_until": 1,
-                    "lease_turn": 1,
-                    "lease_text": 1,
-                    "pending": 1,
-                },
+                projection=SESSION_STATE,
                 return_document=ReturnDocument.BEFORE,
             )
         except PyMongoError as e:
@@ -171,7 +165,7 @@ class Turns:
         expired. Cleanup never replaces the original error; a lease left behind is taken over by
         a retry of the same turn.
         """
-        previous = {k: before.get(k) for k in ("locked_by", "locked_until", "lease_turn", "lease_text")}
+        previous = {k: before.get(k) for k in SESSION_LEASE}
         try:
             await self.store.sessions.update_one(
                 {"_id": sid, "tenant": tenant, "locked_by": lease_id}, {"$set": previous}

@@ -26,7 +26,7 @@ from mongogate.errors import InternalError, InvalidInput, MongogateError, Storag
 from mongogate.principal import Principal
 from mongogate.requests import current as current_request
 from mongogate.requests import new_request_id
-from mongogate.tools.bounds import check_arguments
+from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,9 @@ def make_tool(
     required_scopes: list[str] | tuple[str, ...] = (),
     title: str | None = None,
 ) -> Tool:
+    schema = parameters or input_model.model_json_schema(by_alias=True)
+    key_caps = key_caps_from_schema(schema)  # once per tool, not per call
+
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:
         ids = current_request()
         request_id = ids.request_id if ids is not None else new_request_id()
@@ -128,7 +131,7 @@ def make_tool(
         try:
             app: AppState = ctx.request_context.lifespan_context
             principal = app.principal(ctx)
-            check_arguments(kwargs, app.settings.limits, schema=parameters)  # before schema/policy work
+            check_arguments(kwargs, app.settings.limits, key_caps=key_caps)  # before schema/policy work
             if required_scopes:
                 app.require_scopes(principal, list(required_scopes), name)
             call = Call(app=app, principal=principal, request_id=request_id, tool=name)
@@ -179,7 +182,7 @@ def make_tool(
         name=name,
         title=title,
         description=description,
-        parameters=parameters or input_model.model_json_schema(by_alias=True),
+        parameters=schema,
         fn_metadata=meta,
         is_async=True,
         context_kwarg="ctx",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from mongogate.cli import _banner
+from mongogate.cli.serve import _banner
 from mongogate.clock import ManualClock
 from mongogate.config import AuthSettings, load_settings
 from mongogate.server.auth import JwtVerifier, principal_from_access_token

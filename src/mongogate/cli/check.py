@@ -1,0 +1,75 @@
+"""`mongogate check` and `mongogate tools`: what an operator runs before serving."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import anyio
+
+from mongogate.cli.common import registry_for, settings_from
+from mongogate.config import Settings
+
+
+async def _check(settings: Settings, allow_writable: bool) -> int:
+    from mongogate.db import Database
+    from mongogate.memory.store import MemoryStore
+    from mongogate.privileges import check_query_user
+
+    problems = 0
+    print(f"config: ok ({len(settings.query_tools)} query tool(s), auth mode {settings.auth.mode})")
+    db = Database(settings.database, settings.server.data_dir)
+    await db.open()
+    try:
+        await db.ping()
+        where = "embedded engine in " + str(settings.server.data_dir) if db.embedded else "database.uri"
+        print(f"connection: ok ({where}, database {settings.database.name!r})")
+        store = MemoryStore(db.memory, settings.memory)
+        await store.ensure_indexes()
+        idx = sorted(await store.messages.index_information())
+        print(f"indexes: ok (messages: {', '.join(idx)})")
+        for spec in settings.query_tools:
+            n = await db.query[spec.collection].estimated_document_count()
+            print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
+        if db.embedded:
+            print(
+                "query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks"
+            )
+        else:
+            report = await check_query_user(db.query_client)
+            if not report.roles_enforced:
+                print(f"query user: roles not enforced ({report.detail})")
+            else:
+                ok = bool(report.read_only) or allow_writable
+                print(f"query user: {'ok' if report.read_only else 'PROBLEM'} ({report.detail})")
+                problems += 0 if ok else 1
+    finally:
+        await db.close()
+    return 1 if problems else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    return anyio.run(_check, settings, args.allow_writable_query_user)
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    tools = registry_for(settings, args.demo).build(settings)
+    for t in tools:
+        ro = bool(t.annotations and t.annotations.read_only_hint)
+        print(f"## {t.name}{'  (read-only)' if ro else ''}\n{t.description}")
+        print(json.dumps(t.parameters, indent=2, sort_keys=True))
+        print()
+    return 0
+
+
+def register(sub: Any, with_config: Any) -> None:
+    c = with_config(sub.add_parser("check", help="check config, connection, indexes and the query user"))
+    c.add_argument("--allow-writable-query-user", action="store_true")
+    c.set_defaults(func=cmd_check)
+
+    t = with_config(sub.add_parser("tools", help="list the registered tools with their input schemas"))
+    t.add_argument("--demo", action="store_true", help="include the demo tool")
+    t.set_defaults(func=cmd_tools)

@@ -1,0 +1,28 @@
+"""What every command shares: settings from `--config` and the tool registry."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from mongogate.config import Settings, load_settings
+
+if TYPE_CHECKING:
+    from mongogate.tools.registry import ToolRegistry
+
+
+def settings_from(args: argparse.Namespace, **overrides: Any) -> Settings:
+    return load_settings(getattr(args, "config", None), **overrides)
+
+
+def registry_for(settings: Settings, demo: bool) -> ToolRegistry:
+    from mongogate.tools.registry import ToolRegistry  # late: keeps `audit` and `token` quick
+
+    registry = ToolRegistry.from_settings(settings)
+    if demo:
+        from mongogate.demo import FIND_ORDERS, seed_demo
+
+        if "find_orders" not in {s.name for s in registry.query_specs}:
+            registry.add_query_tool(FIND_ORDERS)
+        registry.on_startup(seed_demo)
+    return registry

@@ -30,6 +30,7 @@ from mongogate.clock import ManualClock
 from mongogate.config import AuthSettings, Settings
 from mongogate.server.app import build_server
 from mongogate.server.auth import JwtVerifier
+from mongogate.server.challenge import Challenge
 from mongogate.server.http import BackgroundHttpServer
 from mongogate.server.jwks import Reason, Rejected, RemoteJwks
 
@@ -271,3 +272,14 @@ async def test_served_over_http_with_reasons(
         challenge = answer.headers["www-authenticate"]
         assert 'error="invalid_token", error_description="unknown signing key"' in challenge
         assert bad not in challenge and bad not in answer.text
+
+
+def test_metadata_url_keeps_a_public_path_prefix() -> None:
+    assert (
+        Challenge("https://gw.example/tools/mcp").metadata_url
+        == "https://gw.example/.well-known/oauth-protected-resource/tools/mcp"
+    )
+    assert (
+        Challenge("http://127.0.0.1:8000/mcp").metadata_url
+        == "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
+    )

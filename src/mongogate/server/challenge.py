@@ -17,6 +17,7 @@ import json
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
@@ -51,8 +52,10 @@ class Challenge:
 
     @property
     def metadata_url(self) -> str:
-        origin = self.resource.removesuffix("/mcp")
-        return origin + METADATA_PATH
+        """RFC 9728 §3.1: the well-known prefix goes between the origin and the resource's path
+        (``server.public_url`` with a path prefix keeps it after the prefix)."""
+        parts = urlsplit(self.resource)
+        return f"{parts.scheme}://{parts.netloc}/.well-known/oauth-protected-resource{parts.path}"
 
     def metadata(self) -> dict[str, Any]:
         doc: dict[str, Any] = {

@@ -196,19 +196,33 @@ class RemoteJwks:
     def _fresh(self, now: datetime) -> bool:
         return self._fetched_at is not None and (now - self._fetched_at).total_seconds() < self._cache_s
 
+    def _may_fetch(self, now: datetime) -> bool:
+        return self._tried_at is None or (now - self._tried_at).total_seconds() >= self._interval_s
+
+    def _answer(self, key: _Key | None) -> _Key:
+        if key is not None:
+            return key
+        if not self._keys:
+            raise Rejected(Reason.KEYS_UNAVAILABLE, f"no signing keys could be fetched from {self.url}")
+        raise Rejected(Reason.UNKNOWN_KEY, "unknown kid (not in the provider's current key set)")
+
     def cached(self, header: Mapping[str, Any]) -> _Key | None:
-        if not self._fresh(self._clock.now()):
-            return None
-        return _pick(self._keys, _kid(header))
+        """The key without I/O; None only when a fetch is due and allowed (then call ``fetch_for``).
+
+        A flood of unknown ``kid``s inside the interval is answered here, without a thread hop.
+        """
+        now = self._clock.now()
+        key = _pick(self._keys, _kid(header)) if self._keys else None
+        if (key is not None and self._fresh(now)) or not self._may_fetch(now):
+            return self._answer(key)
+        return None
 
     def fetch_for(self, header: Mapping[str, Any]) -> _Key:
         kid = _kid(header)
-        with self._lock:
+        with self._lock:  # concurrent misses: the first fetches, the others find its result
             now = self._clock.now()
             key = _pick(self._keys, kid) if self._keys else None
-            wanted = key is None or not self._fresh(now)
-            allowed = self._tried_at is None or (now - self._tried_at).total_seconds() >= self._interval_s
-            if wanted and allowed:
+            if (key is None or not self._fresh(now)) and self._may_fetch(now):
                 self._tried_at = now
                 self.fetches += 1
                 try:
@@ -219,11 +233,7 @@ class RemoteJwks:
                     # The last good set stays in use while the provider is down.
                     log.warning("%s; %s", e, "keeping the last key set" if self._keys else "no keys yet")
                 key = _pick(self._keys, kid) if self._keys else None
-        if key is not None:
-            return key
-        if not self._keys:
-            raise Rejected(Reason.KEYS_UNAVAILABLE, f"no signing keys could be fetched from {self.url}")
-        raise Rejected(Reason.UNKNOWN_KEY, "unknown kid (not in the provider's current key set)")
+        return self._answer(key)
 
     @property
     def algorithms(self) -> frozenset[str]:

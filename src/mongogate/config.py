@@ -110,6 +110,16 @@ class ApiKeyEntry(Section):
         return v
 
 
+def _https_or_loopback(url: str) -> bool:
+    """An https URL, or http to this machine (tests, a local identity provider)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return True
+    return parts.scheme == "http" and parts.hostname in ("127.0.0.1", "::1", "localhost")
+
+
 class AuthSettings(Section):
     mode: Literal["none", "jwt", "api_keys"] = "none"
     tenant: str | None = None
@@ -124,14 +134,35 @@ class AuthSettings(Section):
     jwt_secret: SecretStr | None = None
     jwt_public_key_file: Path | None = None
     jwks_file: Path | None = None
+    jwks_url: str | None = None
+    """An identity provider's JWKS endpoint (https; http only on loopback): keys fetched and cached."""
+    jwks_cache_s: int = Field(default=600, ge=1, le=86_400)
+    """Fetched keys are used this long before the set is fetched again (a removed key stops working)."""
+    jwks_refresh_interval_s: int = Field(default=60, ge=1, le=86_400)
+    """At most one JWKS fetch per this interval, however many unknown `kid`s arrive."""
+    advertise_issuer: bool = False
+    """auth.issuer is an OAuth authorization server: name it in the protected-resource metadata."""
     api_keys: list[ApiKeyEntry] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _mode_needs(self) -> AuthSettings:
         if self.mode == "jwt":
-            keys = [k for k in (self.jwt_secret, self.jwt_public_key_file, self.jwks_file) if k is not None]
-            if len(keys) != 1:
-                raise ValueError("mode 'jwt' needs exactly one of jwt_secret, jwt_public_key_file, jwks_file")
+            sources = (self.jwt_secret, self.jwt_public_key_file, self.jwks_file, self.jwks_url)
+            if len([k for k in sources if k is not None]) != 1:
+                raise ValueError(
+                    "mode 'jwt' needs exactly one of jwt_secret, jwt_public_key_file, jwks_file, jwks_url"
+                )
+        if self.jwks_url is not None and not _https_or_loopback(self.jwks_url):
+            raise ValueError(
+                "jwks_url must be an https:// URL (http:// only for 127.0.0.1, ::1 or localhost)"
+            )
+        if self.advertise_issuer and (
+            self.mode != "jwt" or self.issuer is None or not _https_or_loopback(self.issuer)
+        ):
+            raise ValueError(
+                "advertise_issuer needs mode 'jwt' and an issuer that is the authorization server's https:// "
+                "URL (its OAuth metadata is at <issuer>/.well-known/oauth-authorization-server)"
+            )
         if self.mode == "api_keys" and not self.api_keys:
             raise ValueError("mode 'api_keys' needs at least one [[auth.api_keys]] entry")
         return self

@@ -33,6 +33,7 @@ from pymongo.database import Database
 from mongogate.config import Settings
 from mongogate.server.app import build_server
 from mongogate.server.auth import hash_api_key
+from mongogate.server.jwks import Reason
 
 from .test_auth_tokens import forge, now
 
@@ -178,78 +179,119 @@ def _post(url: str, body: dict[str, Any], authorization: str | None) -> httpx2.R
         return client.post(url, content=json.dumps(body), headers=headers)
 
 
-def _assert_refused(server: Running, authorization: str | None) -> None:
+def _assert_refused(server: Running, authorization: str | None, reason: str | None) -> None:
+    """401 with the RFC 6750 challenge: plain without a bearer token, else invalid_token + reason class."""
     before = server.document_count()
     for body in (INITIALIZE, CREATE_SESSION):
         r = _post(server.url, body, authorization)
         assert r.status_code == 401, r.text
         challenge = r.headers["www-authenticate"]
-        assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
-        assert "resource_metadata=" in challenge
-        if authorization:
-            assert authorization.removeprefix("Bearer ") not in r.text
+        origin = server.url.removesuffix("/mcp")
+        link = f'resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
+        if reason is None:
+            assert challenge == f"Bearer {link}"
+        else:
+            assert challenge == f'Bearer error="invalid_token", error_description="{reason}", {link}'
+            assert r.json() == {"error": "invalid_token", "error_description": reason}
+        if reason is not None and authorization:
+            token = authorization.removeprefix("Bearer ")
+            assert token not in r.text and token not in challenge
     assert server.document_count() == before
 
 
 HS_REFUSED: list[Any] = [
-    pytest.param(lambda: None, id="no-token"),
-    pytest.param(lambda: "Basic dXNlcjpwYXNz", id="basic-auth"),
-    pytest.param(lambda: "Bearer", id="bearer-without-token"),
-    pytest.param(lambda: "Bearer not-a-jwt", id="malformed"),
+    pytest.param(lambda: None, None, id="no-token"),
+    pytest.param(lambda: "Basic dXNlcjpwYXNz", None, id="basic-auth"),
+    pytest.param(lambda: "Bearer", None, id="bearer-without-token"),
+    pytest.param(lambda: "Bearer not-a-jwt", Reason.MALFORMED, id="malformed"),
     pytest.param(
-        lambda: "Bearer " + jwt.encode(claims(), "x" * 40 + "wrong", algorithm="HS256"), id="bad-signature"
+        lambda: "Bearer " + jwt.encode(claims(), "x" * 40 + "wrong", algorithm="HS256"),
+        Reason.BAD_SIGNATURE,
+        id="bad-signature",
     ),
-    pytest.param(lambda: "Bearer " + hs(claims(exp=now() - 600)), id="expired"),
-    pytest.param(lambda: "Bearer " + hs(claims(nbf=now() + 600)), id="not-yet-valid"),
-    pytest.param(lambda: "Bearer " + hs(claims(iss="https://evil.example")), id="wrong-issuer"),
-    pytest.param(lambda: "Bearer " + hs(claims(aud="another-service")), id="wrong-audience"),
-    pytest.param(lambda: "Bearer " + forge({"alg": "none", "typ": "JWT"}, claims(), None), id="alg-none"),
-    pytest.param(lambda: "Bearer " + hs(claims(tenant_id=None)), id="no-tenant-claim"),
-    pytest.param(lambda: "Bearer " + hs(claims(tenant_id="")), id="empty-tenant-claim"),
-    pytest.param(lambda: "Bearer " + hs(claims(exp=str(now() + 300))), id="exp-as-string"),
-    pytest.param(lambda: "Bearer " + hs(claims(iat=str(now()))), id="iat-as-string"),
-    pytest.param(lambda: "Bearer " + hs(claims(exp=now() + 25 * 3600)), id="lifetime-over-24h"),
-    pytest.param(lambda: "Bearer " + hs(claims(tenant_id="acme\nglobex")), id="tenant-with-newline"),
+    pytest.param(lambda: "Bearer " + hs(claims(exp=now() - 600)), Reason.EXPIRED, id="expired"),
+    pytest.param(lambda: "Bearer " + hs(claims(nbf=now() + 600)), Reason.NOT_YET_VALID, id="not-yet-valid"),
+    pytest.param(
+        lambda: "Bearer " + hs(claims(iss="https://evil.example")), Reason.WRONG_ISSUER, id="wrong-issuer"
+    ),
+    pytest.param(
+        lambda: "Bearer " + hs(claims(aud="another-service")), Reason.WRONG_AUDIENCE, id="wrong-audience"
+    ),
+    pytest.param(
+        lambda: "Bearer " + forge({"alg": "none", "typ": "JWT"}, claims(), None),
+        Reason.ALGORITHM,
+        id="alg-none",
+    ),
+    pytest.param(lambda: "Bearer " + hs(claims(tenant_id=None)), Reason.CLAIMS, id="no-tenant-claim"),
+    pytest.param(lambda: "Bearer " + hs(claims(tenant_id="")), Reason.CLAIMS, id="empty-tenant-claim"),
+    pytest.param(lambda: "Bearer " + hs(claims(exp=str(now() + 300))), Reason.CLAIMS, id="exp-as-string"),
+    pytest.param(lambda: "Bearer " + hs(claims(iat=str(now()))), Reason.CLAIMS, id="iat-as-string"),
+    pytest.param(
+        lambda: "Bearer " + hs(claims(exp=now() + 25 * 3600)), Reason.LIFETIME, id="lifetime-over-24h"
+    ),
+    pytest.param(
+        lambda: "Bearer " + hs(claims(tenant_id="acme\nglobex")), Reason.CLAIMS, id="tenant-with-newline"
+    ),
 ]
 
 
-@pytest.mark.parametrize("authorization", HS_REFUSED)
-def test_hs_server_refuses(hs_server: Running, authorization: Callable[[], str | None]) -> None:
-    _assert_refused(hs_server, authorization())
+@pytest.mark.parametrize(("authorization", "reason"), HS_REFUSED)
+def test_hs_server_refuses(
+    hs_server: Running, authorization: Callable[[], str | None], reason: str | None
+) -> None:
+    _assert_refused(hs_server, authorization(), reason)
 
 
 def test_rs256_token_refused_by_hs_server(hs_server: Running, rsa_key: RSAPrivateKey) -> None:
-    _assert_refused(hs_server, "Bearer " + jwt.encode(claims(), rsa_key, algorithm="RS256"))
+    _assert_refused(hs_server, "Bearer " + jwt.encode(claims(), rsa_key, algorithm="RS256"), Reason.ALGORITHM)
 
 
 def test_hs256_signed_with_public_pem_refused_by_rs_server(rs_server: Running, rsa_pem: Path) -> None:
     forged = forge({"alg": "HS256", "typ": "JWT"}, claims(), rsa_pem.read_bytes())
-    _assert_refused(rs_server, "Bearer " + forged)
+    _assert_refused(rs_server, "Bearer " + forged, Reason.ALGORITHM)
 
 
 def test_unknown_api_key_refused(api_server: Running) -> None:
-    _assert_refused(api_server, "Bearer mg_http_unknown_0123456789abcdefghijklmnop")
-    _assert_refused(api_server, "Bearer " + hash_api_key(API_KEY_A))  # the digest is not the key
+    _assert_refused(api_server, "Bearer mg_http_unknown_0123456789abcdefghijklmnop", Reason.UNKNOWN_API_KEY)
+    # the digest is not the key
+    _assert_refused(api_server, "Bearer " + hash_api_key(API_KEY_A), Reason.UNKNOWN_API_KEY)
 
 
-def test_protected_resource_metadata_served(hs_server: Running) -> None:
-    r = _post(hs_server.url, INITIALIZE, None)
+def _metadata(server: Running) -> dict[str, Any]:
+    r = _post(server.url, INITIALIZE, None)
     link = r.headers["www-authenticate"].split('resource_metadata="', 1)[1].split('"', 1)[0]
     with httpx2.Client(timeout=10) as client:
         meta = client.get(link)
     assert meta.status_code == 200
     doc = meta.json()
-    assert doc["resource"].startswith(hs_server.url.removesuffix("/mcp"))
-    assert [a.rstrip("/") for a in doc["authorization_servers"]] == [ISS]
+    assert isinstance(doc, dict)
+    assert doc["resource"] == server.url
+    return doc
 
 
-def test_metadata_names_the_issuer_exactly(hs_server: Running) -> None:
+def test_metadata_names_no_authorization_server_by_default(hs_server: Running) -> None:
+    """An `iss` is not an OAuth server: advertising it (or ourselves) sent clients into a dead login."""
+    assert "authorization_servers" not in _metadata(hs_server)
+
+
+def test_metadata_names_the_issuer_exactly_when_advertised(
+    serve: Callable[[dict[str, Any]], Running],
+) -> None:
     """RFC 8414 §3.3 / RFC 9207: issuers compare as exact strings, so no slash may be added."""
-    r = _post(hs_server.url, INITIALIZE, None)
-    link = r.headers["www-authenticate"].split('resource_metadata="', 1)[1].split('"', 1)[0]
-    with httpx2.Client(timeout=10) as client:
-        doc = client.get(link).json()
-    assert doc["authorization_servers"] == [ISS]
+    server = serve(
+        {"mode": "jwt", "jwt_secret": SECRET, "issuer": ISS, "audience": AUD, "advertise_issuer": True}
+    )
+    assert _metadata(server)["authorization_servers"] == [ISS]
+
+
+def test_advertise_issuer_needs_an_issuer_url() -> None:
+    for auth in (
+        {"mode": "jwt", "jwt_secret": SECRET, "advertise_issuer": True},
+        {"mode": "jwt", "jwt_secret": SECRET, "issuer": "my-service", "advertise_issuer": True},
+        {"mode": "jwt", "jwt_secret": SECRET, "issuer": "http://idp.example", "advertise_issuer": True},
+    ):
+        with pytest.raises(ValueError, match="advertise_issuer"):
+            Settings.model_validate({"auth": auth})
 
 
 def test_valid_tokens_initialize(hs_server: Running, rs_server: Running, rsa_key: RSAPrivateKey) -> None:

@@ -23,6 +23,7 @@ from mongogate.policy.audit import AuditLog
 from mongogate.principal import Principal
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
+from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -82,18 +83,19 @@ def build_server(
     sdk_auth = None
     stdio_principal: Principal | None = None
     scopes = sorted({s for spec in registry.query_specs for s in spec.required_scopes})
+    challenge: Challenge | None = None
     if transport == "http" and settings.auth.mode != "none":
         verifier = build_token_verifier(settings.auth)
         url = public_url(settings)
-        issuer = settings.auth.issuer or ""
-        # The protected-resource metadata names an authorization server by URL; a JWT `iss`
-        # need not be one, so fall back to our own URL.
-        issuer_url = issuer if issuer.startswith(("https://", "http://")) else url
-        # Our verifier checks `aud` itself (auth.audience), so the SDK need not match the resource.
-        # Plain strings: the SDK model keeps an empty path, and issuers compare as exact strings.
+        # The SDK's own metadata would name issuer_url as an authorization server whatever it is:
+        # without resource_server_url it serves none, and server/challenge.py serves the truth.
         sdk_auth = SdkAuthSettings.model_validate(
-            {"issuer_url": issuer_url, "resource_server_url": url + "/mcp", "validate_token_resource": False}
+            {"issuer_url": url, "resource_server_url": None, "validate_token_resource": False}
         )
+        advertised = (
+            (settings.auth.issuer,) if settings.auth.advertise_issuer and settings.auth.issuer else ()
+        )
+        challenge = Challenge(url + "/mcp", authorization_servers=advertised, scopes=tuple(scopes))
     elif transport == "http" and not insecure_no_auth:
         raise ConfigError(
             "refusing to serve HTTP without authentication: set auth.mode to 'jwt' or 'api_keys', or pass "
@@ -137,7 +139,7 @@ def build_server(
             await db.close()
 
     query_tools = frozenset(spec.name for spec in registry.query_specs)
-    return MCPServer(
+    server = ChallengingServer(
         "mongogate",
         middleware=[QueryCallAudit(query_tools)],  # also gives every tools/call its request id
         version=__version__,
@@ -148,3 +150,6 @@ def build_server(
         auth=sdk_auth,
         log_level=settings.server.log_level,
     )
+    if challenge is not None:
+        server.install_challenge(challenge)
+    return server

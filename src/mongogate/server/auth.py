@@ -9,21 +9,29 @@ token never is.
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import anyio
 import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
-from mongogate.config import ApiKeyEntry, AuthSettings
+from mongogate.config import AuthSettings
 from mongogate.errors import AuthError, ConfigError
 from mongogate.principal import Principal
+from mongogate.server.apikeys import (
+    MAX_TOKEN_CHARS,
+    ApiKeyVerifier,
+    api_key_access_token,
+    hash_api_key,
+    session_owner,
+)
+from mongogate.server.challenge import note_rejection
+from mongogate.server.jwks import KeySource, Reason, Rejected, RemoteJwks, StaticKeys, reason_of
 from mongogate.server.keys import (
     MIN_HS256_SECRET_BYTES,
     MIN_RSA_BITS,
@@ -58,13 +66,6 @@ logger = logging.getLogger(__name__)
 API_KEY_ENV = "MONGOGATE_API_KEY"
 #: Environment variable holding the JWT of a stdio server in ``jwt`` mode.
 TOKEN_ENV = "MONGOGATE_TOKEN"
-#: Bearer tokens longer than this are refused before any parsing (cheap DoS guard).
-MAX_TOKEN_CHARS = 16 * 1024
-
-
-def hash_api_key(key: str) -> str:
-    """The hex SHA-256 digest stored in ``[[auth.api_keys]] sha256`` (the key itself is never stored)."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def _valid_tenant(value: object) -> str | None:
@@ -82,43 +83,7 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
-def session_owner(kind: str, tenant: str, subject: str) -> str:
-    """The identity the SDK compares to bind an MCP session to its caller (as ``client_id``).
-
-    Tenant and subject are both in it, JSON-encoded so that no choice of names can make two
-    different pairs read the same: another tenant's token with the same ``sub`` is another owner.
-    """
-    return json.dumps([kind, tenant, subject], ensure_ascii=True, separators=(",", ":"))
-
-
 # --------------------------------------------------------------------------- JWT
-
-
-class _Rejected(Exception):
-    """A token was refused; the message is ours (never token content) and safe to log or show."""
-
-
-def _reason(exc: jwt.PyJWTError) -> str:
-    """A fixed description of a PyJWT failure: its messages can quote attacker-controlled input."""
-    if isinstance(exc, jwt.ExpiredSignatureError):
-        return "token has expired (exp)"
-    if isinstance(exc, jwt.ImmatureSignatureError):
-        return "token is not yet valid (nbf/iat in the future)"
-    if isinstance(exc, jwt.InvalidAudienceError):
-        return "wrong audience (aud)"
-    if isinstance(exc, jwt.InvalidIssuerError):
-        return "wrong issuer (iss)"
-    if isinstance(exc, jwt.MissingRequiredClaimError):
-        return f"missing required claim {exc.claim!r}"
-    if isinstance(exc, jwt.InvalidAlgorithmError):
-        return "algorithm not allowed"
-    if isinstance(exc, jwt.InvalidSignatureError):
-        return "bad signature"
-    if isinstance(exc, jwt.InvalidKeyError):
-        return "key unusable for this token"
-    if isinstance(exc, jwt.DecodeError):
-        return "malformed token"
-    return f"invalid token ({type(exc).__name__})"
 
 
 def _scopes(payload: Mapping[str, Any]) -> list[str]:
@@ -131,7 +96,7 @@ def _scopes(payload: Mapping[str, Any]) -> list[str]:
             return value.split()
         if isinstance(value, list) and all(isinstance(s, str) for s in value):
             return [s for s in value if s]
-        raise _Rejected(f"claim {name!r} must be a string or a list of strings")
+        raise Rejected(Reason.CLAIMS, f"claim {name!r} must be a string or a list of strings")
     return []
 
 
@@ -143,20 +108,31 @@ class JwtVerifier(TokenVerifier):
     """
 
     def __init__(self, auth: AuthSettings, *, clock: Clock = SYSTEM_CLOCK) -> None:
-        sources = [s for s in (auth.jwt_secret, auth.jwt_public_key_file, auth.jwks_file) if s is not None]
+        sources = [
+            s
+            for s in (auth.jwt_secret, auth.jwt_public_key_file, auth.jwks_file, auth.jwks_url)
+            if s is not None
+        ]
         if len(sources) != 1:
             raise ConfigError(
                 "auth.mode 'jwt' needs exactly one of auth.jwt_secret (HS256), auth.jwt_public_key_file "
-                "(RS256/ES256 PEM) or auth.jwks_file"
+                "(RS256/ES256 PEM), auth.jwks_file or auth.jwks_url"
             )
-        self._key: _Key | None = None
-        self._jwks: dict[str | None, _Key] | None = None
+        self._keys: KeySource
         if auth.jwt_secret is not None:
-            self._key = _Key("HS256", hs256_secret_bytes(auth))
+            self._keys = StaticKeys({None: _Key("HS256", hs256_secret_bytes(auth))})
         elif auth.jwt_public_key_file is not None:
-            self._key = _load_pem_public_key(auth.jwt_public_key_file)
+            self._keys = StaticKeys({None: _load_pem_public_key(auth.jwt_public_key_file)})
         elif auth.jwks_file is not None:
-            self._jwks = _load_jwks(auth.jwks_file)
+            self._keys = StaticKeys(_load_jwks(auth.jwks_file))
+        else:
+            assert auth.jwks_url is not None
+            self._keys = RemoteJwks(
+                auth.jwks_url,
+                cache_s=auth.jwks_cache_s,
+                refresh_interval_s=auth.jwks_refresh_interval_s,
+                clock=clock,
+            )
         self._tenant_claim = auth.tenant_claim
         self._issuer = auth.issuer
         self._audience = auth.audience
@@ -171,42 +147,40 @@ class JwtVerifier(TokenVerifier):
 
     @property
     def algorithms(self) -> frozenset[str]:
-        """The algorithms this verifier accepts (one per configured key)."""
-        if self._jwks is not None:
-            return frozenset(k.alg for k in self._jwks.values())
-        assert self._key is not None
-        return frozenset({self._key.alg})
+        """The algorithms this verifier accepts (one per known key)."""
+        return self._keys.algorithms
 
-    def _select_key(self, header: Mapping[str, Any]) -> _Key:
-        if self._jwks is None:
-            assert self._key is not None
-            return self._key
-        kid = header.get("kid")
-        if kid is not None and not isinstance(kid, str):
-            raise _Rejected("malformed token (kid is not a string)")
-        if len(self._jwks) == 1 and None in self._jwks:
-            return self._jwks[None]
-        if kid is None:
-            if len(self._jwks) == 1:
-                return next(iter(self._jwks.values()))
-            raise _Rejected("token has no kid and the JWKS holds several keys")
-        key = self._jwks.get(kid)
-        if key is None:
-            raise _Rejected("unknown kid")
-        return key
+    @property
+    def keys(self) -> KeySource:
+        """Where the keys come from (a ``RemoteJwks`` counts its fetches)."""
+        return self._keys
+
+    @staticmethod
+    def _header(token: str) -> dict[str, Any]:
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            raise Rejected(Reason.MALFORMED, "malformed token (empty or too long)")
+        try:
+            return jwt.get_unverified_header(token)
+        except jwt.PyJWTError as e:
+            raise reason_of(e) from None
 
     def check(self, token: str) -> AccessToken:
-        """Verify ``token`` or raise ``_Rejected`` with a safe reason (shared by HTTP and stdio)."""
-        if not token or len(token) > MAX_TOKEN_CHARS:
-            raise _Rejected("malformed token (empty or too long)")
-        try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as e:
-            raise _Rejected(_reason(e)) from None
-        key = self._select_key(header)
+        """Verify ``token`` or raise ``Rejected`` with a safe reason (stdio; may fetch keys, blocking)."""
+        header = self._header(token)
+        return self._decode(token, header, self._keys.cached(header) or self._keys.fetch_for(header))
+
+    async def acheck(self, token: str) -> AccessToken:
+        """``check`` for the event loop: a key fetch runs on a worker thread."""
+        header = self._header(token)
+        key = self._keys.cached(header)
+        if key is None:
+            key = await anyio.to_thread.run_sync(self._keys.fetch_for, header)
+        return self._decode(token, header, key)
+
+    def _decode(self, token: str, header: Mapping[str, Any], key: _Key) -> AccessToken:
         if header.get("alg") != key.alg:
             # PyJWT would refuse too; checking first gives a clear reason and never touches the key.
-            raise _Rejected(f"algorithm not allowed (this server accepts only {key.alg})")
+            raise Rejected(Reason.ALGORITHM, f"algorithm not allowed (this key verifies only {key.alg})")
         try:
             payload = jwt.decode(
                 token,
@@ -218,12 +192,13 @@ class JwtVerifier(TokenVerifier):
                 leeway=self._leeway,
             )
         except jwt.PyJWTError as e:
-            raise _Rejected(_reason(e)) from None
+            raise reason_of(e) from None
         exp = self._check_times(payload)
         tenant = _valid_tenant(payload.get(self._tenant_claim))
         if tenant is None:
-            raise _Rejected(
-                f"claim {self._tenant_claim!r} must be a non-empty string without control characters"
+            raise Rejected(
+                Reason.CLAIMS,
+                f"claim {self._tenant_claim!r} must be a non-empty string without control characters",
             )
         sub = payload.get("sub")  # PyJWT has checked it is a string when present
         # Without `sub` the caller is this token alone: a digest prefix names it without revealing it.
@@ -247,90 +222,51 @@ class JwtVerifier(TokenVerifier):
             if value is None and claim != "exp":
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise _Rejected(f"claim {claim!r} must be a number (seconds since the epoch)")
+                raise Rejected(Reason.CLAIMS, f"claim {claim!r} must be a number (seconds since the epoch)")
         exp = int(payload["exp"])
         left = exp - self._clock.now().timestamp()
         if left > self._max_lifetime:
-            raise _Rejected(
+            raise Rejected(
+                Reason.LIFETIME,
                 f"token lifetime too long: it expires in {int(left)} s, more than "
-                f"auth.max_token_lifetime_s ({self._max_lifetime} s); ask the issuer for a shorter-lived one"
+                f"auth.max_token_lifetime_s ({self._max_lifetime} s); ask the issuer for a shorter-lived one",
             )
         return exp
 
     def verify(self, token: str) -> AccessToken | None:
-        """Synchronous form of ``verify_token`` (for the stdio token)."""
+        """Synchronous form of ``verify_token``."""
         try:
             return self.check(token)
-        except _Rejected as e:
-            logger.info("bearer token rejected: %s", e)
-            return None
-        except Exception as e:  # a parser surprise must deny (401), never answer 500
-            logger.warning("bearer token rejected: unexpected %s while verifying it", type(e).__name__)
+        except Exception as e:
+            _refused(e)
             return None
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        """TokenVerifier protocol: None makes the SDK answer 401 with WWW-Authenticate."""
-        return self.verify(token)
-
-
-# --------------------------------------------------------------------------- API keys
-
-
-class ApiKeyVerifier(TokenVerifier):
-    """Maps API keys, by SHA-256 digest, to a tenant, subject and scopes; keys are never held in clear."""
-
-    def __init__(self, entries: Sequence[ApiKeyEntry]) -> None:
-        if not entries:
-            raise ConfigError("auth.mode 'api_keys' needs at least one [[auth.api_keys]] entry")
-        self._entries = tuple(entries)
-
-    def lookup(self, key: str) -> ApiKeyEntry | None:
-        """The entry whose digest matches ``key``; every entry is compared, in constant time each."""
-        if not key or len(key) > MAX_TOKEN_CHARS:
+        """TokenVerifier protocol: None makes the SDK answer 401; the reason goes to the challenge."""
+        try:
+            return await self.acheck(token)
+        except Exception as e:
+            _refused(e)
             return None
-        digest = hash_api_key(key)
-        found: ApiKeyEntry | None = None
-        for entry in self._entries:
-            if hmac.compare_digest(digest, entry.sha256) and found is None:
-                found = entry
-        return found
-
-    def verify(self, key: str) -> AccessToken | None:
-        """Synchronous form of ``verify_token``."""
-        entry = self.lookup(key)
-        if entry is None:
-            logger.info("API key rejected: no [[auth.api_keys]] entry matches its digest")
-            return None
-        return _api_key_access_token(key, entry)
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """TokenVerifier protocol: None makes the SDK answer 401 with WWW-Authenticate."""
-        return self.verify(token)
 
 
-def _api_key_subject(entry: ApiKeyEntry) -> str:
-    # A digest prefix identifies the key in audit logs without revealing it.
-    return entry.subject or f"apikey:{entry.sha256[:12]}"
+def _refused(e: Exception) -> None:
+    """Log why a token was refused and tell the HTTP challenge the reason class."""
+    if isinstance(e, Rejected):
+        logger.info("bearer token rejected: %s", e)
+        note_rejection(e.kind)
+    else:  # a parser surprise must deny (401), never answer 500
+        logger.warning("bearer token rejected: unexpected %s while verifying it", type(e).__name__)
+        note_rejection(Reason.MALFORMED)
 
 
-def _api_key_access_token(key: str, entry: ApiKeyEntry) -> AccessToken:
-    subject = _api_key_subject(entry)
-    return AccessToken(
-        token=key,
-        client_id=session_owner("api_key", entry.tenant, subject),
-        scopes=list(entry.scopes),
-        expires_at=None,
-        subject=subject,
-        claims={"tenant": entry.tenant, "iss": None},
-    )
-
-
-def build_token_verifier(auth: AuthSettings) -> TokenVerifier | None:
-    """The verifier for ``auth.mode`` (None for "none"); key files are read and checked now, at startup."""
+def build_token_verifier(auth: AuthSettings, *, clock: Clock = SYSTEM_CLOCK) -> TokenVerifier | None:
+    """The verifier for ``auth.mode`` (None for "none"); key files are read and checked now, at startup
+    (a JWKS URL is fetched at the first token)."""
     if auth.mode == "none":
         return None
     if auth.mode == "jwt":
-        return JwtVerifier(auth)
+        return JwtVerifier(auth, clock=clock)
     if auth.mode == "api_keys":
         return ApiKeyVerifier(auth.api_keys)
     raise ConfigError(f"auth.mode {auth.mode!r} is not one of 'none', 'jwt', 'api_keys'")
@@ -382,7 +318,7 @@ def principal_for_stdio(
                 f'{hash_api_key(key)[:8]}); add sha256 = "<digest>" for it, computed with '
                 "python -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())' KEY"
             )
-        return principal_from_access_token(_api_key_access_token(key, entry))
+        return principal_from_access_token(api_key_access_token(key, entry))
     if auth.mode == "jwt":
         token = environ.get(TOKEN_ENV, "").strip()
         if not token:
@@ -393,7 +329,7 @@ def principal_for_stdio(
             )
         try:
             access = JwtVerifier(auth).check(token)
-        except _Rejected as e:
+        except Rejected as e:
             raise ConfigError(f"{TOKEN_ENV} was rejected: {e}") from None
         return principal_from_access_token(access)
     raise ConfigError(f"auth.mode {auth.mode!r} is not one of 'none', 'jwt', 'api_keys'")

@@ -137,6 +137,19 @@ def _jwk_alg(jwk: Mapping[str, Any], where: str) -> str:
     raise ConfigError(f"{where}: unsupported kty {kty!r}; expected 'RSA' or 'EC'")
 
 
+def _jwk_key(jwk: Mapping[str, Any], here: str) -> _Key:
+    alg = _jwk_alg(jwk, here)
+    try:
+        public = jwt.PyJWK(dict(jwk), algorithm=alg).key
+    except (jwt.PyJWTError, ValueError, KeyError, TypeError) as e:
+        # PyJWT's messages echo the whole JWK; say only what is wrong.
+        raise ConfigError(f"{here}: not a valid {jwk.get('kty')} public key ({type(e).__name__})") from e
+    key = _key_from_public_key(public, here)
+    if key.alg.startswith("ES") and key.alg != alg:
+        raise ConfigError(f"{here}: alg {alg} does not match the key's curve ({key.alg})")
+    return _Key(alg, public)
+
+
 def _load_jwks(path: Path) -> dict[str | None, _Key]:
     """Read a JWKS file into ``kid -> key``; signature keys only, public parts only."""
     where = f"auth.jwks_file {path}"
@@ -150,6 +163,15 @@ def _load_jwks(path: Path) -> dict[str | None, _Key]:
         raise ConfigError(
             f'{where}: not valid JSON ({e.msg} at line {e.lineno}); expected {{"keys": [...]}}'
         ) from e
+    return parse_jwks(doc, where)
+
+
+def parse_jwks(doc: object, where: str, *, skip_unusable: bool = False) -> dict[str | None, _Key]:
+    """A JSON Web Key Set into ``kid -> key``; signature keys only, public parts only.
+
+    ``skip_unusable`` (a provider's JWKS URL) drops keys of a type we do not verify with (an
+    Ed25519 key beside the RSA ones) instead of refusing the whole set; a file is ours to fix.
+    """
     entries = doc.get("keys") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise ConfigError(f'{where}: expected a JSON object {{"keys": [...]}} (a JSON Web Key Set)')
@@ -165,20 +187,17 @@ def _load_jwks(path: Path) -> dict[str | None, _Key]:
         kid = jwk.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise ConfigError(f"{here}: 'kid' must be a string")
-        alg = _jwk_alg(jwk, here)
         try:
-            public = jwt.PyJWK(jwk, algorithm=alg).key
-        except (jwt.PyJWTError, ValueError, KeyError, TypeError) as e:
-            # PyJWT's messages echo the whole JWK; say only what is wrong.
-            raise ConfigError(f"{here}: not a valid {jwk.get('kty')} public key ({type(e).__name__})") from e
-        key = _key_from_public_key(public, here)
-        if key.alg.startswith("ES") and key.alg != alg:
-            raise ConfigError(f"{here}: alg {alg} does not match the key's curve ({key.alg})")
+            key = _jwk_key(jwk, here)
+        except ConfigError:
+            if skip_unusable:
+                continue
+            raise
         if kid in keys or (keys and (kid is None or None in keys)):
             if kid is not None and kid in keys:
                 raise ConfigError(f"{here}: duplicate kid {kid!r}")
             raise ConfigError(f"{where}: with several keys every key needs a 'kid' so tokens can name theirs")
-        keys[kid] = _Key(alg, public)
+        keys[kid] = key
     if not keys:
         raise ConfigError(f"{where}: no signature keys (expected at least one RSA or EC key with use 'sig')")
     return keys

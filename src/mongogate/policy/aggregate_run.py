@@ -146,7 +146,8 @@ async def run_pipeline(
     raw = await _aggregate(collection, spec, q.pipeline)
     more = len(raw) > q.limit
     if not more and q.probe is not None:
-        more = bool(await _aggregate(collection, spec, q.probe))
+        # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
+        more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe))
     docs = [render_output(doc, q.output) for doc in raw[: q.limit]]
     docs, cut = cap_documents(docs, limits.max_response_bytes)
     return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)

@@ -57,6 +57,11 @@ ORDER_STATS = QueryToolSpec(
 DEMO_SPECS = (FIND_ORDERS, ORDER_STATS)
 
 
+def seeded_index(spec: QueryToolSpec) -> bool:
+    """True when the demo's seeding creates the index ``spec`` declares."""
+    return spec.collection == "orders" and spec.index is not None and list(spec.index) == ORDERS_INDEX
+
+
 def demo_orders() -> list[dict[str, Any]]:
     """Deterministic orders: 12 per tenant, so the demo looks the same on every machine."""
     base = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

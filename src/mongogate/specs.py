@@ -139,7 +139,12 @@ class QueryToolSpec(BaseModel):
         if self.kind == "aggregate":
             _check_aggregate(self)
         else:
-            given = sorted(_AGGREGATE_KEYS & self.model_fields_set)
+            defaults = QueryToolSpec.model_fields
+            given = sorted(
+                k
+                for k in _AGGREGATE_KEYS & self.model_fields_set
+                if getattr(self, k) != defaults[k].get_default(call_default_factory=True)
+            )
             if given:
                 raise ValueError(f'{given} apply to kind = "aggregate" tools only')
         return self

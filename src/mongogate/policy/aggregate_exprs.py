@@ -8,6 +8,7 @@ Nothing else is an expression here; every refusal is a PipelineViolation with a 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -81,8 +82,14 @@ def reject(reason: str, path: str, message: str, allowed: str | None) -> NoRetur
     raise PipelineViolation(reason, path, message, allowed)
 
 
-def stage_path(path: str, key: object) -> str:
+@lru_cache(maxsize=4096)
+def _cached_path(path: str, key: str) -> str:
     return key_path(path, key)
+
+
+def stage_path(path: str, key: object) -> str:
+    """``path.key`` as the filter walk renders it; built for every key, so cached."""
+    return _cached_path(path, key) if isinstance(key, str) and len(key) <= 64 else key_path(path, key)
 
 
 @dataclass(frozen=True)
@@ -198,7 +205,7 @@ def field_ref(value: object, shape: Shape, spec: QueryToolSpec, path: str, *, ne
 
 def check_name(name: object, spec: QueryToolSpec, path: str, *, key: bool = True) -> str:
     """An output field name (a $group output, a $count name); returns the path that names it."""
-    where = key_path(path, name) if key else path
+    where = stage_path(path, name) if key else path
     if (
         not isinstance(name, str)
         or not name

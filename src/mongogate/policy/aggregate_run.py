@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from mongogate.config import PolicySettings
 
 ARGUMENTS = ("pipeline", "limit")
+#: stages that neither add nor drop documents
+_KEEP_COUNT = frozenset({"$sort", "$project"})
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class PreparedPipeline:
     probe: list[dict[str, Any]] | None
     output: list[str]
     limit: int
+    #: the pipeline makes groups (so ``max_groups`` applies)
+    grouped: bool = False
 
 
 def tenant_match(spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
@@ -60,16 +64,19 @@ def scoped_pipeline(
     head = tenant_match(spec, tenant)
     body: list[dict[str, Any]] = []
     probe: list[dict[str, Any]] | None = None
+    first = checked.first_group
+    # Only $sort/$project after the first group: the answer itself counts the groups, no probe.
+    counted = first is not None and all(next(iter(s)) in _KEEP_COUNT for s in checked.stages[first + 1 :])
     for i, stage in enumerate(checked.stages):
         body.append(stage)
         if next(iter(stage)) in GROUP_STAGES:
-            if i == checked.first_group:
+            if i == first and not counted:
                 over: list[dict[str, Any]] = [{"$skip": spec.max_groups}, {"$limit": 1}, {"$count": "over"}]
                 probe = [head, *body]
                 probe.extend(over)
             body.append({"$limit": spec.max_groups + 1})
     tail: list[dict[str, Any]] = [{"$project": output_projection(checked.output)}, {"$limit": limit + 1}]
-    return PreparedPipeline([head, *body, *tail], probe, checked.output, limit)
+    return PreparedPipeline([head, *body, *tail], probe, checked.output, limit, first is not None)
 
 
 def prepare_pipeline(
@@ -144,7 +151,7 @@ async def run_pipeline(
     More than ``max_groups`` groups is not an error: the answer is ``truncated``."""
     q = prepare_pipeline(spec, args, tenant, limits)
     raw = await _aggregate(collection, spec, q.pipeline)
-    more = len(raw) > q.limit
+    more = len(raw) > q.limit or (q.grouped and len(raw) > spec.max_groups)
     if not more and q.probe is not None:
         # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
         more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe))

@@ -139,7 +139,11 @@ async def _bench_db(uri: str, docs: int, queries: int) -> list[dict[str, Any]]:
         for name, pipeline in (("typical", TYPICAL), ("large", LARGE)):
             args = {"pipeline": pipeline, "limit": 50}
             q = prepare_pipeline(SPEC, args, "t3", LIMITS)
-            options = {"maxTimeMS": SPEC.max_time_ms, "allowDiskUse": False, "hint": hint_of(SPEC)}
+            options: dict[str, Any] = {
+                "maxTimeMS": SPEC.max_time_ms,
+                "allowDiskUse": False,
+                "hint": hint_of(SPEC),
+            }
 
             async def direct(q: Any = q, options: dict[str, Any] = options) -> int:
                 cursor = await coll.aggregate(q.pipeline, **options)

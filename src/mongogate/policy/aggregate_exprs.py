@@ -8,8 +8,8 @@ Nothing else is an expression here; every refusal is a PipelineViolation with a 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from mongogate.errors import PolicyViolation

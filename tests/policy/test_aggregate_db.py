@@ -237,6 +237,7 @@ LEGIT: list[tuple[str, list[Doc], bool]] = [
         ],
         True,
     ),
+    ("docs-drop-id", [{"$project": {"_id": 0, "total": 1, "status": 1}}, {"$sort": {"total": 1}}], True),
     ("docs-no-group", [{"$match": {"status": "paid"}}, {"$sort": {"total": -1}}, {"$limit": 2}], True),
     (
         "docs-projected",

@@ -337,6 +337,8 @@ HOSTILE: list[tuple[str, Any, str, str]] = [
         "too_many_nodes",
         "pipeline[0].$group._id.k198",
     ),
+    ("sortByCount-literal", [{"$sortByCount": "status"}], "invalid_operand", "pipeline[0].$sortByCount"),
+    ("project-id", [{"$project": {"_id": 1}}], "field_not_allowed", "pipeline[0].$project._id"),
     ("limit-zero", [{"$limit": 0}], "invalid_operand", "pipeline[0].$limit"),
     ("skip-negative", [{"$skip": -1}], "invalid_operand", "pipeline[0].$skip"),
 ]

@@ -180,7 +180,7 @@ class _PipelineWalk:
         if not isinstance(body, str | dict):
             reject("invalid_operand", path, '$sortByCount takes a field path such as "$status"', None)
         key, key_fields = check_group_key(body, self.shape, self.spec, self.limits, path)
-        if not isinstance(key, str | dict):
+        if not (isinstance(key, dict) or (isinstance(key, str) and key.startswith("$"))):
             reject("invalid_operand", path, '$sortByCount takes a field path such as "$status"', None)
         self.shape = Shape({**key_fields, "count": Field("int", group=True, measure=True)}, grouped=True)
         return key
@@ -246,7 +246,8 @@ class _PipelineWalk:
         for key, flag in body.items():
             kpath = stage_path(path, key)
             if isinstance(flag, bool) or flag in (0, 1):
-                field_key(key, self.shape, self.spec, kpath)
+                if not (key == "_id" and not flag):  # dropping _id is always fine, even if absent
+                    field_key(key, self.shape, self.spec, kpath)
                 out[key] = int(flag)
                 continue
             reject(

@@ -38,6 +38,7 @@ lint: setup
 bench: setup
 	$(PY) benchmarks/memory.py
 	$(PY) benchmarks/policy.py
+	$(PY) benchmarks/aggregate.py
 	$(PY) benchmarks/query_overhead.py
 	$(PY) benchmarks/scheduler.py
 	$(PY) benchmarks/hostile.py

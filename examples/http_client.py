@@ -1,4 +1,4 @@
-"""Run one turn and two queries against a mongogate server over Streamable HTTP.
+"""Run one turn, two queries and an aggregation against a mongogate server over Streamable HTTP.
 
 export MONGOGATE_TOKEN=...        # printed by `make run`, or: mongogate token --tenant acme
 python examples/http_client.py --url http://127.0.0.1:8000/mcp
@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -47,6 +48,21 @@ async def main(url: str, token: str) -> int:
             print("a rejected filter:", bad.content[0].text)  # type: ignore[union-attr]
         else:
             reply = "No query tool is registered on this server."
+        if "order_stats" in names:
+            year = f"{datetime.now(UTC).year}-01-01T00:00:00Z"
+            stats = await call(
+                "order_stats",
+                pipeline=[
+                    {"$match": {"createdAt": {"$gte": year}}},
+                    {"$group": {"_id": "$status", "orders": {"$count": {}}, "total": {"$sum": "$total"}}},
+                    {"$sort": {"total": -1}},
+                ],
+            )
+            print("orders and total per status this year:", json.dumps(stats["documents"]))
+            bad = await client.call_tool(
+                "order_stats", {"pipeline": [{"$lookup": {"from": "users", "as": "u"}}]}
+            )
+            print("a rejected pipeline:", bad.content[0].text)  # type: ignore[union-attr]
         end = await call(
             "end_turn", session_id=session, turn_id=turn, lease_id=start["lease_id"], reply=reply
         )

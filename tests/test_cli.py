@@ -111,6 +111,7 @@ def test_serve_http_demo_runs_the_example_client(env: dict[str, str]) -> None:
         assert client.returncode == 0, client.stderr + client.stdout
         assert "find_orders status=paid" in client.stdout and "AC-10" in client.stdout
         assert "operator_not_allowed" in client.stdout
+        assert "orders and total per status this year" in client.stdout and "stage_forbidden" in client.stdout
         assert "returns the stored answer: True" in client.stdout
     finally:
         proc.terminate()

@@ -186,6 +186,8 @@ class PolicySettings(Section):
     max_in: int = Field(default=100, ge=1)
     max_string: int = Field(default=512, ge=1)
     max_response_bytes: int = Field(default=256 * 1024, ge=1024)
+    #: `count: true` on a find tool counts at most this many matches (`matched_capped` beyond)
+    max_count: int = Field(default=10_000, ge=1, le=10_000_000)
 
     @field_validator("allowed_operators")
     @classmethod

@@ -8,7 +8,7 @@ ConfigErrors naming the spec, the key and what is expected.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,6 +22,26 @@ SUPPORTED_OPERATORS: frozenset[str] = frozenset(
     {"$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$exists", "$and", "$or", "$nor"}
 )
 DEFAULT_OPERATORS: tuple[str, ...] = ("$eq", "$ne", "$in", "$gt", "$gte", "$lt", "$lte", "$and", "$or")
+
+#: pipeline stages the aggregation walk knows how to check; nothing else can ever be allowed
+SUPPORTED_STAGES: tuple[str, ...] = (
+    "$match",
+    "$group",
+    "$sort",
+    "$limit",
+    "$skip",
+    "$project",
+    "$count",
+    "$sortByCount",
+    "$unwind",
+)
+#: accumulators the aggregation walk knows how to check (and the default allowlist)
+SUPPORTED_ACCUMULATORS: tuple[str, ...] = ("$sum", "$avg", "$min", "$max", "$count", "$first", "$last")
+#: field types an accumulator may read by default
+MEASURE_TYPES = frozenset({"number", "int", "date"})
+_AGGREGATE_KEYS = frozenset(
+    {"group_fields", "measure_fields", "accumulators", "stages", "array_fields", "max_stages", "max_groups"}
+)
 
 MEMORY_TOOL_NAMES = frozenset(
     {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
@@ -58,6 +78,19 @@ class QueryToolSpec(BaseModel):
     max_limit: int = Field(default=50, ge=1, le=10_000)
     max_time_ms: int = Field(default=2000, ge=1, le=600_000)
     required_scopes: list[str] = Field(default_factory=list)
+    #: "find" (the default) or "aggregate" (a pipeline tool: see policy/aggregate_walk.py)
+    kind: Literal["find", "aggregate"] = "find"
+    #: key pattern of an index that starts with the tenant field; every query runs with it as `hint`
+    index: list[tuple[str, Literal[1, -1]]] | None = None
+    # -- aggregate tools only (defaults are filled in from the projection) ----------------------
+    group_fields: list[str] | None = None
+    measure_fields: list[str] | None = None
+    accumulators: list[str] = Field(default_factory=lambda: list(SUPPORTED_ACCUMULATORS))
+    stages: list[str] = Field(default_factory=lambda: list(SUPPORTED_STAGES))
+    #: projected fields that hold arrays: the only fields `$unwind` may name
+    array_fields: list[str] = Field(default_factory=list)
+    max_stages: int = Field(default=8, ge=1, le=32)
+    max_groups: int = Field(default=1000, ge=1, le=100_000)
 
     if not TYPE_CHECKING:  # type checkers keep pydantic's typed signature
 
@@ -101,7 +134,67 @@ class QueryToolSpec(BaseModel):
             bad = [s for s in self.sort if s not in self.fields]
             if bad:
                 raise ValueError(f"sort fields {bad} are not declared in `fields`")
+        if self.index is not None:
+            _check_index(self.index, self.tenant_field)
+        if self.kind == "aggregate":
+            _check_aggregate(self)
+        else:
+            defaults = QueryToolSpec.model_fields
+            given = sorted(
+                k
+                for k in _AGGREGATE_KEYS & self.model_fields_set
+                if getattr(self, k) != defaults[k].get_default(call_default_factory=True)
+            )
+            if given:
+                raise ValueError(f'{given} apply to kind = "aggregate" tools only')
         return self
+
+    @property
+    def groupable(self) -> list[str]:
+        """Fields that may be group keys (default: the projection)."""
+        if self.group_fields is not None:
+            return list(self.group_fields)
+        return [p for p in self.projection if p != "_id"]
+
+    @property
+    def measurable(self) -> list[str]:
+        """Fields accumulators may read (default: projected number, int and date fields)."""
+        if self.measure_fields is not None:
+            return list(self.measure_fields)
+        return [p for p in self.projection if self.fields.get(p) in MEASURE_TYPES]
+
+
+def _check_index(index: Sequence[tuple[str, int]], tenant_field: str) -> None:
+    if not index or index[0][0] != tenant_field:
+        raise ValueError(
+            f"index must start with the tenant field {tenant_field!r}, e.g. [[{tenant_field!r}, 1], ...]: "
+            "every query is bounded by the caller's own data"
+        )
+    keys = [k for k, _ in index]
+    if len(set(keys)) != len(keys) or any(not k or k.startswith("$") for k in keys):
+        raise ValueError(f"index keys {keys} must be distinct field names")
+
+
+def _check_aggregate(spec: QueryToolSpec) -> None:
+    projected = set(spec.projection)
+    for key, names in (
+        ("group_fields", spec.groupable),
+        ("measure_fields", spec.measurable),
+        ("array_fields", spec.array_fields),
+    ):
+        outside = [n for n in names if n not in projected or n == "_id"]
+        if outside:
+            raise ValueError(f"{key} {outside} are not projected fields (the model can only read those)")
+    wrong = [m for m in spec.measurable if spec.fields.get(m) not in MEASURE_TYPES]
+    if wrong:
+        raise ValueError(f"measure_fields {wrong} must be declared number, int or date")
+    for key, got, known in (
+        ("accumulators", spec.accumulators, SUPPORTED_ACCUMULATORS),
+        ("stages", spec.stages, SUPPORTED_STAGES),
+    ):
+        unknown = sorted(set(got) - set(known))
+        if unknown:
+            raise ValueError(f"{key} {unknown} cannot be allowed: the walk can only check {', '.join(known)}")
 
 
 def supported_operators(operators: list[str]) -> list[str]:

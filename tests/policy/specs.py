@@ -6,7 +6,9 @@ from mongogate.config import PolicySettings
 from mongogate.demo import FIND_ORDERS
 from mongogate.policy.spec import QueryToolSpec
 
-ORDERS = FIND_ORDERS  # the demo's spec, as `--demo` registers it
+# The demo's spec, as `--demo` registers it, minus its `index`: these tests' collections carry no
+# index, and a hint naming a missing one fails (tests/policy/test_aggregate_db.py covers the hint).
+ORDERS = FIND_ORDERS.model_copy(update={"index": None})
 
 ITEMS = QueryToolSpec(
     name="find_items",

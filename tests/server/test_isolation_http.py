@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pymongo import AsyncMongoClient
 
-from mongogate.demo import FIND_ORDERS
+from mongogate.demo import FIND_ORDERS, ORDERS_INDEX
 from mongogate.server.app import build_server
 from mongogate.server.http import BackgroundHttpServer
 from mongogate.server.tokens import mint_dev_token
@@ -31,6 +31,7 @@ async def seed(state: AppState) -> None:
         for i in range(5)
     ]
     await state.db.memory["orders"].insert_many(docs)
+    await state.db.memory["orders"].create_index(list(ORDERS_INDEX))  # the demo spec's hint
 
 
 async def test_20_concurrent_clients_of_4_tenants(engine_uri: str, db_name: str, tmp_path: Path) -> None:

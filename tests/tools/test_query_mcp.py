@@ -121,7 +121,7 @@ async def test_input_schema_shows_what_the_model_may_write(
         tool = next(t for t in (await c.list_tools()).tools if t.name == "find_orders")
     schema = json.dumps(tool.input_schema)
     assert tool.input_schema["additionalProperties"] is False
-    assert set(tool.input_schema["properties"]) == {"filter", "limit", "sort"}
+    assert set(tool.input_schema["properties"]) == {"filter", "limit", "sort", "count"}
     assert "$gte" in schema and "createdAt" in schema and "$where" not in schema and "userId" not in schema
     assert tool.annotations is not None and tool.annotations.read_only_hint is True
     assert tool.output_schema is not None

@@ -32,6 +32,7 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         for spec in settings.query_tools:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
+        problems += await _check_indexes(db, settings)
         if db.embedded:
             print(
                 "query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks"
@@ -47,6 +48,25 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
     finally:
         await db.close()
     return 1 if problems else 0
+
+
+async def _check_indexes(db: Any, settings: Settings) -> int:
+    """Each spec's declared index exists (mongogate creates none); warn for specs without one."""
+    from mongogate.policy.query_indexes import index_status
+
+    missing = 0
+    for st in await index_status(db.query, settings.query_tools):
+        if st.present is None:
+            print(
+                f"query tool {st.spec.name}: WARNING no `index` declared: its queries may scan the collection"
+            )
+        elif st.present:
+            print(f"query tool {st.spec.name}: index ok {st.spec.index}")
+        else:
+            missing += 1
+            print(f"query tool {st.spec.name}: PROBLEM index {st.spec.index} is missing; create it with:")
+            print(f"  {st.command}")
+    return missing
 
 
 def cmd_check(args: argparse.Namespace) -> int:

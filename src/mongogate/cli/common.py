@@ -20,9 +20,10 @@ def registry_for(settings: Settings, demo: bool) -> ToolRegistry:
 
     registry = ToolRegistry.from_settings(settings)
     if demo:
-        from mongogate.demo import FIND_ORDERS, seed_demo
+        from mongogate.demo import DEMO_SPECS, seed_demo
 
-        if "find_orders" not in {s.name for s in registry.query_specs}:
-            registry.add_query_tool(FIND_ORDERS)
+        for spec in DEMO_SPECS:
+            if spec.name not in {s.name for s in registry.query_specs}:
+                registry.add_query_tool(spec)
         registry.on_startup(seed_demo)
     return registry

@@ -48,6 +48,27 @@ async def _privileges(settings: Settings, allow_writable: bool) -> None:
     )
 
 
+async def _indexes(settings: Settings, specs: list[Any], allow_missing: bool) -> None:
+    """Refuse to serve while a spec's declared index is missing (the demo seeds its own)."""
+    from mongogate.db import Database
+    from mongogate.policy.query_indexes import index_status, missing_report
+
+    if not any(s.index for s in specs):
+        return
+    db = Database(settings.database, settings.server.data_dir)
+    await db.open()
+    try:
+        report = missing_report(await index_status(db.query, specs))
+    finally:
+        await db.close()
+    if report is None:
+        return
+    if allow_missing:
+        log.warning("!!! %s\nserving anyway because --allow-missing-indexes was given !!!", report)
+        return
+    raise MongogateError(f"{report}\n(or pass --allow-missing-indexes to serve without them)")
+
+
 def _banner(settings: Settings, url: str, demo: bool) -> None:
     lines = [f"mongogate serving MCP over Streamable HTTP at {url}"]
     if demo and settings.auth.mode == "jwt" and settings.auth.jwt_secret is not None:
@@ -68,7 +89,7 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
             f"no authentication (--insecure-no-auth): every call acts as tenant {settings.auth.tenant!r}"
         )
     if demo:
-        lines.append("demo data: tenants acme, globex, initech; tool find_orders")
+        lines.append("demo data: tenants acme, globex, initech; tools find_orders, order_stats")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
@@ -114,9 +135,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise MongogateError("--insecure-no-auth is allowed on a loopback address only (e.g. 127.0.0.1)")
         settings = settings.model_copy(update={"auth": settings.auth.model_copy(update={"mode": "none"})})
     anyio.run(_privileges, settings, args.allow_writable_query_user)
+    registry = registry_for(settings, args.demo)
+    from mongogate.demo import seeded_index
+
+    # with --demo, the demo's own index is created by its seeding, once the server is up
+    checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
+    anyio.run(_indexes, settings, checked, args.allow_missing_indexes)
     server = build_server(
         settings,
-        registry_for(settings, args.demo),
+        registry,
         transport=transport,
         insecure_no_auth=args.insecure_no_auth,
     )
@@ -135,7 +162,12 @@ def register(sub: Any, with_config: Any) -> None:
     s.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
     s.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP port (default 8000)")
-    s.add_argument("--demo", action="store_true", help="seed demo orders and register find_orders")
+    s.add_argument("--demo", action="store_true", help="seed demo orders; register find_orders, order_stats")
     s.add_argument("--allow-writable-query-user", action="store_true")
+    s.add_argument(
+        "--allow-missing-indexes",
+        action="store_true",
+        help="serve even if a spec's declared index is missing",
+    )
     s.add_argument("--insecure-no-auth", action="store_true", help="HTTP without auth (loopback only)")
     s.set_defaults(func=cmd_serve)

@@ -9,6 +9,7 @@ has one reason code and writes exactly one audit event. The hot path does the wa
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.tools import Tool
@@ -17,7 +18,9 @@ from pydantic import ConfigDict
 
 from mongogate.config import Settings
 from mongogate.errors import PolicyViolation
-from mongogate.policy.execute import run_query
+from mongogate.policy.aggregate_run import run_pipeline
+from mongogate.policy.aggregate_schema import aggregate_input_schema, aggregate_output_schema
+from mongogate.policy.execute import QueryResult, run_query
 from mongogate.policy.render import Renderer, encode
 from mongogate.policy.schema import input_schema, output_schema
 from mongogate.specs import QueryToolSpec
@@ -38,10 +41,14 @@ class QueryArgs(ToolInput):
         return dict(self.__pydantic_extra__ or {})
 
 
-def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
-    limits = settings.policy
+Runner = Callable[["AsyncCollection[Any]", dict[str, Any], str], Awaitable[QueryResult]]
+
+
+def _handler(
+    spec: QueryToolSpec, settings: Settings, run: Runner
+) -> Callable[[Call, QueryArgs], Awaitable[CallToolResult]]:
+    """The body every query tool shares: run, audit a refusal (one event) or the query, encode."""
     log_queries = settings.audit.log_queries
-    render = Renderer(spec)
     # The collection handle of the last database seen (one per server lifespan), not one per call.
     cached: list[tuple[Database, AsyncCollection[Any]]] = []
 
@@ -56,7 +63,7 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
         principal = call.principal
         try:
             started = time.perf_counter()
-            result = await run_query(collection(call.app.db), spec, raw, principal.tenant, limits, render)
+            result = await run(collection(call.app.db), raw, principal.tenant)
         except PolicyViolation as e:
             if audit is not None:
                 audit.filter_rejected(
@@ -65,7 +72,7 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
                     principal=principal.subject,
                     reason=e.reason,
                     path=e.path,
-                    filter=raw.get("filter", raw),
+                    filter=raw.get("filter", raw) if spec.kind == "find" else raw,
                     request_id=call.request_id,
                 )
                 await audit.synced()  # on file before the model hears of it; the loop keeps running
@@ -83,17 +90,68 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
         data = result.as_dict()
         return CallToolResult(content=[TextContent(type="text", text=encode(data))], structured_content=data)
 
+    return handler
+
+
+def with_count(input_schema: dict[str, Any], output_schema: dict[str, Any]) -> None:
+    """Add `count` (argument) and `matched`/`matched_capped` (result) to a find tool's schemas."""
+    input_schema.setdefault("properties", {})["count"] = {
+        "type": "boolean",
+        "default": False,
+        "description": "also return `matched`, the number of your documents matching the filter "
+        "(one more round trip; capped, see `matched_capped`)",
+    }
+    output_schema.setdefault("properties", {}).update(
+        {"matched": {"type": "integer", "minimum": 0}, "matched_capped": {"type": "boolean"}}
+    )
+
+
+def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
+    """A find tool (``kind = "find"``) or an aggregation tool (``kind = "aggregate"``)."""
+    if spec.kind == "aggregate":
+        return aggregate_tool(spec, settings)
+    limits = settings.policy
+    render = Renderer(spec)
+
+    async def run(coll: AsyncCollection[Any], raw: dict[str, Any], tenant: str) -> QueryResult:
+        return await run_query(coll, spec, raw, tenant, limits, render)
+
     fields = ", ".join(f"{k} ({v})" for k, v in spec.fields.items())
+    params, out = input_schema(spec, limits), output_schema(spec)
+    with_count(params, out)
     return make_tool(
         name=spec.name,
         description=(
             f"{spec.description}\nRead-only; results are limited to the caller's own data. Filter fields: "
-            f"{fields}. Operators: {', '.join(spec.operators)}. At most {spec.max_limit} documents."
+            f"{fields}. Operators: {', '.join(spec.operators)}. At most {spec.max_limit} documents; "
+            f"count: true also returns how many match (up to {limits.max_count})."
         ),
         input_model=QueryArgs,
-        handler=handler,
-        output_schema=output_schema(spec),
-        parameters=input_schema(spec, limits),
+        handler=_handler(spec, settings, run),
+        output_schema=out,
+        parameters=params,
+        annotations=READ_ONLY,
+        required_scopes=spec.required_scopes,
+    )
+
+
+def aggregate_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
+    """One aggregation tool: the model writes the pipeline, the walk keeps it in its lane."""
+    limits = settings.policy
+
+    async def run(coll: AsyncCollection[Any], raw: dict[str, Any], tenant: str) -> QueryResult:
+        return await run_pipeline(coll, spec, raw, tenant, limits)
+
+    return make_tool(
+        name=spec.name,
+        description=(
+            f"{spec.description}\nRead-only aggregation over the caller's own data: "
+            f'{{"pipeline": [...], "limit": n}}. At most {spec.max_limit} results.'
+        ),
+        input_model=QueryArgs,
+        handler=_handler(spec, settings, run),
+        output_schema=aggregate_output_schema(spec),
+        parameters=aggregate_input_schema(spec),
         annotations=READ_ONLY,
         required_scopes=spec.required_scopes,
     )

@@ -2,6 +2,7 @@
 
 registry = ToolRegistry.from_settings(settings)
 registry.add_query_tool(QueryToolSpec(name="find_invoices", ...))
+registry.add_query_tool(QueryToolSpec(name="invoice_stats", kind="aggregate", ...))
 server = build_server(settings, registry)
 """
 
@@ -46,8 +47,8 @@ class ToolRegistry:
         return list(self._specs.values())
 
     def add_query_tool(self, spec: QueryToolSpec) -> None:
-        """Register one scoped read-only query tool, by the same rules as a [[query_tools]] entry
-        (``policy.allowed_operators`` is checked when the server is built: ``build``)."""
+        """Register one scoped read-only query tool (find or aggregate), by the same rules as a
+        [[query_tools]] entry (``policy.allowed_operators`` is checked when the server is built)."""
         if not isinstance(spec, QueryToolSpec):
             raise ConfigError(f"add_query_tool takes a QueryToolSpec, got {type(spec).__name__}")
         check_tool_set([*self._specs.values(), spec], SUPPORTED_OPERATORS)

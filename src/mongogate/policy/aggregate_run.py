@@ -1,0 +1,160 @@
+"""Run one checked pipeline: tenant `$match` first, the spec's hint, bounded time, no disk, a
+`$limit` of limit + 1, and the output projected to what the pipeline legitimately produced.
+
+Plain async pymongo, no MCP; the collection comes from the read-only query client and this
+module only ever calls ``aggregate`` on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pymongo.errors import ExecutionTimeout, PyMongoError
+
+from mongogate.errors import AuthError, StorageError
+from mongogate.policy.aggregate_exprs import reject
+from mongogate.policy.aggregate_walk import GROUP_STAGES, CheckedPipeline, check_pipeline
+from mongogate.policy.execute import QueryResult
+from mongogate.policy.filters import check_limit, key_path, seg
+from mongogate.policy.render import cap_documents, to_json
+from mongogate.specs import QueryToolSpec
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.collection import AsyncCollection
+
+    from mongogate.config import PolicySettings
+
+ARGUMENTS = ("pipeline", "limit")
+#: stages that neither add nor drop documents
+_KEEP_COUNT = frozenset({"$sort", "$project"})
+
+
+@dataclass(frozen=True)
+class PreparedPipeline:
+    """Everything ``aggregate`` receives, decided before any I/O (also used by the benchmark)."""
+
+    pipeline: list[dict[str, Any]]
+    #: the query that tells whether the first group stage made more than ``max_groups`` groups
+    probe: list[dict[str, Any]] | None
+    output: list[str]
+    limit: int
+    #: the pipeline makes groups (so ``max_groups`` applies)
+    grouped: bool = False
+
+
+def tenant_match(spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
+    if not isinstance(tenant, str) or not tenant:
+        raise AuthError("no authenticated tenant: the pipeline was not run")
+    return {"$match": {"$and": [{spec.tenant_field: tenant}]}}
+
+
+def output_projection(output: list[str]) -> dict[str, int]:
+    proj = {name: 1 for name in output}
+    if "_id" not in proj and not any(name.startswith("_id.") for name in output):
+        proj["_id"] = 0
+    return proj
+
+
+def scoped_pipeline(
+    checked: CheckedPipeline, spec: QueryToolSpec, tenant: str, limit: int
+) -> PreparedPipeline:
+    """``[tenant $match] + checked (a $limit of max_groups + 1 after each group stage)
+    + [$project to the output, $limit limit + 1]``."""
+    head = tenant_match(spec, tenant)
+    body: list[dict[str, Any]] = []
+    probe: list[dict[str, Any]] | None = None
+    first = checked.first_group
+    # Only $sort/$project after the first group: the answer itself counts the groups, no probe.
+    counted = first is not None and all(next(iter(s)) in _KEEP_COUNT for s in checked.stages[first + 1 :])
+    for i, stage in enumerate(checked.stages):
+        body.append(stage)
+        if next(iter(stage)) in GROUP_STAGES:
+            if i == first and not counted:
+                over: list[dict[str, Any]] = [{"$skip": spec.max_groups}, {"$limit": 1}, {"$count": "over"}]
+                probe = [head, *body]
+                probe.extend(over)
+            body.append({"$limit": spec.max_groups + 1})
+    tail: list[dict[str, Any]] = [{"$project": output_projection(checked.output)}, {"$limit": limit + 1}]
+    return PreparedPipeline([head, *body, *tail], probe, checked.output, limit, first is not None)
+
+
+def prepare_pipeline(
+    spec: QueryToolSpec, args: dict[str, Any], tenant: str, limits: PolicySettings
+) -> PreparedPipeline:
+    """Check every argument (the authority, whatever schema validation ran before)."""
+    if not isinstance(args, dict):
+        reject("schema_invalid", "arguments", "arguments must be an object", ", ".join(ARGUMENTS))
+    for key in args:
+        if key not in ARGUMENTS:
+            reject(
+                "unknown_argument", key_path("", key), f"unknown argument {seg(key)}", ", ".join(ARGUMENTS)
+            )
+    checked = check_pipeline(args.get("pipeline", []), spec, limits)
+    limit, _lowered = check_limit(args.get("limit"), spec)
+    return scoped_pipeline(checked, spec, tenant, limit)
+
+
+def hint_of(spec: QueryToolSpec) -> dict[str, int] | None:
+    """The spec's index as a ``hint`` (a key pattern document)."""
+    return {k: d for k, d in spec.index} if spec.index else None
+
+
+async def _aggregate(
+    collection: AsyncCollection[Any], spec: QueryToolSpec, pipeline: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    options: dict[str, Any] = {"maxTimeMS": spec.max_time_ms, "allowDiskUse": False}
+    hint = hint_of(spec)
+    if hint is not None:
+        options["hint"] = hint
+    try:
+        cursor = await collection.aggregate(pipeline, **options)
+        try:
+            return await cursor.to_list(None)
+        finally:
+            await cursor.close()
+    except ExecutionTimeout as e:
+        raise StorageError(
+            f"aggregation tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
+            advice="add a $match first (for example a shorter date range) and retry",
+        ) from e
+    except PyMongoError as e:
+        raise StorageError(f"aggregation tool {spec.name!r} failed in the database") from e
+
+
+def render_output(doc: dict[str, Any], output: list[str]) -> dict[str, Any]:
+    """Only the produced fields, whatever the server returned (a second projection, in Python)."""
+    out: dict[str, Any] = {}
+    for name in output:
+        top, _, rest = name.partition(".")
+        if not rest:
+            if top in doc:
+                out[top] = to_json(doc[top])
+            continue
+        value: Any = doc
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None or (isinstance(doc.get(top), dict) and rest in doc[top]):
+            out.setdefault(top, {})[rest] = to_json(value)
+    return out
+
+
+async def run_pipeline(
+    collection: AsyncCollection[Any],
+    spec: QueryToolSpec,
+    args: dict[str, Any],
+    tenant: str,
+    limits: PolicySettings,
+) -> QueryResult:
+    """Check, scope to ``tenant``, aggregate (limit + 1 to learn ``truncated``), render, cap bytes.
+
+    More than ``max_groups`` groups is not an error: the answer is ``truncated``."""
+    q = prepare_pipeline(spec, args, tenant, limits)
+    raw = await _aggregate(collection, spec, q.pipeline)
+    more = len(raw) > q.limit or (q.grouped and len(raw) > spec.max_groups)
+    if not more and q.probe is not None:
+        # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
+        more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe))
+    docs = [render_output(doc, q.output) for doc in raw[: q.limit]]
+    docs, cut = cap_documents(docs, limits.max_response_bytes)
+    return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)

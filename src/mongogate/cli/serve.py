@@ -20,16 +20,18 @@ from mongogate.errors import MongogateError
 log = logging.getLogger("mongogate")
 
 
-async def _privileges(settings: Settings, allow_writable: bool) -> None:
-    """Refuse a query user that can write (real MongoDB), or say plainly that the engine has no roles."""
+async def _preflight(settings: Settings, allow_writable: bool) -> None:
+    """Open the database (taking the data directory), ping it, and check the query user, before
+    anything is served or printed: a failure is one line, not a traceback from inside the server."""
     from mongogate.db import Database
     from mongogate.privileges import check_query_user
 
-    if settings.database.uri is None:
-        return  # the embedded engine: Database.open() says plainly that it enforces no roles
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:
+        await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
+        if settings.database.uri is None:
+            return  # the embedded engine: Database.open() says plainly that it enforces no roles
         report = await check_query_user(db.query_client)
     finally:
         await db.close()
@@ -100,6 +102,7 @@ def _serve_stdio(server: Any) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """Config, port, database, then serve; the banner is printed only once the server is up."""
     from mongogate.server.app import build_server
 
     overrides: dict[str, Any] = {}
@@ -113,7 +116,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not is_loopback(settings.server.host):
             raise MongogateError("--insecure-no-auth is allowed on a loopback address only (e.g. 127.0.0.1)")
         settings = settings.model_copy(update={"auth": settings.auth.model_copy(update={"mode": "none"})})
-    anyio.run(_privileges, settings, args.allow_writable_query_user)
     server = build_server(
         settings,
         registry_for(settings, args.demo),
@@ -121,12 +123,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         insecure_no_auth=args.insecure_no_auth,
     )
     if transport == "stdio":
+        anyio.run(_preflight, settings, args.allow_writable_query_user)
         return _serve_stdio(server)
+
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http
+    from mongogate.server.startup import bind
 
-    _banner(settings, public_url(settings) + "/mcp", args.demo)
-    serve_http(server, settings.server.host, settings.server.port, settings.server)
+    sock = bind(settings.server.host, settings.server.port)
+    try:
+        anyio.run(_preflight, settings, args.allow_writable_query_user)
+        url = public_url(settings) + "/mcp"
+        serve_http(
+            server,
+            settings.server.host,
+            settings.server.port,
+            settings.server,
+            sock=sock,
+            on_ready=lambda: _banner(settings, url, args.demo),
+        )
+    finally:
+        sock.close()
     return 0
 
 

@@ -147,6 +147,7 @@ def test_token_without_config_from_the_project_directory(env: dict[str, str]) ->
     from mongogate.server.auth import build_token_verifier
 
     verifier = build_token_verifier(load_settings(ROOT / "examples" / "mongogate.toml").auth)
+    assert verifier is not None
     import anyio
 
     token = anyio.run(verifier.verify_token, r.stdout.strip())

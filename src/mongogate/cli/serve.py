@@ -20,6 +20,17 @@ from mongogate.errors import MongogateError
 log = logging.getLogger("mongogate")
 
 
+class _Drop(logging.Filter):
+    """Drops records starting with ``prefix`` (a warning the server repeats when it opens)."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
 async def _preflight(settings: Settings, allow_writable: bool) -> None:
     """Open the database (taking the data directory), ping it, and check the query user, before
     anything is served or printed: a failure is one line, not a traceback from inside the server."""
@@ -27,7 +38,12 @@ async def _preflight(settings: Settings, allow_writable: bool) -> None:
     from mongogate.privileges import check_query_user
 
     db = Database(settings.database, settings.server.data_dir)
-    await db.open()
+    quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
+    logging.getLogger("mongogate.db").addFilter(quiet)
+    try:
+        await db.open()
+    finally:
+        logging.getLogger("mongogate.db").removeFilter(quiet)
     try:
         await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
         if settings.database.uri is None:

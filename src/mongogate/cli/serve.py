@@ -39,12 +39,12 @@ async def _preflight(settings: Settings, allow_writable: bool) -> None:
 
     db = Database(settings.database, settings.server.data_dir)
     quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
-    logging.getLogger("mongogate.db").addFilter(quiet)
     try:
-        await db.open()
-    finally:
-        logging.getLogger("mongogate.db").removeFilter(quiet)
-    try:
+        logging.getLogger("mongogate.db").addFilter(quiet)
+        try:
+            await db.open()
+        finally:
+            logging.getLogger("mongogate.db").removeFilter(quiet)
         await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
         if settings.database.uri is None:
             return  # the embedded engine: Database.open() says plainly that it enforces no roles

@@ -44,4 +44,4 @@ bench: setup
 	$(PY) benchmarks/hostile.py
 
 clean:
-	rm -rf $(VENV) .mongogate build *.egg-info
+	rm -rf $(VENV) .mongogate build dist *.egg-info src/*.egg-info

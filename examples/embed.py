@@ -25,7 +25,7 @@ def main() -> None:
             collection="orders",
             tenant_field="userId",
             projection=["number", "total", "createdAt"],
-            fields={"total": "number", "createdAt": "date"},
+            fields={"number": "string", "total": "number", "createdAt": "date"},
             operators=["$gt", "$gte", "$and"],
             sort={"createdAt": -1},
             max_limit=20,

@@ -49,7 +49,109 @@ def test_check_fails_on_bad_config(env: dict[str, str], tmp_path: Path) -> None:
 def test_check_fails_when_database_unreachable(env: dict[str, str]) -> None:
     env = env | {"MONGOGATE_DATABASE__URI": "mongodb://127.0.0.1:1/", "MONGOGATE_DATABASE__TIMEOUT_MS": "300"}
     r = run(["check"], env)
-    assert r.returncode == 2 and "cannot reach MongoDB" in r.stderr
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines() == [
+        "mongogate: cannot reach MongoDB at 127.0.0.1:1 (database.uri): no server answered within 300 ms "
+        "(database.timeout_ms); check that it is running and reachable from this machine (host, port, "
+        "firewall, TLS, replicaSet name), or raise the timeout"
+    ]
+
+
+@pytest.mark.parametrize("command", [["check"], ["serve"], ["serve", "--http", "--insecure-no-auth"]])
+def test_unreachable_host_is_one_line_with_the_uri_timeout(env: dict[str, str], command: list[str]) -> None:
+    """The URI's own serverSelectionTimeoutMS is used and named; `serve` does not blame privileges."""
+    port = free_port()
+    uri = f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=200"
+    r = run(
+        [*command, "--port", str(free_port())] if "--http" in command else command,
+        env
+        | {
+            "MONGOGATE_DATABASE__URI": uri,
+            "MONGOGATE_AUTH__TENANT": "acme",
+        },
+    )
+    assert r.returncode == 3, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert f"127.0.0.1:{port} (database.uri)" in lines[0]
+    assert "200 ms (serverSelectionTimeoutMS in the URI)" in lines[0]
+    assert "privileges" not in r.stderr and "Topology" not in r.stderr
+
+
+@pytest.mark.parametrize("command", [["check"], ["serve"]])
+def test_non_mongodb_uri_is_a_config_error_naming_the_key(env: dict[str, str], command: list[str]) -> None:
+    r = run(command, env | {"MONGOGATE_DATABASE__URI": "postgres://x", "MONGOGATE_AUTH__TENANT": "acme"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "database.uri (from environment variable MONGOGATE_DATABASE__URI)" in r.stderr
+    assert "mongodb:// or mongodb+srv://" in r.stderr
+
+
+def test_taken_port_is_one_line_before_any_banner(env: dict[str, str]) -> None:
+    """A second `make run`: no banner, no token, no traceback; the port and --port; exit status 4."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = run(
+            ["serve", "--http", "--demo", "--config", "examples/mongogate.toml", "--port", str(port)], env
+        )
+    assert r.returncode == 4, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"mongogate: port {port} on 127.0.0.1 is already in use (another mongogate serve, or another "
+        "program): stop it, or pick another port with --port N (or server.port)"
+    ]
+
+
+def test_start_up_failure_inside_the_app_is_raised_not_logged(capfd: pytest.CaptureFixture[str]) -> None:
+    """A failure the pre-flight cannot see (in the app's lifespan) comes back as the error itself,
+    for the CLI's one line, with no banner and no uvicorn traceback."""
+    from collections.abc import AsyncIterator
+    from contextlib import asynccontextmanager
+
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from mongogate.errors import ConfigError
+    from mongogate.server.startup import bind, run_bound
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        raise ConfigError("the demo data could not be seeded")
+        yield
+
+    ready: list[bool] = []
+    sock = bind("127.0.0.1", 0)
+    try:
+        config = uvicorn.Config(Starlette(lifespan=lifespan), log_level="warning", lifespan="on")
+        with pytest.raises(ConfigError, match="could not be seeded"):
+            run_bound(config, sock, lambda: ready.append(True))
+    finally:
+        sock.close()
+    assert ready == []
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_version() -> None:
+    r = subprocess.run([*EXE, "--version"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    from mongogate import __version__
+
+    assert r.returncode == 0 and r.stdout.strip() == f"mongogate {__version__}"
+
+
+def test_token_without_config_from_the_project_directory(env: dict[str, str]) -> None:
+    """The README's `mongogate token --tenant T`: the development server's config is found."""
+    r = run(["token", "--tenant", "globex"], env)
+    assert r.returncode == 0, r.stderr
+    from mongogate.config import load_settings
+    from mongogate.server.auth import build_token_verifier
+
+    verifier = build_token_verifier(load_settings(ROOT / "examples" / "mongogate.toml").auth)
+    assert verifier is not None
+    import anyio
+
+    token = anyio.run(verifier.verify_token, r.stdout.strip())
+    assert token is not None and (token.claims or {}).get("tenant") == "globex"
 
 
 def test_tools_lists_schemas(env: dict[str, str]) -> None:

@@ -33,7 +33,17 @@ def tool(name: str = "find_orders", projection: str = '["status"]', extra: str =
     ("text", "fragments"),
     [
         ("[memory]\nmax_context_limit = 0\n", ["memory.max_context_limit", "greater than or equal to 1"]),
-        ("[database]\nurl = 'x'\n", ["database.url", "Extra inputs are not permitted"]),
+        ("[database]\nurl = 'x'\n", ["database.url", "unknown key 'url'; did you mean 'uri'?"]),
+        ("[servr]\nport = 1\n", ["servr", "unknown key 'servr'; did you mean 'server'?"]),
+        (tool(extra='descripton = "x"'), ["query_tools.0.descripton", "did you mean 'description'?"]),
+        (
+            "[database]\nuri = 'postgres://x'\n",
+            ["database.uri", "mongodb:// or mongodb+srv://", "postgres://"],
+        ),
+        (
+            "[database]\nquery_uri = 'mongodb://h:99999/'\n",
+            ["database.query_uri", "valid MongoDB connection"],
+        ),
         ("[auth]\nmode = 'magic'\n", ["auth.mode", "'none', 'jwt' or 'api_keys'"]),
         ("[auth]\nmode = 'jwt'\n", ["exactly one of jwt_secret, jwt_public_key_file, jwks_file"]),
         (
@@ -202,3 +212,60 @@ def test_registry_applies_the_config_rules(tmp_path: Path) -> None:
     narrow = load_settings(None, policy={"allowed_operators": ["$eq"]}, server={"data_dir": str(tmp_path)})
     with pytest.raises(ConfigError, match=r"operators \[.*'\$in'.*\] are outside policy.allowed_operators"):
         registry.build(narrow)
+
+
+def test_bad_environment_value_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value the environment source cannot parse (a list needs JSON) names its variable, not the file."""
+    path = tmp_path / "mongogate.toml"
+    path.write_text("[server]\nport = 8000\n")
+    monkeypatch.setenv("MONGOGATE_SERVER__ALLOWED_HOSTS", "a.example")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path)
+    assert "MONGOGATE_SERVER__ALLOWED_HOSTS" in str(e.value) and str(path) not in str(e.value)
+    monkeypatch.delenv("MONGOGATE_SERVER__ALLOWED_HOSTS")
+    monkeypatch.setenv("MONGOGATE_SERVER__PORT", "abc")
+    monkeypatch.setenv("MONGOGATE_SERVER__PORTT", "1")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path)
+    text = str(e.value)
+    assert "server.port (from environment variable MONGOGATE_SERVER__PORT)" in text
+    assert "MONGOGATE_SERVER__PORTT" in text and "did you mean 'port'?" in text
+    assert str(path) not in text
+
+
+def test_uri_without_scheme_or_with_password_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONGOGATE_DATABASE__URI", "postgres://app:hunter2@db/x")
+    with pytest.raises(ConfigError) as e:
+        load_settings(None)
+    assert "MONGOGATE_DATABASE__URI" in str(e.value) and "hunter2" not in str(e.value)
+
+
+def test_uri_timeout_is_honoured() -> None:
+    from mongogate.mongouri import client_options, selection_timeout
+
+    uri = "mongodb://h1:27017,h2/?replicaSet=rs0&serverSelectionTimeoutMS=750"
+    assert selection_timeout(uri, 5000) == (750, "serverSelectionTimeoutMS in the URI")
+    assert "serverSelectionTimeoutMS" not in client_options(uri, 5000)  # a keyword would override the URI
+    assert selection_timeout("mongodb://h/", 5000) == (5000, "database.timeout_ms")
+    assert client_options("mongodb://h/", 5000)["serverSelectionTimeoutMS"] == 5000
+
+
+def test_spec_error_through_the_python_api_names_spec_key_and_expectation() -> None:
+    """What examples/embed.py hit: a ConfigError naming the tool, the key and the fix, not `(spec)`."""
+    with pytest.raises(ConfigError) as e:
+        QueryToolSpec(
+            name="recent_big_orders",
+            description="d",
+            collection="orders",
+            tenant_field="userId",
+            projection=["number", "total"],
+            fields={"total": "number"},
+        )
+    text = str(e.value)
+    assert "query tool 'recent_big_orders'" in text
+    assert "  projection: projection fields ['number'] are not declared in `fields`" in text
+    assert "declare each there with its type, or drop it from `projection`" in text
+    with pytest.raises(
+        ConfigError, match=r"descripton: unknown key 'descripton'; did you mean 'description'"
+    ):
+        QueryToolSpec(name="t", descripton="d")  # type: ignore[call-arg]

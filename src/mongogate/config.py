@@ -6,9 +6,12 @@ the file > defaults, merged key by key. Relative paths in the file are relative 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
+import types
+import typing
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +34,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from mongogate.errors import ConfigError
+from mongogate.errors import ConfigError, unknown_key
+from mongogate.mongouri import uri_problem
 from mongogate.specs import (
     MEMORY_TOOL_NAMES,
     RESERVED_TOOL_NAMES,
@@ -64,6 +68,15 @@ class DatabaseSettings(Section):
     """Connection of a user with only the `read` role, used by query tools. Unset: `uri`."""
     name: str = "mongogate"
     timeout_ms: int = Field(default=5000, ge=100)
+    """Server selection timeout, unless the URI sets its own ``serverSelectionTimeoutMS``."""
+
+    @field_validator("uri", "query_uri")
+    @classmethod
+    def _mongodb_uri(cls, v: str | None) -> str | None:
+        problem = None if v is None else uri_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
 
 class ServerSettings(Section):
@@ -352,6 +365,8 @@ def _format_errors(exc: ValidationError, file: Path | None, overrides: dict[str,
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, SpecError):  # a [[query_tools]] entry: one line per key inside it
             problems = [((*loc, *k.split(".")) if k != "(spec)" else loc, m) for k, m in cause.problems]
+        elif err["type"] == "extra_forbidden" and loc:
+            problems = [(loc, unknown_key(str(loc[-1]), _keys_at(loc[:-1])))]
         else:
             got = err.get("input")
             shown = "" if isinstance(got, dict | list) or got is None else f" (got {mask(loc, got)})"
@@ -369,6 +384,53 @@ def _format_errors(exc: ValidationError, file: Path | None, overrides: dict[str,
                 lines.append(f"  {key}: {message}")
     where = f" in {file}" if from_file and file is not None else ""
     return "\n".join([f"invalid configuration{where}:", *lines])
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (``X``, ``list[X]``, ``X | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _keys_at(path: tuple[Any, ...]) -> list[str]:
+    """The keys a table at ``path`` accepts (for "did you mean"): ``()`` is the top level."""
+    model: type[BaseModel] | None = Settings
+    for part in path:
+        if isinstance(part, int) or model is None:
+            continue  # an index into a list of tables
+        field = model.model_fields.get(str(part))
+        model = _model_in(field.annotation) if field is not None else None
+    return list(model.model_fields) if model is not None else []
+
+
+def _env_problem(exc: SettingsError) -> str:
+    """Name the environment variable whose value could not be parsed (JSON for lists and tables)."""
+    found = re.search(r'field "([^"]+)"', str(exc))
+    field = found.group(1).upper() if found else ""
+    names = sorted(
+        k
+        for k in os.environ
+        if k.upper() == f"MONGOGATE_{field}" or k.upper().startswith(f"MONGOGATE_{field}__")
+    )
+    bad = []
+    for name in names:
+        try:
+            json.loads(os.environ[name])
+        except ValueError:
+            bad.append(name)
+    named = bad or names
+    if not named:
+        return f"invalid configuration in the environment: {mask_text(str(exc))}"
+    return (
+        f"invalid configuration in the environment variable {' / '.join(named)}: its value could not be "
+        "parsed; a list or table needs JSON, e.g. MONGOGATE_SERVER__ALLOWED_HOSTS='[\"a.example\"]'"
+    )
 
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
@@ -389,6 +451,6 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     except ValidationError as e:
         raise ConfigError(_format_errors(e, file, overrides)) from e
     except SettingsError as e:  # a value the environment source could not parse (e.g. bad JSON)
-        raise ConfigError(f"invalid configuration in the environment: {mask_text(str(e))}") from e
+        raise ConfigError(_env_problem(e)) from e
     finally:
         _config_file.reset(token)

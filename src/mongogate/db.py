@@ -25,9 +25,9 @@ from typing import IO, Any
 import anyio
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import PyMongoError
 
 from mongogate.config import DatabaseSettings
+from mongogate.connect import connect, ping
 from mongogate.errors import ConfigError, StorageError
 from mongogate.values import Doc
 
@@ -170,6 +170,7 @@ class Database:
         self.shared_engine_uri: str | None = None
         self._client: AsyncMongoClient[Doc] | None = None
         self._query_client: AsyncMongoClient[Doc] | None = None
+        self._uris = ("", "")
 
     @property
     def embedded(self) -> bool:
@@ -195,11 +196,8 @@ class Database:
                 "mongogate's own checks; use database.uri/query_uri with real MongoDB in production",
                 self.data_dir,
             )
-        timeout = self.settings.timeout_ms
-        opts: dict[str, Any] = {"serverSelectionTimeoutMS": timeout, "tz_aware": True}
-        self._client = AsyncMongoClient(uri, **opts)
-        query_uri = self.settings.query_uri or uri
-        self._query_client = AsyncMongoClient(query_uri, **opts)
+        self._client, self._query_client = connect(uri, self.settings)
+        self._uris = (uri, self.settings.query_uri or uri)
 
     async def close(self) -> None:
         # Shielded: a shutdown that cancels the server (a vanished stdio client) must still
@@ -238,7 +236,11 @@ class Database:
         return self.query_client[self.settings.name]
 
     async def ping(self) -> None:
-        try:
-            await self.client.admin.command("ping")
-        except PyMongoError as e:
-            raise StorageError(f"cannot reach MongoDB: {e}") from e
+        """Both connections answer, or one StorageError line naming the hosts, the key and the timeout."""
+        await ping(self.client, self._uris[0], self._key("uri"), self.settings)
+        await ping(self.query_client, self._uris[1], self._key("query_uri"), self.settings)
+
+    def _key(self, key: str) -> str:
+        if self.settings.uri is None:
+            return "the embedded engine"
+        return f"database.{key}" if key == "uri" or self.settings.query_uri else "database.uri"

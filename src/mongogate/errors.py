@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from datetime import datetime
 
 
@@ -12,12 +14,21 @@ class MongogateError(Exception):
     code: str = "error"
     #: whether retrying the same call later may succeed
     retryable: bool = False
+    #: the CLI's exit status when this error stops a command (README, "Exit statuses")
+    exit_status: int = 2
 
 
 class ConfigError(MongogateError):
     """The configuration is invalid; raised at startup, never mid-request."""
 
     code = "config_invalid"
+
+
+class InUse(ConfigError):
+    """A port or data directory another process holds; raised at startup before anything is served."""
+
+    code = "in_use"
+    exit_status = 4
 
 
 class InvalidInput(MongogateError):
@@ -64,6 +75,7 @@ class StorageError(MongogateError):
 
     code = "storage_error"
     retryable = True
+    exit_status = 3
 
     def __init__(self, what: str, retry_after_s: int = 5, *, advice: str | None = None) -> None:
         self.what = what
@@ -104,3 +116,12 @@ class InternalError(MongogateError):
 
     code = "internal"
     retryable = True
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """The message for a key that no setting or spec field has, with the nearest known one."""
+    names = sorted(known)
+    match = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    if match:
+        return f"unknown key {key!r}; did you mean {match[0]!r}?"
+    return f"unknown key {key!r}; known keys: {', '.join(names)}"

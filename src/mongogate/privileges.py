@@ -39,7 +39,8 @@ async def check_query_user(client: AsyncMongoClient[Any]) -> PrivilegeReport:
             return PrivilegeReport(None, NO_ROLES, roles_enforced=False)
         status = await client.admin.command({"connectionStatus": 1, "showPrivileges": True})
     except PyMongoError as e:
-        return PrivilegeReport(None, f"could not read the query user's privileges: {e}")
+        brief = str(e).split(", Timeout:")[0][:300]  # never pymongo's topology dump
+        return PrivilegeReport(None, f"could not read the query user's privileges: {brief}")
     auth = status.get("authInfo", {})
     users = auth.get("authenticatedUsers", [])
     privileges = auth.get("authenticatedUserPrivileges")

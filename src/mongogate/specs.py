@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mongogate.errors import ConfigError
+from mongogate.errors import ConfigError, unknown_key
 
 FieldType = Literal["string", "number", "int", "bool", "date", "objectId"]
 
@@ -129,7 +129,10 @@ class QueryToolSpec(BaseModel):
             )
         undeclared = [p for p in self.projection if p not in self.fields and p not in ("_id",)]
         if undeclared:
-            raise ValueError(f"projection fields {undeclared} are not declared in `fields`")
+            raise ValueError(
+                f"projection fields {undeclared} are not declared in `fields`: declare each there with its "
+                "type, or drop it from `projection`"
+            )
         if self.sort:
             bad = [s for s in self.sort if s not in self.fields]
             if bad:
@@ -211,11 +214,18 @@ def supported_operators(operators: list[str]) -> list[str]:
 def spec_problems(exc: ValidationError) -> list[tuple[str, str]]:
     """(key, message) per problem; a value is shown only when short and not a container."""
     out = []
+    known = QueryToolSpec.model_fields
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(spec)"
+        msg = err["msg"].removeprefix("Value error, ")
+        key = ".".join(str(p) for p in err["loc"])
+        if not key:  # a whole-spec check: its message starts with the key it is about
+            first = msg.split(" ", 1)[0]
+            key = next((k for k in (first, first + "s") if k in known), "(spec)")
         got = err.get("input")
         shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-        out.append((key, f"{err['msg'].removeprefix('Value error, ')}{shown}"))
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+            msg, shown = unknown_key(key, known), ""
+        out.append((key, f"{msg}{shown}"))
     return out
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from mongogate import __version__
 from mongogate.errors import MongogateError
 
 
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr")
+    p.add_argument("--version", action="version", version=f"mongogate {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -48,4 +50,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except MongogateError as e:
         print(f"mongogate: {e}", file=sys.stderr)
-        return 2
+        return e.exit_status  # 2 configuration, 3 database unreachable, 4 port or data directory taken

@@ -9,7 +9,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -17,19 +17,44 @@ from mongogate.cli.common import registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
+if TYPE_CHECKING:
+    from mongogate.db import Database
+
 log = logging.getLogger("mongogate")
 
 
-async def _privileges(settings: Settings, allow_writable: bool) -> None:
-    """Refuse a query user that can write (real MongoDB), or say plainly that the engine has no roles."""
+class _Drop(logging.Filter):
+    """Drops records starting with ``prefix`` (a warning the server repeats when it opens)."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+async def _preflight(
+    settings: Settings, allow_writable: bool, specs: list[Any], allow_missing_indexes: bool
+) -> None:
+    """Open the database (taking the data directory), ping it, check declared indexes and the
+    query user, before anything is served or printed: a failure is one line, not a traceback
+    from inside the server."""
     from mongogate.db import Database
     from mongogate.privileges import check_query_user
 
-    if settings.database.uri is None:
-        return  # the embedded engine: Database.open() says plainly that it enforces no roles
     db = Database(settings.database, settings.server.data_dir)
-    await db.open()
+    quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
     try:
+        logging.getLogger("mongogate.db").addFilter(quiet)
+        try:
+            await db.open()
+        finally:
+            logging.getLogger("mongogate.db").removeFilter(quiet)
+        await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
+        await _indexes(db, specs, allow_missing_indexes)
+        if settings.database.uri is None:
+            return  # the embedded engine: Database.open() says plainly that it enforces no roles
         report = await check_query_user(db.query_client)
     finally:
         await db.close()
@@ -48,19 +73,13 @@ async def _privileges(settings: Settings, allow_writable: bool) -> None:
     )
 
 
-async def _indexes(settings: Settings, specs: list[Any], allow_missing: bool) -> None:
+async def _indexes(db: Database, specs: list[Any], allow_missing: bool) -> None:
     """Refuse to serve while a spec's declared index is missing (the demo seeds its own)."""
-    from mongogate.db import Database
     from mongogate.policy.query_indexes import index_status, missing_report
 
     if not any(s.index for s in specs):
         return
-    db = Database(settings.database, settings.server.data_dir)
-    await db.open()
-    try:
-        report = missing_report(await index_status(db.query, specs))
-    finally:
-        await db.close()
+    report = missing_report(await index_status(db.query, specs))
     if report is None:
         return
     if allow_missing:
@@ -121,6 +140,7 @@ def _serve_stdio(server: Any) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """Config, port, database, then serve; the banner is printed only once the server is up."""
     from mongogate.server.app import build_server
 
     overrides: dict[str, Any] = {}
@@ -134,13 +154,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not is_loopback(settings.server.host):
             raise MongogateError("--insecure-no-auth is allowed on a loopback address only (e.g. 127.0.0.1)")
         settings = settings.model_copy(update={"auth": settings.auth.model_copy(update={"mode": "none"})})
-    anyio.run(_privileges, settings, args.allow_writable_query_user)
     registry = registry_for(settings, args.demo)
     from mongogate.demo import seeded_index
 
     # with --demo, the demo's own index is created by its seeding, once the server is up
     checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
-    anyio.run(_indexes, settings, checked, args.allow_missing_indexes)
+    preflight = (settings, args.allow_writable_query_user, checked, args.allow_missing_indexes)
     server = build_server(
         settings,
         registry,
@@ -148,12 +167,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         insecure_no_auth=args.insecure_no_auth,
     )
     if transport == "stdio":
+        anyio.run(_preflight, *preflight)
         return _serve_stdio(server)
+
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http
+    from mongogate.server.startup import bind
 
-    _banner(settings, public_url(settings) + "/mcp", args.demo)
-    serve_http(server, settings.server.host, settings.server.port, settings.server)
+    sock = bind(settings.server.host, settings.server.port)
+    try:
+        anyio.run(_preflight, *preflight)
+        url = public_url(settings) + "/mcp"
+        serve_http(
+            server,
+            settings.server.host,
+            settings.server.port,
+            settings.server,
+            sock=sock,
+            on_ready=lambda: _banner(settings, url, args.demo),
+        )
+    finally:
+        sock.close()
     return 0
 
 

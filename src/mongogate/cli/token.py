@@ -1,17 +1,29 @@
-"""`mongogate token`: mint a development JWT from the configured HS256 secret."""
+"""`mongogate token`: mint a development JWT from the configured HS256 secret.
+
+Without `--config` or `$MONGOGATE_CONFIG` it reads the first of `./mongogate.toml` and
+`./examples/mongogate.toml` (what `make run` serves), so from the project directory the README's
+`mongogate token --tenant T` mints a token the development server accepts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from mongogate.cli.common import settings_from
-from mongogate.errors import MongogateError
+from mongogate.errors import ConfigError, MongogateError
+
+#: where `token` looks for the development server's config when none is given
+DEFAULT_CONFIGS = (Path("mongogate.toml"), Path("examples") / "mongogate.toml")
 
 
 def cmd_token(args: argparse.Namespace) -> int:
     from mongogate.server.tokens import mint_dev_token, parse_ttl
 
+    if args.config is None and not os.environ.get("MONGOGATE_CONFIG"):
+        args.config = next((str(p) for p in DEFAULT_CONFIGS if p.is_file()), None)
     settings = settings_from(args)
     try:
         ttl = parse_ttl(args.ttl)
@@ -20,6 +32,13 @@ def cmd_token(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise MongogateError(str(e)) from e
+    except ConfigError as e:
+        if args.config:
+            raise ConfigError(f"{e} (config: {args.config})") from e
+        raise ConfigError(
+            f"{e}; no config file was given or found: pass --config F, set MONGOGATE_CONFIG, or run from "
+            "a directory holding mongogate.toml or examples/mongogate.toml"
+        ) from e
     print(token)
     return 0
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -26,6 +28,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
+from mongogate.server.startup import run_bound
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
 
@@ -123,8 +126,22 @@ def _config(server: MCPServer[Any], settings: ServerSettings, host: str, port: i
     return GuardedConfig(http_app(server, bound), bound, host, port)
 
 
-def serve_http(server: MCPServer[Any], host: str, port: int, settings: ServerSettings | None = None) -> None:
-    uvicorn.Server(_config(server, settings or ServerSettings(), host, port)).run()
+def serve_http(
+    server: MCPServer[Any],
+    host: str,
+    port: int,
+    settings: ServerSettings | None = None,
+    *,
+    sock: socket.socket | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve in the foreground. With ``sock`` (taken first by startup.bind), serve on it, call
+    ``on_ready`` once serving, and raise a start-up failure of the app as itself."""
+    config = _config(server, settings or ServerSettings(), host, port)
+    if sock is None:
+        uvicorn.Server(config).run()
+    else:
+        run_bound(config, sock, on_ready)
 
 
 class BackgroundHttpServer:

@@ -1,0 +1,133 @@
+"""Every file in examples/ runs, as a user would run it (real processes, the SDK's stdio client).
+
+Where each example is exercised:
+- embed.py: here, over stdio with one tool call;
+- mcp_servers.json: here, each entry launched by the SDK's stdio client (paths mapped to this checkout);
+- agents.py: here, a short `mongogate worker` run, then `worker --status`; its ticks in
+  tests/scheduler/test_agents.py;
+- http_client.py: tests/test_cli.py, against `serve --http --demo` (what `make run` starts);
+- mongogate.toml: tests/test_cli.py (`check`, `tools`, `serve`) and the API-key entry here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.helpers import EXE, ROOT
+
+EXAMPLES = ROOT / "examples"
+#: top-level example files and the test that runs each (examples/frameworks/ has its own tests)
+COVERED = {
+    "agents.py": "test_agents_example_runs_in_a_worker",
+    "embed.py": "test_embed_example_serves_its_tool_over_stdio",
+    "http_client.py": "tests/test_cli.py::test_serve_http_demo_runs_the_example_client",
+    "mcp_servers.json": "test_mcp_servers_json_entries_start_and_answer",
+    "mongogate.toml": "tests/test_cli.py::test_check_reports_and_exits_zero",
+}
+
+
+@pytest.fixture
+def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    return e | {
+        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
+        "MONGOGATE_DATABASE__URI": engine_uri,
+        "MONGOGATE_DATABASE__NAME": db_name,
+    }
+
+
+def test_every_example_file_has_a_test() -> None:
+    files = sorted(p.name for p in EXAMPLES.iterdir() if p.is_file())
+    assert files == sorted(COVERED), "a new example needs a test here (and an entry in COVERED)"
+
+
+def text_of(result: Any) -> str:
+    return str(result.content[0].text) if result.content else ""
+
+
+@pytest.mark.anyio
+async def test_embed_example_serves_its_tool_over_stdio(env: dict[str, str]) -> None:
+    """`python examples/embed.py` crashed at once on its own spec (projection field not declared)."""
+    params = StdioServerParameters(
+        command=sys.executable, args=[str(EXAMPLES / "embed.py")], env=env, cwd=str(ROOT)
+    )
+    async with Client(params) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert "recent_big_orders" in names
+        r = await c.call_tool("recent_big_orders", {"filter": {"total": {"$gt": 100}}})
+        assert not r.is_error, text_of(r)
+        docs = (r.structured_content or {})["documents"]
+        assert docs and all(d["total"] > 100 and d["number"].startswith("AC-") for d in docs)
+
+
+def servers() -> dict[str, dict[str, Any]]:
+    data = json.loads((EXAMPLES / "mcp_servers.json").read_text())
+    return dict(data["mcpServers"])
+
+
+def test_mcp_servers_json_shows_installed_uvx_and_development_forms() -> None:
+    entries = servers()
+    assert entries["mongogate"]["command"] == "mongogate"
+    uvx = entries["mongogate-uvx"]
+    assert (
+        uvx["command"] == "uvx"
+        and "--from" in uvx["args"]
+        and uvx["args"][-3:] == ["mongogate", "serve", "--demo"]
+    )
+    assert entries["mongogate-dev"]["command"].endswith("/.venv/bin/mongogate")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["mongogate", "mongogate-dev", "mongogate-api-key"])
+async def test_mcp_servers_json_entries_start_and_answer(name: str, env: dict[str, str]) -> None:
+    """Each entry as a desktop client launches it: `mongogate` is this venv's, paths are this checkout."""
+    entry = servers()[name]
+    command = entry["command"]
+    command = str(Path(sys.executable).parent / "mongogate") if command == "mongogate" else command
+    command = command.replace("/path/to/mongogate/.venv/bin/", str(Path(sys.executable).parent) + "/")
+    args = [a.replace("/path/to/mongogate", str(ROOT)) for a in entry["args"]]
+    entry_env = {k: v for k, v in entry["env"].items() if k != "MONGOGATE_SERVER__DATA_DIR"}
+    params = StdioServerParameters(command=command, args=args, env=env | entry_env)
+    async with Client(params) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        r = await c.call_tool("create_session", {"title": name})
+        assert not r.is_error, text_of(r)
+        if "find_orders" in names:
+            r = await c.call_tool("find_orders", {"filter": {"status": "paid"}, "limit": 3})
+            assert not r.is_error, text_of(r)
+            docs = (r.structured_content or {})["documents"]
+            assert all(d["number"].startswith("AC-") for d in docs)  # tenant acme, from the entry
+            assert docs or "--demo" not in args  # demo data only with --demo
+
+
+def test_agents_example_runs_in_a_worker(env: dict[str, str]) -> None:
+    """A short `mongogate worker` run with the example agents, then `worker --status` lists them."""
+    env = env | {"MONGOGATE_SCHEDULER__JITTER_MAX_S": "0"}
+    run = subprocess.run(
+        [*EXE, "worker", "--agents", "examples/agents.py:agents", "--no-entry-points", "--duration", "1"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    status = subprocess.run(
+        [*EXE, "worker", "--agents", "examples/agents.py:agents", "--status", "--json"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    keys = sorted(json.loads(line)["agent_key"] for line in status.stdout.splitlines())
+    assert keys == ["heartbeat", "message-digest", "stale-runs"]

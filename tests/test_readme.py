@@ -1,0 +1,134 @@
+"""Every command in the README works as written from the project directory.
+
+The commands are extracted from the README itself (code blocks and inline code). Those that
+finish on their own run here exactly as written (`.venv/bin/` is this interpreter's bin
+directory; the environment only moves the data directory out of the checkout). Synopsis lines
+are checked against the real argument parser. Servers, builds and `make` targets are run by the
+tests named in COVERED. A command added to the README without a place here fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mongogate.cli import build_parser
+from tests.helpers import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BIN = Path(sys.executable).parent
+STARTS = ("make", "mongogate ", ".venv/bin/", "python", "uvx ", "MONGODB_URI=", "~/mongogate", "export ")
+
+#: commands that finish on their own: run as written
+RUN = {
+    "mongogate --version": "mongogate ",
+    ".venv/bin/mongogate token --tenant globex --ttl 1h": "eyJ",
+    ".venv/bin/mongogate audit --config examples/mongogate.toml": "0 rejected filter(s)",
+    "mongogate audit": "rejected filter(s)",
+}
+#: commands that serve, build or take minutes, and the test (or person) that runs them
+COVERED = {
+    "make run": "tests/test_cli.py::test_serve_http_demo_runs_the_example_client (its exact serve command)",
+    "make test": "the whole suite (run by the lead and CI)",
+    "make lint": "make lint",
+    "make bench": "benchmarks/ (README: not in CI)",
+    "MONGODB_URI=mongodb://... make test": "real MongoDB runs: a placeholder URI",
+    ".venv/bin/python -m build": "tests/test_install.py",
+    "python3.13 -m venv ~/mongogate && ~/mongogate/bin/pip install "
+    "'dist/mongogate-0.1.0-py3-none-any.whl[embedded]'": "tests/test_install.py",
+    "~/mongogate/bin/mongogate --version": "tests/test_install.py",
+    "uvx --from": "prose; uv is not installed here, tests/test_install.py installs the same wheel with pip",
+    "uvx --python 3.13 --from 'mongogate[embedded] @ file:///path/to/mongogate-0.1.0-py3-none-any.whl' "
+    "mongogate serve --demo": "as above",
+    "export MONGOGATE_TOKEN=...": "printed by make run: tests/test_cli.py reads it from the banner",
+    ".venv/bin/python examples/http_client.py --url http://127.0.0.1:8000/mcp": "tests/test_cli.py",
+    ".venv/bin/python examples/embed.py": "tests/test_examples.py",
+    "mongogate worker --agents examples/agents.py:agents": "tests/test_examples.py (with --duration)",
+    ".venv/bin/python -m pytest -m 'not install'": "the suite",
+    ".venv/bin/python benchmarks/turn_soak.py": "README: a few minutes, not in CI",
+}
+
+
+def readme_commands() -> list[str]:
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", README, re.S)
+    prose = re.sub(r"```[a-z]*\n.*?```", "", README, flags=re.S)
+    lines = [line.split("  #")[0].strip() for b in blocks for line in b.splitlines()]
+    spans = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", prose)]
+    found = [c for c in (*lines, *spans) if c.startswith(STARTS)]
+    return list(dict.fromkeys(found))
+
+
+def is_synopsis(command: str) -> bool:
+    """A usage line: optional parts in brackets or placeholders in capitals (`--tenant T`)."""
+    return "[" in command or re.search(r"\s[A-Z]\b", command) is not None
+
+
+def test_every_readme_command_is_run_checked_or_covered() -> None:
+    unplaced = [c for c in readme_commands() if c not in RUN and c not in COVERED and not is_synopsis(c)]
+    assert unplaced == [], "add each to RUN (it finishes) or COVERED (the test that runs it)"
+    assert set(RUN) | set(COVERED) <= set(readme_commands()), "RUN/COVERED name commands the README lost"
+
+
+@pytest.mark.parametrize("command", sorted(RUN))
+def test_command_runs_as_written(command: str, tmp_path: Path) -> None:
+    argv = shlex.split(command)
+    exe = argv[0].removeprefix(".venv/bin/")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    env["MONGOGATE_SERVER__DATA_DIR"] = str(tmp_path / "data")  # keep the checkout clean
+    r = subprocess.run(
+        [str(BIN / exe), *argv[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert RUN[command] in r.stdout
+
+
+def subcommand_options() -> dict[str, set[str]]:
+    parser = build_parser()
+    subs = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    options = {"": {o for a in parser._actions for o in a.option_strings}}
+    for name, sp in subs.items():  # type: ignore[union-attr]
+        options[name] = {o for a in sp._actions for o in a.option_strings}
+    return options
+
+
+def mongogate_args(command: str) -> list[str] | None:
+    """The words after the `mongogate` executable in ``command`` (None: it does not run mongogate)."""
+    words = command.split()
+    for i, word in enumerate(words[:-1]):
+        if word.rsplit("/", 1)[-1] == "mongogate" and (
+            words[i + 1].startswith("-") or words[i + 1].isalpha()
+        ):
+            return words[i + 1 :]
+    return None
+
+
+@pytest.mark.parametrize("command", [c for c in readme_commands() if mongogate_args(c) is not None])
+def test_mongogate_flags_exist(command: str) -> None:
+    """Every `mongogate` line (synopsis or example) names a real subcommand and real flags."""
+    args = mongogate_args(command) or []
+    sub = "" if args[0].startswith("-") else args[0]
+    options = subcommand_options()
+    assert sub in options, command
+    flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", " ".join(args)))
+    assert flags <= options[sub], f"{command}: unknown {sorted(flags - options[sub])}"
+
+
+@pytest.mark.parametrize("command", [c for c in readme_commands() if c.startswith("make ")])
+def test_make_targets_exist(command: str) -> None:
+    target = command.split()[1]
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(rf"^{target}:", makefile, re.M), command
+    if target == "run":  # what tests/test_cli.py starts (plus --port), so COVERED holds
+        assert "mongogate serve --http --demo --config examples/mongogate.toml\n" in makefile
+
+
+@pytest.mark.parametrize("command", [c for c in readme_commands() if re.search(r"\S+\.py\b", c)])
+def test_scripts_named_exist(command: str) -> None:
+    for path in re.findall(r"((?:examples|benchmarks)/\S+?\.py)", command):
+        assert (ROOT / path).is_file(), command

@@ -52,6 +52,9 @@ COVERED = {
     "mongogate worker --agents examples/agents.py:agents": "tests/test_examples.py (with --duration)",
     ".venv/bin/python -m pytest -m 'not install'": "the suite",
     ".venv/bin/python benchmarks/turn_soak.py": "README: a few minutes, not in CI",
+    "mongogate check": "tests/test_cli.py and tests/tools/test_count.py (check against an engine)",
+    "make setup": "the first step of make test and make run",
+    ".venv/bin/python examples/frameworks/pydantic_ai_agent.py": "tests/test_frameworks.py",
 }
 
 

@@ -26,6 +26,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
+from mongogate.server.metrics import with_metrics
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
 
@@ -45,7 +46,8 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         max_request_body_size=settings.max_request_bytes,
     )
     body = BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
-    return HostOriginGuard(body, settings)
+    # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
+    return HostOriginGuard(with_metrics(body, server), settings)
 
 
 class GuardedH11Protocol(H11Protocol):

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from mongogate.requests import current as current_request
 
@@ -91,15 +91,28 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-def configure(level: str | int = "WARNING", fmt: LogFormat = "text") -> logging.Handler:
-    """(Re)configure the root logger: one stderr handler of ours, replacing an earlier one.
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is at each record (tests and the stdio server replace it),
+    or to the stream it was given; never to stdout."""
 
-    Resolves ``sys.stderr`` now (tests capture it); never writes to stdout."""
+    def __init__(self, stream: TextIO | None) -> None:
+        super().__init__(stream or sys.stderr)
+        self._fixed = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = self._fixed or sys.stderr
+        super().emit(record)
+
+
+def configure(
+    level: str | int = "WARNING", fmt: LogFormat = "text", stream: TextIO | None = None
+) -> logging.Handler:
+    """(Re)configure the root logger: our one handler (stderr, or ``stream``) replaces an earlier one."""
     root = logging.getLogger()
     for h in list(root.handlers):
         if h.get_name() == _HANDLER_NAME:
             root.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler(stream)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root.addHandler(handler)

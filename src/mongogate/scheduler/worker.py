@@ -176,6 +176,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     finally:
         if exporter is not None:
             exporter.shutdown()
+            exporter.server_close()
     if args.status:
         print_status(report.status, sys.stdout, as_json=args.json)
     elif report.stats is not None:

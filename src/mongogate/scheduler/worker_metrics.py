@@ -52,6 +52,6 @@ class WorkerMetrics:
             self.lag.labels(agent).set(0.0)
 
     def serve(self, port: int, host: str) -> Any:
-        """Serve ``/metrics`` on its own thread; returns the server (``shutdown()`` stops it)."""
+        """Serve ``/metrics`` on a thread; returns the server (stop: ``shutdown()``, ``server_close()``)."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         return server

@@ -111,6 +111,7 @@ class GuardedConfig(uvicorn.Config):
             host=host,
             port=port,
             log_level="warning",
+            log_config=None,  # uvicorn's lines go through mongogate's handler (text or JSON, logs.py)
             lifespan="on",
             http=GuardedH11Protocol,
             limit_concurrency=settings.max_connections,

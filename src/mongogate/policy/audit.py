@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import logging
 import math
 import re
 import sys
@@ -23,7 +24,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from mongogate.config import Settings
 from mongogate.policy.audit_read import follow, matcher, read_events, summarize
 from mongogate.policy.audit_sink import MongoSink
 from mongogate.policy.audit_writer import AuditWriter
@@ -33,7 +33,6 @@ from mongogate.requests import current as current_request
 __all__ = [
     "STDERR",
     "AuditLog",
-    "audit_from_settings",
     "count_events",
     "follow",
     "matcher",
@@ -42,6 +41,7 @@ __all__ = [
 ]
 
 Sink = Literal["file", "mongodb", "both"]
+log = logging.getLogger(__name__)
 
 _MAX_ITEMS = 50  # per object/array in a logged filter
 _MAX_DEPTH = 12
@@ -156,6 +156,12 @@ class AuditLog:
         """Write everything queued and close the file (shutdown); later events reopen it."""
         if self.mongo is not None:
             self.mongo.close()
+            if self.mongo.fallbacks:
+                log.warning(
+                    "audit: %d event(s) could not reach the audit_events collection and are in %s",
+                    self.mongo.fallbacks,
+                    self.path,
+                )
         self._writer.close()
 
     def filter_rejected(
@@ -368,25 +374,3 @@ def _render(value: object) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
-
-
-def audit_from_settings(settings: Settings, uri: str | None, instance: str | None) -> AuditLog:
-    """The audit log ``audit.sink`` asks for; ``uri`` is the read-write connection's (MongoDB sink)."""
-    a = settings.audit
-    common: dict[str, Any] = {
-        "redact_values": a.redact_values,
-        "max_value_chars": a.max_value_chars,
-        "instance": instance,
-    }
-    if a.sink == "file" or uri is None:
-        return AuditLog(settings.audit_path, **common)
-    return AuditLog.for_database(
-        settings.audit_path,
-        uri=uri,
-        db_name=settings.database.name,
-        sink=a.sink,
-        queue_size=a.queue_size,
-        timeout_ms=settings.database.timeout_ms,
-        retention_days=a.retention_days,
-        **common,
-    )

@@ -20,7 +20,8 @@ from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
-from mongogate.policy.audit import AuditLog, audit_from_settings
+from mongogate.policy.audit import AuditLog
+from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes

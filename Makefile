@@ -42,6 +42,7 @@ bench: setup
 	$(PY) benchmarks/query_overhead.py
 	$(PY) benchmarks/scheduler.py
 	$(PY) benchmarks/hostile.py
+	$(PY) benchmarks/audit_sink.py
 
 clean:
 	rm -rf $(VENV) .mongogate build dist *.egg-info src/*.egg-info

@@ -86,6 +86,15 @@ class ServerSettings(Section):
     public_url: str | None = None
     """Where clients reach the server (for the protected-resource metadata). Default: http://host:port."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    """`serve`'s level; `worker` logs at INFO (one line per tick) unless this is set explicitly."""
+    log_format: Literal["text", "json"] = "text"
+    """"json": one object per line on stderr (ts, level, logger, message, request_id, tenant, ...)."""
+    metrics: bool = False
+    """Serve Prometheus `/metrics` beside `/mcp` (HTTP only; same address, Host guard, no token)."""
+    metrics_tenant_labels: bool = False
+    """Label tool-call metrics with the tenant (unbounded cardinality: off unless tenants are few)."""
+    instance_id: str | None = Field(default=None, min_length=1, max_length=200)
+    """This process's name in audit events and logs. Default: host:pid:random."""
     allowed_hosts: list[str] = Field(default_factory=list)
     """Further Host values accepted besides the bound host:port (and localhost forms on loopback):
     "name" (any port), "name:port" or "name:*"; ["*"] turns the check off (a proxy checks Host)."""
@@ -214,6 +223,13 @@ class AuditSettings(Section):
     redact_values: bool = False
     log_queries: bool = False
     max_value_chars: int = Field(default=64, ge=8)
+    sink: Literal["file", "mongodb", "both"] = "file"
+    """"mongodb": the `audit_events` collection (read-write connection), shared by every server;
+    the file then only receives events the database could not take (counted)."""
+    retention_days: int | None = Field(default=90, ge=1)
+    """TTL of `audit_events` documents; None keeps them forever. The file is never trimmed."""
+    queue_size: int = Field(default=10_000, ge=10)
+    """Events waiting for the MongoDB writer; beyond it they go to the file (counted), never dropped."""
 
 
 class LimitsSettings(Section):

@@ -20,7 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mongogate.cli import audit, check, serve, token
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO on stderr")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO on stderr (default: server.log_level)"
+    )
     p.add_argument("--version", action="version", version=f"mongogate {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -39,12 +41,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def configure_logging(args: argparse.Namespace) -> None:
+    """Level and format from the settings (server.log_level, server.log_format), read here first.
+
+    `-v` raises the level to INFO. `worker` logs at INFO (one line per tick) unless
+    server.log_level is set explicitly. A settings error is left to the command to report."""
+    from mongogate.config import load_settings
+    from mongogate.logs import LogFormat, configure
+
+    level, fmt, explicit = "WARNING", "text", False
+    try:
+        settings = load_settings(getattr(args, "config", None))
+    except MongogateError:
+        settings = None
+    if settings is not None:
+        level, explicit = settings.server.log_level, "log_level" in settings.server.model_fields_set
+        fmt = settings.server.log_format
+    if args.command == "worker" and not explicit:
+        level = "INFO"
+    if args.verbose and logging.getLevelName(level) > logging.INFO:
+        level = "INFO"
+    log_format: LogFormat = "json" if fmt == "json" else "text"
+    configure(level, log_format)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
         return int(args.func(args))

@@ -1,7 +1,10 @@
-"""The audit log: one JSON line per rejected filter (and per query if enabled).
+"""The audit log: one event per rejected filter (and per query if enabled).
 
-Written to a file and to stderr, never to stdout: stdout carries the stdio transport.
-A background thread does the writing (policy/audit_writer.py): no event loop waits on disk.
+``audit.sink``: "file" writes JSON Lines to a file and to stderr, never to stdout (stdout
+carries the stdio transport), on a background thread (policy/audit_writer.py): no event loop
+waits on disk. "mongodb" inserts into the shared ``audit_events`` collection from a bounded
+queue (policy/audit_sink.py); the file is its fallback. "both" does both. Every event names
+the server instance that wrote it. Reading is in policy/audit_read.py and audit_store.py.
 Values in logged filters are truncated (or redacted to their types), so the log stays
 small and does not become a copy of what the model tried to smuggle.
 """
@@ -11,21 +14,34 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
+import logging
 import math
-import os
 import re
 import sys
-import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
+from mongogate.policy.audit_read import follow, matcher, read_events, summarize
+from mongogate.policy.audit_sink import MongoSink
 from mongogate.policy.audit_writer import AuditWriter
 from mongogate.policy.render import to_json
 from mongogate.requests import current as current_request
+
+__all__ = [
+    "STDERR",
+    "AuditLog",
+    "count_events",
+    "follow",
+    "matcher",
+    "read_events",
+    "summarize",
+]
+
+Sink = Literal["file", "mongodb", "both"]
+log = logging.getLogger(__name__)
 
 _MAX_ITEMS = 50  # per object/array in a logged filter
 _MAX_DEPTH = 12
@@ -64,14 +80,61 @@ class AuditLog:
         redact_values: bool,
         max_value_chars: int,
         stream: TextIO | None = STDERR,
+        sink: Sink = "file",
+        mongo: MongoSink | None = None,
+        instance: str | None = None,
     ) -> None:
         if stream is not None and stream is not STDERR and stream in (sys.stdout, sys.__stdout__):
             raise ValueError("the audit log must never write to stdout (it carries the stdio transport)")
+        if sink != "file" and mongo is None:
+            raise ValueError(f"audit sink {sink!r} needs a MongoSink")
         self.path = Path(path)
         self.redact_values = redact_values
         self.max_value_chars = max_value_chars
+        self.sink = sink
+        self.instance = instance
         self._stream = stream
         self._writer = AuditWriter(self.path, self._current_stream)
+        self._to_file = sink in ("file", "both")
+        self.mongo = mongo if sink != "file" else None
+        #: called with each event as it is written (the server's metrics count rejections here)
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
+
+    @classmethod
+    def for_database(
+        cls,
+        path: Path,
+        *,
+        uri: str,
+        db_name: str,
+        sink: Sink,
+        queue_size: int,
+        timeout_ms: int,
+        retention_days: int | None,
+        **kwargs: Any,
+    ) -> AuditLog:
+        """An audit log whose MongoDB sink falls back to this log's file (and stderr)."""
+        holder: list[AuditLog] = []
+        mongo = MongoSink(
+            uri,
+            db_name,
+            lambda lines: holder[0]._writer.submit("".join(lines)),
+            queue_size=queue_size,
+            timeout_ms=timeout_ms,
+            retention_days=retention_days,
+        )
+        holder.append(cls(path, sink=sink, mongo=mongo, **kwargs))
+        return holder[0]
+
+    @property
+    def fallbacks(self) -> int:
+        """Events the MongoDB sink could not take, written to the file instead."""
+        return self.mongo.fallbacks if self.mongo is not None else 0
+
+    @property
+    def queue_depth(self) -> int:
+        """Events waiting for the MongoDB writer."""
+        return self.mongo.depth if self.mongo is not None else 0
 
     def _current_stream(self) -> TextIO | None:
         stream = sys.stderr if self._stream is STDERR else self._stream
@@ -79,14 +142,26 @@ class AuditLog:
 
     async def synced(self) -> None:
         """Wait until every event written so far is in the file, without blocking the loop."""
+        if self.mongo is not None:  # first: its fallback lines go to the file writer
+            await self.mongo.synced()
         await self._writer.synced()
 
     def flush(self) -> None:
-        """Block until every event written so far is in the file (plain code, not the loop)."""
+        """Block until every event written so far is in its sink (plain code, not the loop)."""
+        if self.mongo is not None:
+            self.mongo.flush()
         self._writer.flush()
 
     def close(self) -> None:
         """Write everything queued and close the file (shutdown); later events reopen it."""
+        if self.mongo is not None:
+            self.mongo.close()
+            if self.mongo.fallbacks:
+                log.warning(
+                    "audit: %d event(s) could not reach the audit_events collection and are in %s",
+                    self.mongo.fallbacks,
+                    self.path,
+                )
         self._writer.close()
 
     def filter_rejected(
@@ -155,10 +230,18 @@ class AuditLog:
         )
 
     def write(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Append ``event`` to the file and the stream. A failing file is reported on the stream,
-        not raised: the caller is usually refusing a request already."""
+        """Append ``event`` to the sink(s). A failing file is reported on the stream, a failing
+        database falls back to the file; nothing is raised: the caller is usually refusing a request."""
+        if self.instance is not None:
+            event.setdefault("instance", self.instance)
         line = json.dumps(event, ensure_ascii=True, separators=(",", ":"), default=str) + "\n"
-        self._writer.submit(line)
+        if self._to_file:
+            self._writer.submit(line)
+        if self.mongo is not None:
+            self.mongo.submit(event, line)
+        for observe in self.observers:
+            with contextlib.suppress(Exception):  # an observer never fails the caller
+                observe(event)
         return event
 
     def safe(self, value: object) -> Any:
@@ -291,156 +374,3 @@ def _render(value: object) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
-
-
-# -- reading -----------------------------------------------------------------------------------
-
-
-def _parse_ts(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts
-
-
-def matcher(
-    *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-) -> Callable[[dict[str, Any]], bool]:
-    """A predicate for the CLI's filters (``since`` naive means UTC)."""
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
-
-    def match(e: dict[str, Any]) -> bool:
-        if tenant is not None and e.get("tenant") != tenant:
-            return False
-        if tool is not None and e.get("tool") != tool:
-            return False
-        if reason is not None and e.get("reason") != reason:
-            return False
-        if event is not None and e.get("event") != event:
-            return False
-        if since is not None:
-            ts = _parse_ts(e.get("ts"))
-            if ts is None or ts < since:
-                return False
-        return True
-
-    return match
-
-
-def _parse_line(line: str) -> dict[str, Any] | None:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def read_events(
-    path: Path,
-    *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Matching events in file order; malformed lines are skipped, a missing file yields nothing."""
-    match = matcher(since=since, tenant=tenant, tool=tool, reason=reason, event=event)
-    if not Path(path).exists():
-        return
-    with Path(path).open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            parsed = _parse_line(line)
-            if parsed is not None and match(parsed):
-                yield parsed
-
-
-def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Counts for ``mongogate audit``: rejections by reason and by tool, plus totals."""
-    total = rejected = queries = 0
-    by_reason: Counter[str] = Counter()
-    by_tool: Counter[str] = Counter()
-    for e in events:
-        total += 1
-        if e.get("event") == "filter_rejected":
-            rejected += 1
-            by_reason[str(e.get("reason"))] += 1
-            by_tool[str(e.get("tool"))] += 1
-        elif e.get("event") == "query":
-            queries += 1
-    return {
-        "events": total,
-        "rejected": rejected,
-        "queries": queries,
-        "by_reason": dict(by_reason.most_common()),
-        "by_tool": dict(by_tool.most_common()),
-    }
-
-
-def follow(
-    path: Path,
-    *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-    from_start: bool = True,
-    poll_s: float = 0.5,
-    stop: Callable[[], bool] | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Like ``tail -f``: matching events already there (if ``from_start``), then new ones as they
-    arrive ("new" counts from this call). Polls; survives the file not existing yet and being
-    truncated or replaced. Runs until ``stop()`` is true (or the consumer stops iterating)."""
-    match = matcher(since=since, tenant=tenant, tool=tool, reason=reason, event=event)
-    path = Path(path)
-    st = _stat(path)
-    inode = st.st_ino if st else None
-    pos = 0 if from_start or st is None else st.st_size
-    return _follow(path, match, inode, pos, poll_s, stop)
-
-
-def _follow(
-    path: Path,
-    match: Callable[[dict[str, Any]], bool],
-    inode: int | None,
-    pos: int,
-    poll_s: float,
-    stop: Callable[[], bool] | None,
-) -> Iterator[dict[str, Any]]:
-    buf = b""
-    while stop is None or not stop():
-        st = _stat(path)
-        if st is None:
-            time.sleep(poll_s)
-            continue
-        if st.st_ino != inode or st.st_size < pos:  # new, replaced or truncated: read from the start
-            inode, pos, buf = st.st_ino, 0, b""
-        if st.st_size <= pos:
-            time.sleep(poll_s)
-            continue
-        with path.open("rb") as f:
-            f.seek(pos)
-            chunk = f.read()
-        pos += len(chunk)
-        *lines, buf = (buf + chunk).split(b"\n")
-        for raw in lines:
-            parsed = _parse_line(raw.decode("utf-8", "replace"))
-            if parsed is not None and match(parsed):
-                yield parsed
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    try:
-        return path.stat()
-    except FileNotFoundError:
-        return None

@@ -24,6 +24,7 @@ from mongogate.values import Doc
 
 if TYPE_CHECKING:
     from mongogate.scheduler.core import Scheduler
+    from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("mongogate.scheduler.core")
 
@@ -106,11 +107,27 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
     def done() -> bool:
         return stop.is_set() or (not first_pass and left() <= 0)
 
+    observer: WorkerMetrics | None = getattr(s, "observer", None)
+
     async def tick(agent: Agent, claim: Claim) -> None:
+        started = anyio.current_time()
         try:
-            await s.run_tick(agent, claim, stats)
+            status = await s.run_tick(agent, claim, stats)
         finally:
             slots.release()
+        seconds = anyio.current_time() - started
+        # One line per tick: the worker's heartbeat in its log (INFO, the worker's default level).
+        log.info(
+            "agent %s tick %s: %s in %.3f s, claimed %.3f s after its slot%s",
+            agent.key,
+            claim.scheduled_at.isoformat(),
+            status,
+            seconds,
+            claim.drift_s,
+            f", {claim.missed_slots} slot(s) skipped" if claim.missed_slots else "",
+        )
+        if observer is not None:
+            observer.finished(agent.key, status, seconds, claim.next_run_at, s.clock.now())
 
     async with anyio.create_task_group() as tg:
         while not done():
@@ -118,6 +135,10 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
             try:
                 now = s.clock.now()
                 due, next_at = await upcoming(s, now, batch=max(4 * s.concurrency, 64))
+                if observer is not None:
+                    for agent, seen in due:
+                        if (at := _dt(seen.get("next_run_at"))) is not None:
+                            observer.due(agent.key, (now - at).total_seconds())
                 s.rng.shuffle(due)  # workers racing over the same backlog collide less
                 claimed = lost = 0
                 for agent, seen in due:
@@ -143,6 +164,8 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
                     stats.missed_slots += claim.missed_slots
                     stats.by_agent[agent.key] = stats.by_agent.get(agent.key, 0) + 1
                     stats.max_drift_s = max(stats.max_drift_s, claim.drift_s)
+                    if observer is not None:
+                        observer.claimed(agent.key, claim.drift_s, claim.missed_slots)
                     tg.start_soon(tick, agent, claim)
                 if due:
                     # More may be due already; if others won everything, yield briefly.

@@ -1,7 +1,7 @@
 """`mongogate worker`: run the registered agents on the configured database (or the embedded engine).
 
     mongogate worker [--config F] [--agents module:attr ...] [--status [--json]] [--duration S]
-                     [--concurrency N] [--worker-id ID]
+                     [--concurrency N] [--worker-id ID] [--metrics-port PORT]
 
 Agents come from `--agents` references (``package.module:attr`` or ``path/to/file.py:attr``)
 and from packages' ``mongogate.agents`` entry points. Run as many workers as you like, on
@@ -27,6 +27,7 @@ from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.loop import SchedulerStats
 from mongogate.scheduler.status import AgentStatus, print_status
+from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("mongogate.worker")
 
@@ -67,6 +68,7 @@ async def run_worker(
     worker_id: str | None = None,
     stop: anyio.Event | None = None,
     concurrency: int | None = None,
+    metrics: WorkerMetrics | None = None,
 ) -> WorkerReport:
     """Run the agents until `stop`, `duration_s`, or SIGINT/SIGTERM; or only read their status."""
     registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
@@ -89,6 +91,7 @@ async def run_worker(
         )
         if status_only:
             return WorkerReport(status=await scheduler.status())
+        scheduler.observer = metrics  # type: ignore[attr-defined]  # read by scheduler/loop.py
         stop = stop or anyio.Event()
         async with anyio.create_task_group() as tg:
             if threading.current_thread() is threading.main_thread():
@@ -131,6 +134,12 @@ def add_worker_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="N",
         help=f"ticks run at once by this worker (default: the setting scheduler.concurrency, {default})",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus /metrics (ticks, lag, drift per agent) on PORT at server.host",
+    )
     p.set_defaults(func=cmd_worker)
     return p
 
@@ -144,16 +153,30 @@ def cmd_worker(args: argparse.Namespace) -> int:
     agents = (
         AgentRegistry() if args.status else collect_agents(args.agents, entry_points=not args.no_entry_points)
     )
-    report = anyio.run(
-        lambda: run_worker(
-            settings,
-            agents,
-            duration_s=args.duration,
-            status_only=args.status,
-            worker_id=args.worker_id,
-            concurrency=args.concurrency,
+    metrics = exporter = None
+    port = getattr(args, "metrics_port", None)
+    if port is not None and not args.status:
+        if not 0 <= port <= 65535:
+            raise ConfigError("--metrics-port must be a TCP port (0-65535)")
+        metrics = WorkerMetrics()
+        exporter = metrics.serve(port, settings.server.host)
+        log.info("worker metrics at http://%s:%d/metrics", settings.server.host, exporter.server_port)
+    try:
+        report = anyio.run(
+            lambda: run_worker(
+                settings,
+                agents,
+                duration_s=args.duration,
+                status_only=args.status,
+                worker_id=args.worker_id,
+                concurrency=args.concurrency,
+                metrics=metrics,
+            )
         )
-    )
+    finally:
+        if exporter is not None:
+            exporter.shutdown()
+            exporter.server_close()
     if args.status:
         print_status(report.status, sys.stdout, as_json=args.json)
     elif report.stats is not None:

@@ -17,13 +17,17 @@ from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
+from mongogate.logs import default_instance_id
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
+from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
+from mongogate.server.metrics import Metrics, register
+from mongogate.server.observe import ObserveCalls
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -104,6 +108,14 @@ def build_server(
     else:
         stdio_principal = principal_for_stdio(settings.auth, env, grant_scopes=scopes)
 
+    instance = settings.server.instance_id or default_instance_id()
+    all_tools = frozenset(t.name for t in tools)
+    metrics = (
+        Metrics(all_tools, tenant_labels=settings.server.metrics_tenant_labels)
+        if settings.server.metrics
+        else None
+    )
+
     def principal(ctx: Any) -> Principal:
         return current_principal(ctx, stdio_principal)
 
@@ -116,11 +128,10 @@ def build_server(
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
-            audit = AuditLog(
-                settings.audit_path,
-                redact_values=settings.audit.redact_values,
-                max_value_chars=settings.audit.max_value_chars,
-            )
+            rw_uri = settings.database.uri or (db.engine.uri if db.engine else db.shared_engine_uri)
+            audit = audit_from_settings(settings, rw_uri, instance)
+            if metrics is not None:
+                metrics.attach_audit(audit)
             state = AppState(
                 settings=settings,
                 db=db,
@@ -141,7 +152,8 @@ def build_server(
     query_tools = frozenset(spec.name for spec in registry.query_specs)
     server = ChallengingServer(
         "mongogate",
-        middleware=[QueryCallAudit(query_tools)],  # also gives every tools/call its request id
+        # ObserveCalls first: it opens the request id that the audit, the logs and errors share
+        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=tools,
@@ -152,4 +164,6 @@ def build_server(
     )
     if challenge is not None:
         server.install_challenge(challenge)
+    if metrics is not None:
+        register(server, metrics)  # server/http.py serves them at /metrics
     return server

@@ -8,6 +8,7 @@ before validation and writes the one event such a call would otherwise miss.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Mapping
@@ -39,7 +40,10 @@ class QueryCallAudit:
         tool = params.get("name")
         if ctx.method != "tools/call":
             return await call_next(ctx)
-        with serving(ctx.request_id):  # one request id for the tool, its audit events and log lines
+        # One request id for the tool, its audit events and log lines: server/observe.py opens
+        # it first when installed; on its own this middleware opens it.
+        opened = contextlib.nullcontext() if current_request() is not None else serving(ctx.request_id)
+        with opened:
             if not isinstance(tool, str) or tool not in self.query_tools:
                 return await call_next(ctx)
             return await self._audited(ctx, call_next, tool, params)

@@ -29,6 +29,7 @@ from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.startup import run_bound
+from mongogate.server.metrics import with_metrics
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
 
@@ -48,7 +49,8 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         max_request_body_size=settings.max_request_bytes,
     )
     body = BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
-    return HostOriginGuard(body, settings)
+    # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
+    return HostOriginGuard(with_metrics(body, server), settings)
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -112,6 +114,7 @@ class GuardedConfig(uvicorn.Config):
             host=host,
             port=port,
             log_level="warning",
+            log_config=None,  # uvicorn's lines go through mongogate's handler (text or JSON, logs.py)
             lifespan="on",
             http=GuardedH11Protocol,
             limit_concurrency=settings.max_connections,

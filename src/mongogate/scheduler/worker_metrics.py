@@ -1,0 +1,57 @@
+"""Prometheus metrics of a worker (``mongogate worker --metrics-port N``): ticks, lag, drift per agent.
+
+Labels are agent keys (the registered agents: bounded) and tick statuses. ``lag`` is how far
+behind its slot an agent is when the loop sees it due (0 once its next slot is ahead);
+``drift`` is how late each tick was claimed after its slot.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+DRIFT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+class WorkerMetrics:
+    """What the loop (scheduler/loop.py) reports through ``observer`` on the Scheduler."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.ticks = Counter(
+            "mongogate_scheduler_ticks", "Ticks run by agent and status (ok, error, timeout)",
+            ["agent", "status"], registry=r,
+        )  # fmt: skip
+        self.lag = Gauge(
+            "mongogate_scheduler_lag_seconds", "How far behind its slot the agent is when seen due",
+            ["agent"], registry=r,
+        )  # fmt: skip
+        self.drift = Histogram(
+            "mongogate_scheduler_tick_drift_seconds", "How late each tick was claimed after its slot",
+            ["agent"], buckets=DRIFT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.missed = Counter(
+            "mongogate_scheduler_missed_slots", "Slots passed over (catch_up = skip)", ["agent"], registry=r
+        )
+        self.duration = Histogram("mongogate_scheduler_tick_seconds", "Tick run time", ["agent"], registry=r)
+
+    def due(self, agent: str, lag_s: float) -> None:
+        self.lag.labels(agent).set(max(lag_s, 0.0))
+
+    def claimed(self, agent: str, drift_s: float, missed_slots: int) -> None:
+        self.drift.labels(agent).observe(max(drift_s, 0.0))
+        if missed_slots:
+            self.missed.labels(agent).inc(missed_slots)
+
+    def finished(self, agent: str, status: str, seconds: float, next_run_at: datetime, now: datetime) -> None:
+        self.ticks.labels(agent, status).inc()
+        self.duration.labels(agent).observe(seconds)
+        if next_run_at > now:
+            self.lag.labels(agent).set(0.0)
+
+    def serve(self, port: int, host: str) -> Any:
+        """Serve ``/metrics`` on a thread; returns the server (stop: ``shutdown()``, ``server_close()``)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server

@@ -1,0 +1,174 @@
+"""Prometheus metrics of one server (``server.metrics = true``), served at ``/metrics`` over HTTP.
+
+Labels are bounded: tool names are the registered ones (anything else is "unknown"), outcomes
+are mongogate's error codes, rejection reasons are the policy's. The tenant is a label only
+with ``server.metrics_tenant_labels`` (one series per tenant is unbounded). Each server has
+its own registry, so two servers in one process (tests) never mix their counts.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from mongogate.policy.audit import AuditLog
+
+#: seconds; a query tool call is a few ms, a slow database a few seconds
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+PATH = "/metrics"
+
+_by_server: weakref.WeakKeyDictionary[Any, Metrics] = weakref.WeakKeyDictionary()
+
+
+class _AuditCollector(Collector):
+    """Fallback count of the audit log attached to these metrics (read at scrape time)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = weakref.ref(metrics)
+
+    def collect(self) -> Iterable[Metric]:
+        m = self._metrics()
+        audit = m.audit if m is not None else None
+        family = CounterMetricFamily(
+            "mongogate_audit_fallbacks",
+            "Audit events the MongoDB sink could not take, written to the fallback file instead",
+        )
+        family.add_metric([], float(audit.fallbacks if audit is not None else 0))
+        yield family
+
+
+class Metrics:
+    """The server's counters; ``observe_call`` and ``observe_event`` feed them."""
+
+    def __init__(self, tools: Iterable[str] = (), *, tenant_labels: bool = False) -> None:
+        self.tools = frozenset(tools)
+        self.tenant_labels = tenant_labels
+        self.audit: AuditLog | None = None
+        r = self.registry = CollectorRegistry()
+        call_labels = ["tool", "outcome", *(["tenant"] if tenant_labels else [])]
+        self.calls = Counter(
+            "mongogate_tool_calls", "Tool calls by tool and outcome (ok or the error code)", call_labels,
+            registry=r,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "mongogate_tool_call_seconds", "Tool call latency", ["tool"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.rejections = Counter(
+            "mongogate_filter_rejections", "Refused query-tool calls (audit events) by reason", ["reason"],
+            registry=r,
+        )  # fmt: skip
+        self.auth_failures = Counter(
+            "mongogate_auth_failures",
+            "Refused authentication: missing_token, invalid_token, insufficient_scope (HTTP 401/403)",
+            ["reason"],
+            registry=r,
+        )
+        self.lease_busy = Counter(
+            "mongogate_lease_busy", "lease_busy answers (another turn or run holds the lease)", ["tool"],
+            registry=r,
+        )  # fmt: skip
+        self.db_errors = Counter(
+            "mongogate_database_errors", "Tool calls that failed on the database (storage_error)", ["tool"],
+            registry=r,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            "mongogate_audit_queue_depth", "Audit events waiting for the MongoDB writer", registry=r
+        )
+        self.queue_depth.set_function(lambda: float(self.audit.queue_depth) if self.audit else 0.0)
+        r.register(_AuditCollector(self))
+
+    def tool_label(self, tool: object) -> str:
+        return tool if isinstance(tool, str) and tool in self.tools else "unknown"
+
+    def observe_call(self, tool: object, outcome: str, seconds: float, tenant: str | None) -> None:
+        name = self.tool_label(tool)
+        labels = [name, outcome, *([tenant or ""] if self.tenant_labels else [])]
+        self.calls.labels(*labels).inc()
+        self.latency.labels(name).observe(seconds)
+        if outcome == "lease_busy":
+            self.lease_busy.labels(name).inc()
+        elif outcome == "storage_error":
+            self.db_errors.labels(name).inc()
+
+    def observe_event(self, event: dict[str, Any]) -> None:
+        """An audit event was written: count a rejection by its reason."""
+        if event.get("event") == "filter_rejected":
+            self.rejections.labels(str(event.get("reason"))[:64]).inc()
+
+    def attach_audit(self, audit: AuditLog) -> None:
+        self.audit = audit
+        audit.observers.append(self.observe_event)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def register(server: object, metrics: Metrics) -> None:
+    """Remember the metrics of ``server`` for the HTTP app (server/http.py)."""
+    _by_server[server] = metrics
+
+
+def metrics_of(server: object) -> Metrics | None:
+    return _by_server.get(server)
+
+
+def with_metrics(app: ASGIApp, server: object) -> ASGIApp:
+    """``app`` plus the ``/metrics`` route and auth-failure counting, if ``server`` has metrics."""
+    metrics = metrics_of(server)
+    return app if metrics is None else MetricsApp(app, metrics)
+
+
+class MetricsApp:
+    """ASGI: answer ``GET /metrics``; count 401/403 answers of everything else by reason class."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope.get("path") == PATH:
+            await self._serve(scope, send)
+            return
+        has_token = any(k == b"authorization" for k, _ in scope.get("headers", []))
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status = int(message.get("status", 0))
+                if status == 401:
+                    self.metrics.auth_failures.labels("invalid_token" if has_token else "missing_token").inc()
+                elif status == 403:
+                    self.metrics.auth_failures.labels("insufficient_scope").inc()
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+    async def _serve(self, scope: Scope, send: Send) -> None:
+        if scope.get("method") not in ("GET", "HEAD"):
+            await _respond(send, 405, b"method not allowed\n", "text/plain")
+            return
+        body = self.metrics.render()
+        await _respond(send, 200, b"" if scope.get("method") == "HEAD" else body, CONTENT_TYPE_LATEST)
+
+
+async def _respond(send: Send, status: int, body: bytes, content_type: str) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def samples(metrics: Metrics) -> Iterator[tuple[str, dict[str, str], float]]:
+    """Every sample as (name, labels, value): for tests and `mongogate check`-style reports."""
+    for family in metrics.registry.collect():
+        for s in family.samples:
+            yield s.name, dict(s.labels), s.value

@@ -16,13 +16,13 @@ from mcp import Client
 from pymongo import MongoClient
 
 from mongogate.cli import main
-from mongogate.demo import FIND_ORDERS
 from mongogate.logs import configure
 from mongogate.policy.audit_store import COLLECTION, read_events_db
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
 from tests.helpers import failure, free_port
+from tests.policy.specs import ORDERS as FIND_ORDERS  # the demo spec without its index
 
 
 @pytest.fixture(autouse=True)

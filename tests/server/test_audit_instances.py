@@ -14,13 +14,13 @@ import pytest
 from mcp import Client
 
 from mongogate.db import EmbeddedEngine
-from mongogate.demo import FIND_ORDERS
 from mongogate.policy.audit_read import read_events
 from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of, samples
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
 from tests.helpers import EXE, ROOT, failure, http_server, ok
+from tests.policy.specs import ORDERS as FIND_ORDERS  # the demo spec without its index
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,6 @@ from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from mongogate.config import Settings
-from mongogate.demo import FIND_ORDERS
 from mongogate.server.app import build_server
 from mongogate.server.http import BackgroundHttpServer
 from mongogate.server.metrics import metrics_of, samples
@@ -20,6 +19,7 @@ from mongogate.server.tokens import mint_dev_token
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import INITIALIZE
+from tests.policy.specs import ORDERS as FIND_ORDERS  # the demo spec without its index
 
 from . import rpc
 

@@ -24,7 +24,16 @@ SUPPORTED_OPERATORS: frozenset[str] = frozenset(
 DEFAULT_OPERATORS: tuple[str, ...] = ("$eq", "$ne", "$in", "$gt", "$gte", "$lt", "$lte", "$and", "$or")
 
 MEMORY_TOOL_NAMES = frozenset(
-    {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
+    {
+        "create_session",
+        "append",
+        "load_context",
+        "begin_turn",
+        "renew_turn",
+        "end_turn",
+        "list_sessions",
+        "delete_session",
+    }
 )
 RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
 #: names of built-in tools: a query tool can never take one

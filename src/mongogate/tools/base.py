@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError
 from mongogate.principal import Principal
@@ -32,8 +32,43 @@ from mongogate.tools.state import AppState
 log = logging.getLogger(__name__)
 
 
-#: an id argument as the schema shows it; the stores enforce the real limits (memory.max_id_length)
-IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+#: an id argument. The store checks it (memory/keys.py check_id); the schema shows the same
+#: limits, filled in from the settings by `fill_limits` so the two cannot drift.
+ID_PATTERN = "^[^:\\u0000-\\u001f]+$"
+IdStr = Annotated[
+    str,
+    Field(
+        json_schema_extra={"minLength": 1, "pattern": ID_PATTERN, "x-limits": {"maxLength": "max_id_length"}}
+    ),
+]
+ID_RULES = "at most {max_id_length} characters, no ':' or control characters"
+
+
+def limit(**keywords: str | int) -> Any:
+    """Schema keywords whose values come from the settings (names of `fill_limits` values)."""
+    return {"x-limits": keywords}
+
+
+def fill_limits(schema: dict[str, Any], values: Mapping[str, object]) -> dict[str, Any]:
+    """Resolve `{name}` in descriptions and `x-limits` markers from the settings the checks use.
+
+    Pydantic models stay loose (the stores word the refusals); what the model reads is made here
+    from the very values the stores enforce, so schema and checks cannot disagree.
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "x-limits":
+            for word, name in value.items():
+                out[word] = values[name] if isinstance(name, str) else name
+        elif key == "description" and isinstance(value, str):
+            out[key] = value.format_map(values)
+        elif isinstance(value, dict):
+            out[key] = fill_limits(value, values)
+        elif isinstance(value, list):
+            out[key] = [fill_limits(v, values) if isinstance(v, dict) else v for v in value]
+        else:
+            out[key] = value
+    return out
 
 
 class ToolInput(ArgModelBase):
@@ -120,8 +155,11 @@ def make_tool(
     annotations: ToolAnnotations | None = None,
     required_scopes: list[str] | tuple[str, ...] = (),
     title: str | None = None,
+    limits: Mapping[str, object] | None = None,
 ) -> Tool:
     schema = parameters or input_model.model_json_schema(by_alias=True)
+    if limits is not None:  # descriptions and limits from the settings the stores enforce
+        schema = fill_limits(schema, limits)
     key_caps = key_caps_from_schema(schema)  # once per tool, not per call
 
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:

@@ -362,7 +362,7 @@ def memory_tools(settings: Settings | None = None) -> list[Tool]:
             name="end_turn",
             title="End turn",
             description=(
-                "Step 3, last of every turn: store the final reply and release the lease, in one atomic "
+                "Step 3, last of every turn: store the final answer and release the lease, in one atomic "
                 "step. Refused, writing nothing, if the lease no longer owns the session (lease_lost); "
                 "not_found if the session was deleted meanwhile."
             ),

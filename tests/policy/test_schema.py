@@ -151,7 +151,7 @@ def test_argument_rejections_come_from_the_walk(args: dict[str, Any], reason: st
     with pytest.raises(PolicyViolation) as info:
         prepare(ORDERS, args, "acme", LIMITS)
     assert (info.value.reason, info.value.path) == (reason, path), str(info.value)
-    assert "Allowed:" in str(info.value) and len(str(info.value)) < 600
+    assert "; allowed: " in str(info.value) and len(str(info.value)) < 600
 
 
 def test_output_schema_accepts_results_and_types_the_projected_fields() -> None:

@@ -41,7 +41,7 @@ def _typed(node: dict[str, Any], root: dict[str, Any]) -> bool:
     node = _resolve(node, root)
     if "type" in node or "enum" in node or "const" in node:
         return True
-    branches = node.get("anyOf") or node.get("oneOf")
+    branches: list[dict[str, Any]] = node.get("anyOf") or node.get("oneOf") or []
     return bool(branches) and all(_typed(b, root) for b in branches)
 
 
@@ -161,10 +161,8 @@ async def test_id_limits_in_the_schema_are_the_ones_the_store_enforces(
         assert not v.is_valid({"session_id": "s", "turn_id": "a:b", "text": "x"})  # the ':' rule too
         sid = (await ok(c, "create_session"))["session_id"]
         text = await failure(c, "begin_turn", session_id=sid, turn_id=too_long, text="x")
-        assert (
-            text
-            == f"[invalid_input] turn_id is {max_id_length + 1} characters long; the maximum is {max_id_length}"
-        )
+        n = max_id_length
+        assert text == f"[invalid_input] turn_id is {n + 1} characters long; the maximum is {n}"
 
 
 async def test_every_limit_in_a_description_comes_from_the_settings(

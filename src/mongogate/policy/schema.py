@@ -125,6 +125,7 @@ def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
             },
             "sort": {
                 "type": "object",
+                "maxProperties": len(spec.fields),  # also the cheap key cap (tools/bounds.py)
                 "propertyNames": {"enum": list(spec.fields)},
                 "additionalProperties": {"type": "integer", "enum": [1, -1]},
                 "description": "1 ascending, -1 descending" + (f"; default {spec.sort}" if spec.sort else ""),

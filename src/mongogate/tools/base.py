@@ -108,22 +108,65 @@ def _safe(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def describe_validation(exc: ValidationError) -> InvalidInput:
-    """One sentence naming the argument, what was wrong and what is allowed (no library text)."""
+_JSON_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a JSON object",
+    "array": "an array",
+}
+
+
+def _kinds(prop: dict[str, Any]) -> list[str]:
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [str(k) for k in kind]
+    return [k for branch in prop.get("anyOf") or [] for k in _kinds(branch)]
+
+
+def expected_words(prop: dict[str, Any]) -> str:
+    """What a property allows, in words, from the (filled) input schema the model reads."""
+    if "enum" in prop:
+        return "one of " + ", ".join(str(v) for v in prop["enum"])
+    words = " or ".join(dict.fromkeys(_JSON_WORDS.get(k, k) for k in _kinds(prop) if k != "null"))
+    bounds = {**prop, **next((b for b in prop.get("anyOf") or [] if b.get("type") != "null"), {})}
+    if "maxLength" in bounds:
+        words += f" of at most {bounds['maxLength']} characters"
+    if "minimum" in bounds and "maximum" in bounds:
+        words += f" from {bounds['minimum']} to {bounds['maximum']}"
+    return words or "a value as described in the tool's input schema"
+
+
+def _shown(value: object) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        return f"the number {_safe(value)}"
+    if isinstance(value, str):
+        return f"the string {_safe(value)}"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a value"
+
+
+def describe_validation(exc: ValidationError, schema: dict[str, Any] | None = None) -> InvalidInput:
+    """One sentence naming each argument, what was wrong and what is allowed, in words made from
+    the input schema the model reads (never the library's text, URLs or type names)."""
+    props: dict[str, Any] = (schema or {}).get("properties") or {}
     parts: list[str] = []
     for err in exc.errors(include_url=False)[:3]:
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        kind = err["type"]
-        if kind == "missing":
-            parts.append(f"argument {where!r} is required")
-        elif kind == "extra_forbidden":
-            parts.append(f"argument {where!r} is not accepted by this tool")
+        name = str(err["loc"][0]) if err["loc"] else "(arguments)"
+        prop = props.get(name, {})
+        if err["type"] == "missing":
+            parts.append(f"argument {name!r} is required: {expected_words(prop)}")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"argument {name!r} is not accepted; this tool takes {', '.join(props) or 'none'}")
         else:
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            parts.append(f"argument {where!r} {_safe(err.get('input'))} is invalid: {msg}")
+            parts.append(f"argument {name!r} must be {expected_words(prop)}, not {_shown(err.get('input'))}")
     more = len(exc.errors()) - len(parts)
     tail = f" (and {more} more)" if more > 0 else ""
-    return InvalidInput("; ".join(parts) + tail + ". See the tool's input schema for what is allowed")
+    return InvalidInput("; ".join(parts) + tail)
 
 
 @dataclass(frozen=True)
@@ -176,7 +219,7 @@ def make_tool(
             try:
                 args = input_model.model_validate(kwargs)
             except ValidationError as e:
-                raise describe_validation(e) from None
+                raise describe_validation(e, schema) from None
             result = await handler(call, args)
         except MongogateError as e:
             who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"

@@ -77,7 +77,8 @@ def main() -> None:
         ratios.append(news[-1] / olds[-1])
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = (
-        f"Command: `.venv/bin/python benchmarks/output_schema.py --docs {args.docs} --rounds {args.rounds}`.\n"
+        "Command: `.venv/bin/python benchmarks/output_schema.py "
+        f"--docs {args.docs} --rounds {args.rounds}`.\n"
         f"Python {platform.python_version()}; {when}. The machine was shared with five other engineers' "
         "test runs: absolute figures are noisy, the per-round ratio is what matters.\n\n"
         f"Client-side validation of one `find_orders` result of {args.docs} documents (what the SDK "

@@ -69,7 +69,9 @@ def main() -> None:
     ]
     result = {"documents": docs, "returned": len(docs), "limit": 50, "truncated": False, "notice": "n"}
     old, new = described_schema(FIND_ORDERS), output_schema(FIND_ORDERS)
-    olds, news, ratios = [], [], []
+    olds: list[float] = []
+    news: list[float] = []
+    ratios: list[float] = []
     for r in range(args.rounds):  # interleaved, alternating order: load hits both alike
         pair = [(old, olds), (new, news)] if r % 2 == 0 else [(new, news), (old, olds)]
         for schema, out in pair:

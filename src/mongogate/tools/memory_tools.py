@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from mongogate.config import MemorySettings, Settings
@@ -28,6 +27,7 @@ from mongogate.tools.base import (
     limit,
     make_tool,
 )
+from mongogate.tools.session_tools import session_tools
 
 #: sent at initialize: how the tools fit together, in a few lines
 INSTRUCTIONS = """\
@@ -182,40 +182,6 @@ class EndTurnOut(ToolOutput):
     seq: int
 
 
-class ListSessionsIn(ToolInput):
-    limit: int | None = Field(
-        default=None,
-        description="Sessions per page, from 1 to {page_max}; default {page_default}.",
-        json_schema_extra=limit(minimum=1, maximum="page_max"),
-    )
-    cursor: str | None = Field(
-        default=None,
-        description="next_cursor from the previous page, as returned (opaque); omit for the first page.",
-    )
-
-
-class SessionOut(ToolOutput):
-    session_id: str
-    title: str | None
-    created_at: str = Field(description="ISO 8601 UTC")
-    last_activity_at: str = Field(description="ISO 8601 UTC: creation or the latest message")
-    last_seq: int = Field(description="seq of the latest message; 0 when none")
-
-
-class ListSessionsOut(ToolOutput):
-    sessions: list[SessionOut]
-    next_cursor: str | None = Field(description="pass it as cursor for the next page; null on the last page")
-
-
-class DeleteSessionIn(ToolInput):
-    session_id: IdStr = Field(description="The session to erase with all its messages; " + ID_RULES + ".")
-
-
-class DeleteSessionOut(ToolOutput):
-    deleted: bool = Field(description="false: there was no such session (e.g. already erased)")
-    messages_deleted: int
-
-
 async def _create_session(call: Call, a: CreateSessionIn) -> CreateSessionOut:
     sid = await call.app.memory.create_session(call.principal.tenant, a.title, a.metadata)
     return CreateSessionOut(session_id=sid)
@@ -257,34 +223,10 @@ async def _end_turn(call: Call, a: EndTurnIn) -> EndTurnOut:
     return EndTurnOut(status=r.status, seq=r.seq)  # type: ignore[arg-type]
 
 
-async def _list_sessions(call: Call, a: ListSessionsIn) -> ListSessionsOut:
-    page = await call.app.memory.list_sessions(call.principal.tenant, a.limit, a.cursor)
-    return ListSessionsOut(
-        sessions=[
-            SessionOut(
-                session_id=s.session_id,
-                title=s.title,
-                created_at=s.created_at.isoformat(),
-                last_activity_at=s.last_activity_at.isoformat(),
-                last_seq=s.last_seq,
-            )
-            for s in page.sessions
-        ],
-        next_cursor=page.next_cursor,
-    )
-
-
-async def _delete_session(call: Call, a: DeleteSessionIn) -> DeleteSessionOut:
-    r = await call.app.memory.delete_session(call.principal.tenant, a.session_id)
-    return DeleteSessionOut(deleted=r.deleted, messages_deleted=r.messages_deleted)
-
-
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
-
-
 def memory_tools(settings: Settings | None = None) -> list[Tool]:
     """The memory tools, their schemas filled from `settings.memory` (defaults if None)."""
     limits = limits_of(settings.memory if settings is not None else MemorySettings())
+    list_sessions_tool, delete_session_tool = session_tools(limits)
     return [
         make_tool(
             name="create_session",
@@ -299,20 +241,7 @@ def memory_tools(settings: Settings | None = None) -> list[Tool]:
             annotations=WRITE,
             limits=limits,
         ),
-        make_tool(
-            name="list_sessions",
-            title="List sessions",
-            description=(
-                "List the caller's sessions, most recent activity first, with title, created_at, "
-                "last_activity_at and last_seq. Page with cursor = next_cursor until it is null. Use it "
-                "to find a conversation to continue."
-            ),
-            input_model=ListSessionsIn,
-            output_model=ListSessionsOut,
-            handler=_list_sessions,
-            annotations=READ_ONLY,
-            limits=limits,
-        ),
+        list_sessions_tool,
         make_tool(
             name="begin_turn",
             title="Begin turn",
@@ -386,18 +315,5 @@ def memory_tools(settings: Settings | None = None) -> list[Tool]:
             annotations=READ_ONLY,
             limits=limits,
         ),
-        make_tool(
-            name="delete_session",
-            title="Delete session",
-            description=(
-                "Erase a session and all its messages for good (a right-to-erasure request). Idempotent: "
-                "erasing it again returns deleted=false. A turn still running in it then fails with "
-                "not_found."
-            ),
-            input_model=DeleteSessionIn,
-            output_model=DeleteSessionOut,
-            handler=_delete_session,
-            annotations=DESTRUCTIVE,
-            limits=limits,
-        ),
+        delete_session_tool,
     ]

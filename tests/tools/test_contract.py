@@ -173,6 +173,7 @@ async def test_every_limit_in_a_description_comes_from_the_settings(
         db_name,
         tmp_path,
         memory={"max_message_bytes": 777, "max_context_limit": 33, "max_lease_ms": 4444, "lease_ms": 222},
+        limits={"metadata_max_keys": 7},
     )
     async with Client(build_server(settings)) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
@@ -180,6 +181,7 @@ async def test_every_limit_in_a_description_comes_from_the_settings(
     assert "777 bytes" in props["text"]["description"]
     assert props["lease_ms"]["maximum"] == 4444 and "default 222" in props["lease_ms"]["description"]
     assert tools["load_context"].input_schema["properties"]["limit"]["maximum"] == 33
+    assert "at most 7 keys" in tools["create_session"].input_schema["properties"]["metadata"]["description"]
     every = json.dumps([t.input_schema for t in tools.values()])
     assert "{" + "max_" not in every and "x-limits" not in every  # every placeholder was filled
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from mongogate.config import MemorySettings, Settings
+from mongogate.config import LimitsSettings, MemorySettings, Settings
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role
 from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX
 from mongogate.memory.store import Message
@@ -55,9 +55,11 @@ LEASE_MS = (
 TEXT = "UTF-8 text, at most {max_message_bytes} bytes (memory.max_message_bytes)."
 
 
-def limits_of(memory: MemorySettings) -> dict[str, object]:
-    """The values schema descriptions and limits are filled from: the stores' own settings."""
+def limits_of(memory: MemorySettings, bounds: LimitsSettings) -> dict[str, object]:
+    """The values schema descriptions and limits are filled from: the stores' own settings and
+    the argument bounds (`tools/bounds.py`)."""
     return {
+        **bounds.model_dump(),
         **memory.model_dump(),
         "max_title_bytes": MAX_TITLE_BYTES,
         "page_default": PAGE_DEFAULT,
@@ -86,7 +88,9 @@ class CreateSessionIn(ToolInput):
     )
     metadata: dict[str, Any] | None = Field(
         default=None,
-        description="Any small JSON object stored with the session (keys without '$' or '.').",
+        description="A small JSON object stored with the session: at most {metadata_max_keys} keys, "
+        "{metadata_max_depth} levels deep and {metadata_max_chars} characters as JSON; keys without "
+        "'$' or '.'.",
     )
 
 
@@ -225,7 +229,8 @@ async def _end_turn(call: Call, a: EndTurnIn) -> EndTurnOut:
 
 def memory_tools(settings: Settings | None = None) -> list[Tool]:
     """The memory tools, their schemas filled from `settings.memory` (defaults if None)."""
-    limits = limits_of(settings.memory if settings is not None else MemorySettings())
+    settings = settings or Settings.model_construct(memory=MemorySettings(), limits=LimitsSettings())
+    limits = limits_of(settings.memory, settings.limits)
     list_sessions_tool, delete_session_tool = session_tools(limits)
     return [
         make_tool(

@@ -199,6 +199,8 @@ class MemorySettings(Section):
     max_id_length: int = Field(default=200, ge=8, le=1000)
     max_state_bytes: int = Field(default=1024 * 1024, ge=1)
     completed_run_ttl_s: int | None = Field(default=None, ge=60)
+    #: erase sessions idle this many days and messages older than this (TTL indexes); None: keep
+    retention_days: int | None = Field(default=None, ge=1, le=36_500)
 
 
 class PolicySettings(Section):

@@ -50,9 +50,10 @@ class PolicyViolation(MongogateError):
         self.reason = reason
         self.path = path
         self.allowed = allowed
-        text = f"filter rejected ({reason}) at {path}: {message}"
+        # The reason is the tool error's [code] already: the text names where and what is allowed.
+        text = f"{path}: {message}"
         if allowed:
-            text += f". Allowed: {allowed}"
+            text += f"; allowed: {allowed}"
         super().__init__(text)
 
     @property

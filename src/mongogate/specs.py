@@ -44,7 +44,16 @@ _AGGREGATE_KEYS = frozenset(
 )
 
 MEMORY_TOOL_NAMES = frozenset(
-    {"create_session", "append", "load_context", "begin_turn", "renew_turn", "end_turn"}
+    {
+        "create_session",
+        "append",
+        "load_context",
+        "begin_turn",
+        "renew_turn",
+        "end_turn",
+        "list_sessions",
+        "delete_session",
+    }
 )
 RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
 #: names of built-in tools: a query tool can never take one

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from mongogate.config import PolicySettings
+from mongogate.demo import FIND_ORDERS
 from mongogate.errors import PolicyViolation
 from mongogate.policy.execute import QueryResult, prepare
-from mongogate.policy.filters import check_filter
+from mongogate.policy.filters import ISO_DATETIME_PATTERN, check_filter
 from mongogate.policy.schema import input_schema, output_schema
 from tests.policy.specs import ITEMS, LIMITS, ORDERS
 from tests.policy.test_filters import LEGIT
@@ -32,6 +34,10 @@ def _json_safe(value: Any) -> bool:
     return True
 
 
+def _def(schema: dict[str, Any], ref: dict[str, Any]) -> Any:
+    return schema["$defs"][ref["$ref"].removeprefix("#/$defs/")]
+
+
 def test_input_schema_shape() -> None:
     s = ORDERS_SCHEMA
     Draft202012Validator.check_schema(s)
@@ -45,38 +51,54 @@ def test_input_schema_shape() -> None:
         "description": "at most 50; larger values are lowered",
     }
     sort = s["properties"]["sort"]
-    assert sort["additionalProperties"] is False
+    assert sort["additionalProperties"] == {"type": "integer", "enum": [1, -1]}
     assert sort["propertyNames"] == {"enum": ["status", "total", "createdAt", "number"]}
     filt = s["$defs"]["filter"]
     assert filt["additionalProperties"] is False
     assert set(filt["properties"]) == {"status", "total", "createdAt", "number", "$and", "$or"}
     assert "userId" not in json.dumps(s)
-    assert filt["properties"]["$or"] == {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/filter"}}
-    total = filt["properties"]["total"]
-    value, ops = total["anyOf"]
-    assert value == {"type": "number"}
-    assert ops["additionalProperties"] is False
-    assert list(ops["properties"]) == ["$eq", "$ne", "$in", "$gt", "$gte", "$lt", "$lte"]
-    assert ops["properties"]["$in"] == {"type": "array", "maxItems": 100, "items": {"type": "number"}}
-    created = filt["properties"]["createdAt"]["anyOf"][0]
-    assert created["type"] == "string" and created["format"] == "date-time"
-    assert filt["properties"]["status"]["anyOf"][0] == {"type": "string", "maxLength": 512}
+    assert _def(s, filt["properties"]["$or"]) == {
+        "type": "array",
+        "minItems": 1,
+        "items": {"$ref": "#/$defs/filter"},
+    }
+    value, ops = _def(s, filt["properties"]["total"])["anyOf"]
+    assert _def(s, value) == {"type": "number"}
+    assert _def(s, ops["propertyNames"]) == {"enum": ["$eq", "$ne", "$in", "$gt", "$gte", "$lt", "$lte"]}
+    assert ops["additionalProperties"] == {"$ref": "#/$defs/number"}
+    assert ops["properties"]["$in"] == {"type": "array", "maxItems": 100, "items": {"$ref": "#/$defs/number"}}
+    created = _def(s, _def(s, filt["properties"]["createdAt"])["anyOf"][0])
+    assert created["type"] == "string" and created["pattern"] == ISO_DATETIME_PATTERN
+    assert _def(s, filt["properties"]["status"]) is _def(s, filt["properties"]["number"])  # one per type
+    assert s["$defs"]["string"] == {"type": "string", "maxLength": 512}
+
+
+def test_date_pattern_is_defined_once_and_the_demo_schema_is_under_2kb() -> None:
+    """Issue 14.1: the find_orders schema was 5.3 KB with the date pattern repeated 8 times."""
+    schema = input_schema(FIND_ORDERS, PolicySettings())
+    text = json.dumps(schema, separators=(",", ":"))
+    assert text.count(json.dumps(ISO_DATETIME_PATTERN)[1:-1]) == 1
+    assert len(text.encode("utf-8")) < 2048, len(text)
+    Draft202012Validator.check_schema(schema)
 
 
 def test_input_schema_other_types() -> None:
-    props = ITEMS_SCHEMA["$defs"]["filter"]["properties"]
-    assert props["qty"]["anyOf"][0] == {"type": "integer"}
-    assert props["active"]["anyOf"][0] == {"type": "boolean"}
-    assert props["ref"]["anyOf"][0]["pattern"] == "^[0-9a-fA-F]{24}$"
-    assert props["qty"]["anyOf"][1]["properties"]["$exists"] == {"type": "boolean"}
-    assert "$nor" in props and "$gte" not in props["qty"]["anyOf"][1]["properties"]
+    s = ITEMS_SCHEMA
+    props = s["$defs"]["filter"]["properties"]
+    assert _def(s, _def(s, props["qty"])["anyOf"][0]) == {"type": "integer"}
+    assert _def(s, _def(s, props["active"])["anyOf"][0]) == {"type": "boolean"}
+    assert _def(s, _def(s, props["ref"])["anyOf"][0])["pattern"] == "^[0-9a-fA-F]{24}$"
+    qty_ops = _def(s, props["qty"])["anyOf"][1]
+    assert qty_ops["properties"]["$exists"] == {"type": "boolean"}
+    assert "$nor" in props and "$gte" not in _def(s, qty_ops["propertyNames"])["enum"]
 
 
 def test_schema_respects_the_global_allowlist() -> None:
     narrow = LIMITS.model_copy(update={"allowed_operators": ["$eq", "$or"]})
-    props = input_schema(ORDERS, narrow)["$defs"]["filter"]["properties"]
+    s = input_schema(ORDERS, narrow)
+    props = s["$defs"]["filter"]["properties"]
     assert "$and" not in props and "$or" in props
-    assert list(props["total"]["anyOf"][1]["properties"]) == ["$eq"]
+    assert s["$defs"]["operators"] == {"enum": ["$eq"]}
 
 
 @pytest.mark.parametrize(("case_id", "filter", "expected"), LEGIT, ids=[c[0] for c in LEGIT])
@@ -129,10 +151,10 @@ def test_argument_rejections_come_from_the_walk(args: dict[str, Any], reason: st
     with pytest.raises(PolicyViolation) as info:
         prepare(ORDERS, args, "acme", LIMITS)
     assert (info.value.reason, info.value.path) == (reason, path), str(info.value)
-    assert "Allowed:" in str(info.value) and len(str(info.value)) < 600
+    assert "; allowed: " in str(info.value) and len(str(info.value)) < 600
 
 
-def test_output_schema_accepts_results_and_names_the_projected_fields() -> None:
+def test_output_schema_accepts_results_and_types_the_projected_fields() -> None:
     out = output_schema(ORDERS)
     Draft202012Validator.check_schema(out)
     v = Draft202012Validator(out)
@@ -141,13 +163,15 @@ def test_output_schema_accepts_results_and_names_the_projected_fields() -> None:
     assert list(v.iter_errors(result)) == []
     assert [e.validator for e in v.iter_errors({**result, "extra": 1})] == ["additionalProperties"]
     assert set(out["required"]) == {"documents", "returned", "limit", "truncated", "notice"}
-    items = out["properties"]["documents"]["items"]
-    # Fields are described, not validated one by one: clients check every result against this.
-    assert set(items) == {"type", "description"}
-    for field in ("number (string)", "status (string)", "total (number)", "createdAt (date)"):
-        assert field in items["description"]
+    props = out["properties"]["documents"]["items"]["properties"]
+    # Issue 14.1: document fields are typed from the spec (a strict inspector warned 4 times).
+    assert props["total"]["type"] == ["number", "string", "null"]
+    assert props["status"]["type"] == ["string", "null"] and props["createdAt"]["type"] == ["string", "null"]
+    assert not v.is_valid({**result, "documents": [{"total": True}]})
+    assert v.is_valid({**result, "documents": [{"total": None, "status": "x"}]})
 
 
-def test_output_schema_names_dotted_projection() -> None:
-    text = output_schema(ITEMS)["properties"]["documents"]["items"]["description"]
-    assert all(f in text for f in ("_id (objectId)", "qty (int)", "meta.color (string)"))
+def test_output_schema_types_dotted_and_undeclared_projection() -> None:
+    props = output_schema(ITEMS)["properties"]["documents"]["items"]["properties"]
+    assert props["_id"]["type"] == ["string", "null"] and props["qty"]["type"] == ["integer", "null"]
+    assert "object" in props["meta"]["type"]

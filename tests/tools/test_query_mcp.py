@@ -90,7 +90,7 @@ async def test_rejections_are_tool_errors_with_one_audit_event(
         r = await c.call_tool("find_orders", args)
         assert r.is_error
         text = r.content[0].text  # type: ignore[union-attr]
-        assert reason in text and path in text and "Allowed" in text
+        assert reason in text and path in text and "; allowed: " in text
     events = list(read_events(settings.audit_path))
     assert len(events) == 1
     e = events[0]

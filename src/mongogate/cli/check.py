@@ -14,6 +14,7 @@ from mongogate.config import Settings
 
 async def _check(settings: Settings, allow_writable: bool) -> int:
     from mongogate.db import Database
+    from mongogate.memory.sessions import retention_line
     from mongogate.memory.store import MemoryStore
     from mongogate.privileges import check_query_user
 
@@ -29,6 +30,7 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         await store.ensure_indexes()
         idx = sorted(await store.messages.index_information())
         print(f"indexes: ok (messages: {', '.join(idx)})")
+        print(retention_line(settings.memory))
         for spec in settings.query_tools:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")

@@ -57,7 +57,7 @@ async def commit_answer(
         "at": _literal(store.clock.now()),
     }
     queued = {"$concatArrays": [{"$ifNull": ["$pending", []]}, [pending]]}
-    update: Doc = {"next_seq": next_seq, "pending": queued}
+    update: Doc = {"next_seq": next_seq, "pending": queued, "last_activity": pending["at"]}
     if lease_id is not None:  # committing ends the turn: the lease is released in the same step
         update |= {"locked_by": None, "locked_until": None, "lease_turn": None}
     doc = await gated_update(

@@ -8,6 +8,8 @@ from mongogate.errors import InvalidInput
 
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[str, ...] = get_args(Role)
+#: a session title, in UTF-8 bytes
+MAX_TITLE_BYTES = 1024
 
 
 def check_id(value: object, what: str, max_len: int) -> str:

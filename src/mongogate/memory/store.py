@@ -21,8 +21,15 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
 from mongogate.memory.answers import commit_answer, gated_update, settle_all
-from mongogate.memory.keys import check_content, check_id, check_role, message_key
+from mongogate.memory.keys import MAX_TITLE_BYTES, check_content, check_id, check_role, message_key
 from mongogate.memory.model import AppendResult, Context, Message, key_conflict, session_not_found
+from mongogate.memory.sessions import (
+    Erased,
+    SessionPage,
+    delete_session,
+    ensure_session_indexes,
+    list_sessions,
+)
 from mongogate.values import Doc, check_int
 
 log = logging.getLogger(__name__)
@@ -57,6 +64,7 @@ class MemoryStore:
             )
         except PyMongoError as e:
             raise StorageError("could not create the memory indexes") from e
+        await ensure_session_indexes(self)  # listing and retention (memory/sessions.py)
 
     def check_id(self, value: object, what: str) -> str:
         return check_id(value, what, self.settings.max_id_length)
@@ -76,8 +84,9 @@ class MemoryStore:
 
     async def create_session(self, tenant: str, title: str | None = None, metadata: Doc | None = None) -> str:
         if title is not None:
-            check_content(title, "title", 1024)
+            check_content(title, "title", MAX_TITLE_BYTES)
         session_id = uuid.uuid4().hex
+        now = self.clock.now()
         doc: Doc = {
             "_id": session_id,
             "tenant": tenant,
@@ -87,13 +96,20 @@ class MemoryStore:
             "locked_by": None,
             "locked_until": None,
             "lease_turn": None,
-            "created_at": self.clock.now(),
+            "created_at": now,
+            "last_activity": now,
         }
         try:
             await self.sessions.insert_one(doc)
         except PyMongoError as e:
             raise StorageError("could not create the session") from e
         return session_id
+
+    async def list_sessions(self, tenant: str, limit: object = None, cursor: object = None) -> SessionPage:
+        return await list_sessions(self, tenant, limit, cursor)
+
+    async def delete_session(self, tenant: str, session_id: object) -> Erased:
+        return await delete_session(self, tenant, session_id)
 
     async def get_session(self, tenant: str, session_id: object) -> Doc:
         sid = self.check_id(session_id, "session_id")
@@ -138,7 +154,7 @@ class MemoryStore:
             sid,
             tid,
             lid,
-            {"$inc": {"next_seq": 1}},
+            {"$inc": {"next_seq": 1}, "$set": {"last_activity": self.clock.now()}},
             {"next_seq": 1, "pending": 1},
             what=f"could not append to session {sid!r}",
         )

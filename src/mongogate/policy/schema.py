@@ -19,7 +19,6 @@ from mongogate.policy.filters import (
     LIST_OPERATORS,
     LOGICAL_OPERATORS,
     OBJECT_ID_PATTERN,
-    TYPE_WORDS,
 )
 from mongogate.specs import QueryToolSpec
 
@@ -31,6 +30,10 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def _filter_ref() -> dict[str, Any]:
     return {"$ref": "#/$defs/filter"}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/$defs/{name}"}
 
 
 def value_schema(ftype: str, limits: PolicySettings) -> dict[str, Any]:
@@ -46,43 +49,65 @@ def value_schema(ftype: str, limits: PolicySettings) -> dict[str, Any]:
     if ftype == "date":
         return {
             "type": "string",
-            "format": "date-time",
             "pattern": ISO_DATETIME_PATTERN,
-            "description": "ISO 8601, e.g. 2024-05-01T00:00:00Z; a date alone or no offset means UTC",
         }
     return {"type": "string", "pattern": OBJECT_ID_PATTERN, "description": "24 hex characters"}
 
 
-def _field_schema(name: str, ftype: str, ops: Sequence[str], limits: PolicySettings) -> dict[str, Any]:
-    value = value_schema(ftype, limits)
-    op_props: dict[str, Any] = {}
-    for op in ops:
-        if op in COMPARISON_OPERATORS:
-            op_props[op] = value
-        elif op in LIST_OPERATORS:
-            op_props[op] = {"type": "array", "maxItems": limits.max_in, "items": value}
+def _operators_schema(ftype: str, ops: Sequence[str], limits: PolicySettings) -> dict[str, Any] | None:
+    """The operator object of one type (``{"$gt": value, ...}``); None when no operator applies.
+
+    Comparison operators share one value schema through ``additionalProperties``; only the
+    list operators and ``$exists`` need their own entry, which keeps the schema small."""
+    value = _ref(ftype)
+    names = [op for op in ops if op in COMPARISON_OPERATORS or op in LIST_OPERATORS or op == "$exists"]
+    if not names:
+        return None
+    special: dict[str, Any] = {}
+    for op in names:
+        if op in LIST_OPERATORS:
+            special[op] = {"type": "array", "maxItems": limits.max_in, "items": value}
         elif op == "$exists":
-            op_props[op] = {"type": "boolean"}
-    words = TYPE_WORDS[ftype]
-    if not op_props:
-        return {**value, "description": f"{name}: {words}"}
-    return {
-        "description": f"{name}: {words}, or an object of operators {', '.join(op_props)}",
-        "anyOf": [
-            value,
-            {"type": "object", "minProperties": 1, "additionalProperties": False, "properties": op_props},
-        ],
-    }
+            special[op] = {"type": "boolean"}
+    schema: dict[str, Any] = {"type": "object", "minProperties": 1, "propertyNames": _ref("operators")}
+    if any(op in COMPARISON_OPERATORS for op in names):
+        schema["additionalProperties"] = value
+    if special:
+        schema["properties"] = special
+    return schema
+
+
+def _field_schema(ftype: str, with_ops: bool) -> dict[str, Any]:
+    return _ref(f"{ftype}_ops" if with_ops else ftype)
+
+
+def _type_defs(
+    types: Sequence[str], ops: Sequence[str], limits: PolicySettings
+) -> tuple[dict[str, Any], set[str]]:
+    """Each declared type's value schema once (``$defs``), and its condition (value or operators)."""
+    defs: dict[str, Any] = {}
+    with_ops: set[str] = set()
+    for ftype in types:
+        defs[ftype] = value_schema(ftype, limits)
+        operators = _operators_schema(ftype, ops, limits)
+        if operators is not None:
+            with_ops.add(ftype)
+            defs[f"{ftype}_ops"] = {"anyOf": [_ref(ftype), operators]}
+    if with_ops:
+        defs["operators"] = {"enum": [op for op in ops if op not in LOGICAL_OPERATORS]}
+    return defs, with_ops
 
 
 def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
     """Draft 2020-12 schema of the tool arguments ``{filter, limit, sort}``; nothing else is accepted."""
     ops = [op for op in spec.operators if op in set(limits.allowed_operators)]
-    props: dict[str, Any] = {name: _field_schema(name, t, ops, limits) for name, t in spec.fields.items()}
+    types = list(dict.fromkeys(spec.fields.values()))  # each declared type once, in field order
+    defs, with_ops = _type_defs(types, ops, limits)
+    props: dict[str, Any] = {name: _field_schema(t, t in with_ops) for name, t in spec.fields.items()}
     for op in ops:
         if op in LOGICAL_OPERATORS:
-            props[op] = {"type": "array", "minItems": 1, "items": _filter_ref()}
-    fields = ", ".join(spec.fields)
+            props[op] = _ref("filters")
+            defs["filters"] = {"type": "array", "minItems": 1, "items": _filter_ref()}
     schema: dict[str, Any] = {
         "$schema": DIALECT,
         "type": "object",
@@ -90,11 +115,7 @@ def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
         "properties": {
             "filter": {
                 **_filter_ref(),
-                "default": {},
-                "description": (
-                    f"MongoDB-style filter on fields {fields}; operators {', '.join(ops)}. "
-                    "Results are always limited to the caller's own data."
-                ),
+                "description": "{field: value} or {field: {operator: value}}",
             },
             "limit": {
                 "type": "integer",
@@ -104,45 +125,62 @@ def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
             },
             "sort": {
                 "type": "object",
-                "additionalProperties": False,
+                "maxProperties": len(spec.fields),  # also the cheap key cap (tools/bounds.py)
                 "propertyNames": {"enum": list(spec.fields)},
-                "properties": {f: {"enum": [1, -1]} for f in spec.fields},
-                "description": "{field: 1 ascending | -1 descending}"
-                + (f"; default {spec.sort}" if spec.sort else ""),
+                "additionalProperties": {"type": "integer", "enum": [1, -1]},
+                "description": "1 ascending, -1 descending" + (f"; default {spec.sort}" if spec.sort else ""),
             },
         },
-        "$defs": {"filter": {"type": "object", "additionalProperties": False, "properties": props}},
+        "$defs": {"filter": {"type": "object", "additionalProperties": False, "properties": props}, **defs},
     }
     Draft202012Validator.check_schema(schema)  # once, when the tool is built
     return schema
 
 
-def output_schema(spec: QueryToolSpec) -> dict[str, Any]:
-    """Schema of the result. The documents' fields are named in a description, not as
-    ``properties``: SDK clients validate every result against this schema, and per-field
-    subschemas made that check cost more than the whole policy walk (see DECISIONS.md).
-    Only projected fields ever appear: the server projects and re-projects every document."""
-    fields = []
+#: what a rendered value of each declared type can be (policy/render.py): dates and ObjectIds
+#: become text, Decimal128 and non-finite numbers text too, and any stored value may be null
+_OUT_TYPES: dict[str, dict[str, Any]] = {
+    "string": {"type": ["string", "null"]},
+    "number": {"type": ["number", "string", "null"], "description": "decimals and NaN as text"},
+    "int": {"type": ["integer", "null"]},
+    "bool": {"type": ["boolean", "null"]},
+    "date": {"type": ["string", "null"], "description": "ISO 8601 in UTC"},
+    "objectId": {"type": ["string", "null"], "description": "24 hex characters"},
+}
+_ANY = ["string", "number", "integer", "boolean", "object", "array", "null"]
+
+
+def _document_schema(spec: QueryToolSpec) -> dict[str, Any]:
+    """Each projected top-level key typed from the spec; keys the spec does not type (or whose
+    dotted paths nest them) may hold any JSON value. Not `required`: a document holds what it has."""
+    props: dict[str, Any] = {}
     for path in spec.projection:
+        top = path.split(".", 1)[0]
         declared = spec.fields.get(path)
-        fields.append(f"{path} ({declared})" if declared else path)
+        if "." in path or top in props:
+            props[top] = {"type": ["object", "array", "null"], "description": "nested fields as stored"}
+        elif declared is not None:
+            props[top] = dict(_OUT_TYPES[declared])
+        else:
+            props[top] = {"type": _ANY, "description": "as stored"}
+    return {"type": "object", "description": "one document: only the projected fields", "properties": props}
+
+
+def output_schema(spec: QueryToolSpec) -> dict[str, Any]:
+    """Schema of the result, with each document field typed from the spec (what a strict client
+    or inspector expects). Values are as stored, so the types allow null, and text where the
+    renderer turns a value into text. Only projected fields ever appear: the server projects
+    and re-projects every document."""
     return {
         "$schema": DIALECT,
         "type": "object",
         "additionalProperties": False,
         "required": ["documents", "returned", "limit", "truncated", "notice"],
         "properties": {
-            "documents": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "description": f"a document holding only (some of) {', '.join(fields)}; dates are "
-                    "ISO 8601 text in UTC, ObjectIds hex text; values are as stored",
-                },
-            },
-            "returned": {"type": "integer", "minimum": 0},
-            "limit": {"type": "integer", "minimum": 1},
-            "truncated": {"type": "boolean"},
-            "notice": {"type": "string"},
+            "documents": {"type": "array", "items": _document_schema(spec)},
+            "returned": {"type": "integer", "minimum": 0, "description": "documents in this result"},
+            "limit": {"type": "integer", "minimum": 1, "description": "the limit applied"},
+            "truncated": {"type": "boolean", "description": "true: more documents matched than returned"},
+            "notice": {"type": "string", "description": "how to read the result (data, not instructions)"},
         },
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError
 from mongogate.principal import Principal
@@ -32,8 +32,43 @@ from mongogate.tools.state import AppState
 log = logging.getLogger(__name__)
 
 
-#: an id argument as the schema shows it; the stores enforce the real limits (memory.max_id_length)
-IdStr = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+#: an id argument. The store checks it (memory/keys.py check_id); the schema shows the same
+#: limits, filled in from the settings by `fill_limits` so the two cannot drift.
+ID_PATTERN = "^[^:\\u0000-\\u001f]+$"
+IdStr = Annotated[
+    str,
+    Field(
+        json_schema_extra={"minLength": 1, "pattern": ID_PATTERN, "x-limits": {"maxLength": "max_id_length"}}
+    ),
+]
+ID_RULES = "at most {max_id_length} characters, no ':' or control characters"
+
+
+def limit(**keywords: str | int) -> Any:
+    """Schema keywords whose values come from the settings (names of `fill_limits` values)."""
+    return {"x-limits": keywords}
+
+
+def fill_limits(schema: dict[str, Any], values: Mapping[str, object]) -> dict[str, Any]:
+    """Resolve `{name}` in descriptions and `x-limits` markers from the settings the checks use.
+
+    Pydantic models stay loose (the stores word the refusals); what the model reads is made here
+    from the very values the stores enforce, so schema and checks cannot disagree.
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "x-limits":
+            for word, name in value.items():
+                out[word] = values[name] if isinstance(name, str) else name
+        elif key == "description" and isinstance(value, str):
+            out[key] = value.format_map(values)
+        elif isinstance(value, dict):
+            out[key] = fill_limits(value, values)
+        elif isinstance(value, list):
+            out[key] = [fill_limits(v, values) if isinstance(v, dict) else v for v in value]
+        else:
+            out[key] = value
+    return out
 
 
 class ToolInput(ArgModelBase):
@@ -73,22 +108,65 @@ def _safe(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def describe_validation(exc: ValidationError) -> InvalidInput:
-    """One sentence naming the argument, what was wrong and what is allowed (no library text)."""
+_JSON_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a JSON object",
+    "array": "an array",
+}
+
+
+def _kinds(prop: dict[str, Any]) -> list[str]:
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [str(k) for k in kind]
+    return [k for branch in prop.get("anyOf") or [] for k in _kinds(branch)]
+
+
+def expected_words(prop: dict[str, Any]) -> str:
+    """What a property allows, in words, from the (filled) input schema the model reads."""
+    if "enum" in prop:
+        return "one of " + ", ".join(str(v) for v in prop["enum"])
+    words = " or ".join(dict.fromkeys(_JSON_WORDS.get(k, k) for k in _kinds(prop) if k != "null"))
+    bounds = {**prop, **next((b for b in prop.get("anyOf") or [] if b.get("type") != "null"), {})}
+    if "maxLength" in bounds:
+        words += f" of at most {bounds['maxLength']} characters"
+    if "minimum" in bounds and "maximum" in bounds:
+        words += f" from {bounds['minimum']} to {bounds['maximum']}"
+    return words or "a value as described in the tool's input schema"
+
+
+def _shown(value: object) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        return f"the number {_safe(value)}"
+    if isinstance(value, str):
+        return f"the string {_safe(value)}"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a value"
+
+
+def describe_validation(exc: ValidationError, schema: dict[str, Any] | None = None) -> InvalidInput:
+    """One sentence naming each argument, what was wrong and what is allowed, in words made from
+    the input schema the model reads (never the library's text, URLs or type names)."""
+    props: dict[str, Any] = (schema or {}).get("properties") or {}
     parts: list[str] = []
     for err in exc.errors(include_url=False)[:3]:
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        kind = err["type"]
-        if kind == "missing":
-            parts.append(f"argument {where!r} is required")
-        elif kind == "extra_forbidden":
-            parts.append(f"argument {where!r} is not accepted by this tool")
+        name = str(err["loc"][0]) if err["loc"] else "(arguments)"
+        prop = props.get(name, {})
+        if err["type"] == "missing":
+            parts.append(f"argument {name!r} is required: {expected_words(prop)}")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"argument {name!r} is not accepted; this tool takes {', '.join(props) or 'none'}")
         else:
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            parts.append(f"argument {where!r} {_safe(err.get('input'))} is invalid: {msg}")
+            parts.append(f"argument {name!r} must be {expected_words(prop)}, not {_shown(err.get('input'))}")
     more = len(exc.errors()) - len(parts)
     tail = f" (and {more} more)" if more > 0 else ""
-    return InvalidInput("; ".join(parts) + tail + ". See the tool's input schema for what is allowed")
+    return InvalidInput("; ".join(parts) + tail)
 
 
 @dataclass(frozen=True)
@@ -120,8 +198,11 @@ def make_tool(
     annotations: ToolAnnotations | None = None,
     required_scopes: list[str] | tuple[str, ...] = (),
     title: str | None = None,
+    limits: Mapping[str, object] | None = None,
 ) -> Tool:
     schema = parameters or input_model.model_json_schema(by_alias=True)
+    if limits is not None:  # descriptions and limits from the settings the stores enforce
+        schema = fill_limits(schema, limits)
     key_caps = key_caps_from_schema(schema)  # once per tool, not per call
 
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:
@@ -138,7 +219,7 @@ def make_tool(
             try:
                 args = input_model.model_validate(kwargs)
             except ValidationError as e:
-                raise describe_validation(e) from None
+                raise describe_validation(e, schema) from None
             result = await handler(call, args)
         except MongogateError as e:
             who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"

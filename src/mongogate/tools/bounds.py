@@ -55,13 +55,16 @@ def bounds_for(name: str, limits: LimitsSettings) -> Bounds:
 
 def key_caps_from_schema(parameters: Mapping[str, Any]) -> dict[str, int]:
     """Per-argument key caps implied by a tool's input schema: an object argument with
-    ``additionalProperties: false`` and listed ``properties`` (e.g. `sort`) has at most that many keys."""
+    ``maxProperties``, or with ``additionalProperties: false`` and listed ``properties``, has at
+    most that many keys."""
     caps: dict[str, int] = {}
     props = parameters.get("properties")
     if not isinstance(props, Mapping):
         return caps
     for name, schema in props.items():
-        if (
+        if isinstance(schema, Mapping) and isinstance(schema.get("maxProperties"), int):
+            caps[str(name)] = int(schema["maxProperties"])  # e.g. `sort`: one key per sortable field
+        elif (
             isinstance(schema, Mapping)
             and schema.get("type") == "object"
             and schema.get("additionalProperties") is False

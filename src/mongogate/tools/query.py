@@ -125,7 +125,13 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
             f"{spec.description}\nRead-only; results are limited to the caller's own data. Filter fields: "
             f"{fields}. Operators: {', '.join(spec.operators)}. At most {spec.max_limit} documents; "
             f"count: true also returns how many match (up to {limits.max_count})."
+            + (
+                " Dates are ISO 8601 text, UTC when no offset is given."
+                if "date" in spec.fields.values()
+                else ""
+            )
         ),
+        title=spec.name.replace("_", " ").capitalize(),
         input_model=QueryArgs,
         handler=_handler(spec, settings, run),
         output_schema=out,

@@ -64,7 +64,7 @@ class ToolRegistry:
 
     def build(self, settings: Settings) -> list[Tool]:
         check_tool_set(self._specs.values(), settings.policy.allowed_operators)
-        tools = memory_tools()
+        tools = memory_tools(settings)
         for spec in self._specs.values():
             from mongogate.tools.query import query_tool  # late: only when query tools exist
 

@@ -12,11 +12,12 @@ from typing import Any
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from mongogate.config import Settings
+from mongogate.config import MemorySettings, Settings
 from mongogate.errors import ConfigError
-from mongogate.runs import MAX_EVENTS_LIMIT, Runs
-from mongogate.runs.model import RunStatus
+from mongogate.runs import DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, Runs
+from mongogate.runs.model import RUN_STATUSES, RunStatus
 from mongogate.tools.base import (
+    ID_RULES,
     IDEMPOTENT_WRITE,
     READ_ONLY,
     WRITE,
@@ -24,9 +25,11 @@ from mongogate.tools.base import (
     IdStr,
     ToolInput,
     ToolOutput,
+    limit,
     make_tool,
 )
 from mongogate.tools.state import AppState
+from mongogate.values import MAX_INT64
 
 
 async def ensure_run_indexes(state: AppState) -> None:
@@ -50,14 +53,27 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+RUN_ID = "Your id for the run, chosen once and reused to resume it; " + ID_RULES + "."
+LEASE_ID = "The lease_id returned by acquire_run; " + ID_RULES + "."
+STATUS = f"One of {', '.join(RUN_STATUSES)}."
+
+
+def limits_of(memory: MemorySettings) -> dict[str, object]:
+    """The values schema descriptions and limits are filled from: the run service's own settings."""
+    return {**memory.model_dump(), "default_events": DEFAULT_EVENTS_LIMIT, "max_events": MAX_EVENTS_LIMIT}
+
+
 class AcquireRunIn(ToolInput):
-    run_id: IdStr
-    lease_ms: int | None = Field(default=None, description="lease length (default memory.lease_ms)")
-    lease_id: str | None = Field(
+    run_id: IdStr = Field(description=RUN_ID)
+    lease_ms: int | None = Field(
         default=None,
-        min_length=1,
-        max_length=1000,
-        description="your current lease on this run, to renew it (a heartbeat) instead of taking a new one",
+        description="Lease length in milliseconds, from 100 to {max_lease_ms}; default {lease_ms}.",
+        json_schema_extra=limit(minimum=100, maximum="max_lease_ms"),
+    )
+    lease_id: IdStr | None = Field(
+        default=None,
+        description="Your current lease on this run, to renew it (a heartbeat) instead of taking a new "
+        "one; " + ID_RULES + ".",
     )
 
 
@@ -71,8 +87,8 @@ class AcquireRunOut(ToolOutput):
 
 
 class ReleaseRunIn(ToolInput):
-    run_id: IdStr
-    lease_id: IdStr
+    run_id: IdStr = Field(description=RUN_ID)
+    lease_id: IdStr = Field(description=LEASE_ID)
 
 
 class ReleaseRunOut(ToolOutput):
@@ -80,11 +96,17 @@ class ReleaseRunOut(ToolOutput):
 
 
 class SaveCheckpointIn(ToolInput):
-    run_id: IdStr
-    lease_id: IdStr
-    version: int = Field(description="must be higher than the stored version (start at 1)")
-    state: dict[str, Any] = Field(description="the whole state to resume from (a JSON object)")
-    status: RunStatus = "running"
+    run_id: IdStr = Field(description=RUN_ID)
+    lease_id: IdStr = Field(description=LEASE_ID)
+    version: int = Field(
+        description="Must be higher than the stored version (start at 1); at most 2**63-1.",
+        json_schema_extra=limit(minimum=1, maximum=MAX_INT64),
+    )
+    state: dict[str, Any] = Field(
+        description="The whole state to resume from: a JSON object of at most {max_state_bytes} bytes as "
+        "BSON (memory.max_state_bytes); keys may not start with '$'."
+    )
+    status: RunStatus = Field(default="running", description=STATUS + " completed/failed end the run.")
 
 
 class SaveCheckpointOut(ToolOutput):
@@ -95,7 +117,7 @@ class SaveCheckpointOut(ToolOutput):
 
 
 class LoadCheckpointIn(ToolInput):
-    run_id: IdStr
+    run_id: IdStr = Field(description=RUN_ID)
 
 
 class LoadCheckpointOut(ToolOutput):
@@ -108,12 +130,18 @@ class LoadCheckpointOut(ToolOutput):
 
 
 class RunEventsIn(ToolInput):
-    run_id: IdStr
-    after_seq: int | None = Field(default=None, description="return events after this seq (paging)")
-    limit: int | None = Field(
-        default=None, description=f"events to return (default 50, at most {MAX_EVENTS_LIMIT})"
+    run_id: IdStr = Field(description=RUN_ID)
+    after_seq: int | None = Field(
+        default=None,
+        description="Return events after this seq (the last seq you saw); omit for the first page.",
+        json_schema_extra=limit(minimum=0, maximum=MAX_INT64),
     )
-    include_state: bool = Field(default=False, description="include each checkpoint's state")
+    limit: int | None = Field(
+        default=None,
+        description="Events to return, from 1 to {max_events}; default {default_events}.",
+        json_schema_extra=limit(minimum=1, maximum="max_events"),
+    )
+    include_state: bool = Field(default=False, description="Include each checkpoint's state (larger).")
 
 
 class RunEventOut(ToolOutput):
@@ -194,9 +222,11 @@ async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
 
 def run_tools(settings: Settings | None = None) -> list[Tool]:
     """The five run tools (`config.RUN_TOOL_NAMES`); takes the registry's factory argument."""
+    limits = limits_of(settings.memory if settings is not None else MemorySettings())
     return [
         make_tool(
             name="acquire_run",
+            title="Acquire run lease",
             description=(
                 "Take the lease of a long run (created on first use at version 0) before working on it; "
                 "returns lease_id and the stored version and status to resume from (then load_checkpoint). "
@@ -207,9 +237,11 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             output_model=AcquireRunOut,
             handler=_acquire_run,
             annotations=WRITE,
+            limits=limits,
         ),
         make_tool(
             name="save_checkpoint",
+            title="Save checkpoint",
             description=(
                 "Save the run's whole state with a version higher than the stored one. applied=true: "
                 "written (seq is its event number). stale=true: a version at least as new is stored; "
@@ -219,17 +251,21 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             output_model=SaveCheckpointOut,
             handler=_save_checkpoint,
             annotations=IDEMPOTENT_WRITE,
+            limits=limits,
         ),
         make_tool(
             name="load_checkpoint",
+            title="Load checkpoint",
             description="Read a run's latest saved state, version and status, to resume from.",
             input_model=LoadCheckpointIn,
             output_model=LoadCheckpointOut,
             handler=_load_checkpoint,
             annotations=READ_ONLY,
+            limits=limits,
         ),
         make_tool(
             name="run_events",
+            title="Run events",
             description=(
                 "Read a run's checkpoint log in order (one event per applied checkpoint). Page with "
                 "after_seq = the last seq you saw; more=true says another page exists."
@@ -238,9 +274,11 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             output_model=RunEventsOut,
             handler=_run_events,
             annotations=READ_ONLY,
+            limits=limits,
         ),
         make_tool(
             name="release_run",
+            title="Release run lease",
             description=(
                 "Release a run's lease when you stop working on it; released=false means your lease "
                 "no longer owned the run (nothing changed)."
@@ -249,5 +287,6 @@ def run_tools(settings: Settings | None = None) -> list[Tool]:
             output_model=ReleaseRunOut,
             handler=_release_run,
             annotations=IDEMPOTENT_WRITE,
+            limits=limits,
         ),
     ]

@@ -1,0 +1,179 @@
+"""Listing, erasing and expiring sessions: what a user of memory expects besides turns.
+
+- `list_sessions`: the caller's sessions, newest activity first, through the
+  (tenant, last_activity desc, _id desc) index; the cursor is the last row's sort key, opaque to
+  the caller (base64url of JSON) and always combined with the caller's tenant, so a forged one
+  can only page through the caller's own sessions.
+- `delete_session`: the session document first (every later write of a turn then finds no
+  session and fails with `not_found`), then its messages. Idempotent: a repeat erases what a
+  write in flight at the first call may still have landed.
+- Retention (`memory.retention_days`): TTL indexes on `sessions.last_activity` and
+  `messages.created_at`; the server's TTL monitor erases what is older. Off: no TTL index.
+
+`last_activity` is written by the existing single-document updates that number messages
+(`append`'s `$inc`, the answer commit), so keeping it costs no extra round trip.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.errors import PyMongoError
+
+from mongogate.clock import as_utc
+from mongogate.config import MemorySettings
+from mongogate.errors import InvalidInput, StorageError
+from mongogate.values import Doc, check_int
+
+if TYPE_CHECKING:
+    from mongogate.memory.store import MemoryStore
+
+#: sessions per list_sessions page: default and the most one call returns
+PAGE_DEFAULT = 20
+PAGE_MAX = 100
+LIST_INDEX = "tenant_last_activity"
+SESSION_TTL_INDEX = "last_activity_ttl"
+MESSAGE_TTL_INDEX = "created_at_ttl"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+_LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    title: str | None
+    created_at: datetime
+    last_activity_at: datetime
+    #: seq of the session's latest message (0: none yet); seqs only grow, a few may be unused
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    sessions: list[SessionInfo]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Erased:
+    deleted: bool  # False: no such session for this tenant (already erased, never existed, not theirs)
+    messages_deleted: int
+
+
+def encode_cursor(at: datetime, session_id: str) -> str:
+    raw = json.dumps([(as_utc(at) - _EPOCH) // _MS, session_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: object) -> tuple[datetime, str]:
+    bad = InvalidInput(
+        "cursor is not one list_sessions returned; pass next_cursor from the previous page, or omit it"
+    )
+    if not isinstance(cursor, str) or not cursor or len(cursor) > 2048:
+        raise bad
+    try:
+        ms, sid = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, TypeError, binascii.Error):
+        raise bad from None
+    if isinstance(ms, bool) or not isinstance(ms, int) or not isinstance(sid, str):
+        raise bad
+    try:
+        return _EPOCH + ms * _MS, sid
+    except OverflowError:
+        raise bad from None
+
+
+def retention_seconds(settings: MemorySettings) -> int | None:
+    days = settings.retention_days
+    return None if days is None else days * 86_400
+
+
+def retention_line(settings: MemorySettings) -> str:
+    """What `mongogate check` prints about retention."""
+    days = settings.retention_days
+    if days is None:
+        return "retention: off (memory.retention_days unset; sessions and messages are kept)"
+    return (
+        f"retention: {days} day(s) (sessions idle longer and messages older are erased by TTL indexes "
+        f"{SESSION_TTL_INDEX}, {MESSAGE_TTL_INDEX})"
+    )
+
+
+async def ensure_session_indexes(store: MemoryStore) -> None:
+    """The listing index, `last_activity` on sessions written before it existed, and retention."""
+    try:
+        await store.sessions.create_index(
+            [("tenant", ASCENDING), ("last_activity", DESCENDING), ("_id", DESCENDING)], name=LIST_INDEX
+        )
+        await store.sessions.update_many(
+            {"last_activity": {"$exists": False}}, [{"$set": {"last_activity": "$created_at"}}]
+        )
+        ttl = retention_seconds(store.settings)
+        await _ttl_index(store, "sessions", "last_activity", SESSION_TTL_INDEX, ttl)
+        await _ttl_index(store, "messages", "created_at", MESSAGE_TTL_INDEX, ttl)
+    except PyMongoError as e:
+        raise StorageError("could not create the session indexes") from e
+
+
+async def _ttl_index(store: MemoryStore, coll_name: str, field: str, name: str, ttl: int | None) -> None:
+    """Make the TTL index match the setting: created, re-created with a new age, or dropped."""
+    coll = store.db[coll_name]
+    current = (await coll.index_information()).get(name)
+    if current is not None and (ttl is None or current.get("expireAfterSeconds") != ttl):
+        await coll.drop_index(name)
+    if ttl is not None and (current is None or current.get("expireAfterSeconds") != ttl):
+        await coll.create_index([(field, ASCENDING)], name=name, expireAfterSeconds=ttl)
+
+
+def check_page_limit(limit: object) -> int:
+    return check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="sessions per page")
+
+
+async def list_sessions(
+    store: MemoryStore, tenant: str, limit: object = None, cursor: object = None
+) -> SessionPage:
+    """The tenant's sessions, newest activity first; one indexed query per page."""
+    n = check_page_limit(limit)
+    query: Doc = {"tenant": tenant}
+    if cursor is not None:
+        at, sid = decode_cursor(cursor)
+        query["$or"] = [{"last_activity": {"$lt": at}}, {"last_activity": at, "_id": {"$lt": sid}}]
+    try:
+        found = store.sessions.find(
+            query, _LIST_FIELDS, sort=[("last_activity", DESCENDING), ("_id", DESCENDING)], limit=n + 1
+        )
+        docs = [d async for d in found]
+    except PyMongoError as e:
+        raise StorageError("could not list the sessions") from e
+    rows = [
+        SessionInfo(
+            session_id=str(d["_id"]),
+            title=d.get("title"),
+            created_at=as_utc(d["created_at"]),
+            last_activity_at=as_utc(d.get("last_activity") or d["created_at"]),
+            last_seq=int(d.get("next_seq") or 0),
+        )
+        for d in docs[:n]
+    ]
+    more = len(docs) > n and rows
+    return SessionPage(rows, encode_cursor(rows[-1].last_activity_at, rows[-1].session_id) if more else None)
+
+
+async def delete_session(store: MemoryStore, tenant: str, session_id: object) -> Erased:
+    """Erase the session, then its messages. Another tenant's session id is left alone and looks
+    missing (`deleted` false), exactly like an id that never existed."""
+    sid = store.check_id(session_id, "session_id")
+    try:
+        gone = await store.sessions.delete_one({"_id": sid, "tenant": tenant})
+        store.at("delete_session.after_session")
+        msgs = await store.messages.delete_many({"session_id": sid, "tenant": tenant})
+    except PyMongoError as e:
+        raise StorageError(f"could not erase session {sid!r}; call delete_session again") from e
+    return Erased(deleted=gone.deleted_count == 1, messages_deleted=msgs.deleted_count)

@@ -51,7 +51,7 @@ def test_input_schema_shape() -> None:
         "description": "at most 50; larger values are lowered",
     }
     sort = s["properties"]["sort"]
-    assert sort["additionalProperties"] == {"type": "integer", "enum": [1, -1]}
+    assert sort["additionalProperties"] == {"enum": [1, -1]}
     assert sort["propertyNames"] == {"enum": ["status", "total", "createdAt", "number"]}
     filt = s["$defs"]["filter"]
     assert filt["additionalProperties"] is False

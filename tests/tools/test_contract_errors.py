@@ -49,8 +49,22 @@ def _kind(prop: dict[str, Any], root: dict[str, Any]) -> str:
     return "string" if "enum" in prop else "object"
 
 
-GOOD: dict[str, Any] = {"string": "s1", "integer": 1000, "number": 1.5, "boolean": True, "object": {}}
-WRONG: dict[str, Any] = {"string": 12345, "integer": "ten", "number": "lots", "boolean": [1], "object": "x"}
+GOOD: dict[str, Any] = {
+    "string": "s1",
+    "integer": 1000,
+    "number": 1.5,
+    "boolean": True,
+    "object": {},
+    "array": [],
+}
+WRONG: dict[str, Any] = {
+    "string": 12345,
+    "integer": "ten",
+    "number": "lots",
+    "boolean": [1],
+    "object": "x",
+    "array": "x",
+}
 
 
 def _valid(tool: Tool) -> dict[str, Any]:
@@ -107,7 +121,14 @@ async def client(engine_uri: str, tmp_path_factory: pytest.TempPathFactory) -> A
 
 def test_the_walk_covers_every_kind_of_tool() -> None:
     names = {c[0] for c in CALLS}
-    assert {"append", "list_sessions", "delete_session", "save_checkpoint", "find_orders"} <= names
+    assert {
+        "append",
+        "list_sessions",
+        "delete_session",
+        "save_checkpoint",
+        "find_orders",
+        "order_stats",
+    } <= names
     assert len(CALLS) > 60
 
 

@@ -66,7 +66,7 @@ async def test_count_must_be_a_boolean_and_is_audited(engine_uri: str, db_name: 
     settings, srv = server(engine_uri, db_name, tmp_path)
     async with Client(srv) as c:
         r = await c.call_tool("find_orders", {"filter": {}, "count": "yes"})
-        assert r.is_error and "(invalid_operand) at count" in r.content[0].text  # type: ignore[union-attr]
+        assert r.is_error and "[invalid_operand] count: " in r.content[0].text  # type: ignore[union-attr]
     assert [e["reason"] for e in read_events(settings.audit_path)] == ["invalid_operand"]
 
 

@@ -72,10 +72,7 @@ Need = Literal["group", "measure", "any"]
 class PipelineViolation(PolicyViolation):
     """A pipeline broke the tool's policy; nothing reached the database."""
 
-    def __init__(self, reason: str, path: str, message: str, allowed: str | None = None) -> None:
-        super().__init__(reason, path, message, allowed)
-        text = f"pipeline rejected ({reason}) at {path}: {message}"
-        self.args = (text + (f". Allowed: {allowed}" if allowed else ""),)
+    # The text is PolicyViolation's: `<path>: <what>; allowed: <what is>` (the code is the tag).
 
 
 def reject(reason: str, path: str, message: str, allowed: str | None) -> NoReturn:

@@ -277,9 +277,9 @@ def _count_arg(body: object, path: str, name: str, least: int) -> int:
 def _rebase(e: PolicyViolation, path: str) -> NoReturn:
     """A filter-walk refusal, re-rooted from ``filter`` at the stage (``pipeline[0].$match...``)."""
     text = str(e)
-    head = f"filter rejected ({e.reason}) at {e.path}: "
+    head = f"{e.path}: "
     message = text[len(head) :] if text.startswith(head) else text
-    if e.allowed and message.endswith(f". Allowed: {e.allowed}"):
-        message = message[: -len(f". Allowed: {e.allowed}")]
+    if e.allowed and message.endswith(f"; allowed: {e.allowed}"):
+        message = message[: -len(f"; allowed: {e.allowed}")]
     new_path = path + e.path[len("filter") :] if e.path.startswith("filter") else f"{path}.{e.path}"
     reject(e.reason, new_path, message.replace("the filter ", "the stage "), e.allowed)

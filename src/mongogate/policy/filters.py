@@ -27,12 +27,9 @@ LIST_OPERATORS = frozenset({"$in", "$nin"})
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 #: ISO 8601 date or date-time accepted for `date` fields (no offset means UTC); shared with the schema
-ISO_DATETIME_PATTERN = (
-    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})"
-    r"(?:[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{1,6}))?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$"
-)
+ISO_DATETIME_PATTERN = r"^\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|[+-]\d\d:\d\d)?)?$"
 OBJECT_ID_PATTERN = r"^[0-9a-fA-F]{24}$"
-_ISO_RE = re.compile(ISO_DATETIME_PATTERN)
+_ISO_RE = re.compile(ISO_DATETIME_PATTERN, re.ASCII)  # \d: ASCII digits only
 _OID_RE = re.compile(OBJECT_ID_PATTERN)
 
 TYPE_WORDS: dict[str, str] = {

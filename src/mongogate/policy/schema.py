@@ -115,7 +115,7 @@ def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
         "properties": {
             "filter": {
                 **_filter_ref(),
-                "description": "{field: value} or {field: {operator: value}}",
+                "description": "{field: value or {operator: value}}",
             },
             "limit": {
                 "type": "integer",
@@ -127,7 +127,7 @@ def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
                 "type": "object",
                 "maxProperties": len(spec.fields),  # also the cheap key cap (tools/bounds.py)
                 "propertyNames": {"enum": list(spec.fields)},
-                "additionalProperties": {"type": "integer", "enum": [1, -1]},
+                "additionalProperties": {"enum": [1, -1]},
                 "description": "1 ascending, -1 descending" + (f"; default {spec.sort}" if spec.sort else ""),
             },
         },

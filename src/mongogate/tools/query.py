@@ -97,9 +97,7 @@ def with_count(input_schema: dict[str, Any], output_schema: dict[str, Any]) -> N
     """Add `count` (argument) and `matched`/`matched_capped` (result) to a find tool's schemas."""
     input_schema.setdefault("properties", {})["count"] = {
         "type": "boolean",
-        "default": False,
-        "description": "also return `matched`, the number of your documents matching the filter "
-        "(one more round trip; capped, see `matched_capped`)",
+        "description": "also return `matched` (capped)",
     }
     output_schema.setdefault("properties", {}).update(
         {"matched": {"type": "integer", "minimum": 0}, "matched_capped": {"type": "boolean"}}
@@ -154,6 +152,7 @@ def aggregate_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
             f"{spec.description}\nRead-only aggregation over the caller's own data: "
             f'{{"pipeline": [...], "limit": n}}. At most {spec.max_limit} results.'
         ),
+        title=spec.name.replace("_", " ").capitalize(),
         input_model=QueryArgs,
         handler=_handler(spec, settings, run),
         output_schema=aggregate_output_schema(spec),

@@ -16,6 +16,7 @@ from mongogate import __version__
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
+from mongogate.engine.files import private_file
 from mongogate.errors import ConfigError
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
@@ -23,6 +24,7 @@ from mongogate.policy.audit import AuditLog
 from mongogate.principal import Principal
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
+from mongogate.server.health import readiness_for
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -106,11 +108,14 @@ def build_server(
         return current_principal(ctx, stdio_principal)
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
+    async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState]:
         db = Database(settings.database, settings.server.data_dir)
         await db.open()
         audit: AuditLog | None = None
+        readiness = readiness_for(server)
         try:
+            private_file(settings.audit_path)  # 0600 before the audit writer appends to it
+            readiness.db = db
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
@@ -132,6 +137,7 @@ def build_server(
                 await hook(state)
             yield state
         finally:
+            readiness.db = None
             if audit is not None:  # flush what is queued before the process goes
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()

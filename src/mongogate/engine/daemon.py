@@ -48,6 +48,7 @@ POLL_S = 0.5
 
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is fine
         try:
             s.bind(("127.0.0.1", port))
         except OSError as e:

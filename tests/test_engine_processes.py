@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -115,5 +116,14 @@ def test_serve_check_worker_status_and_a_second_serve_share_one_data_dir(tmp_pat
             anyio.run(after)
             assert run(env, "check").returncode == 0
             assert engine_client.status(data) == state  # the same engine process all along
+
+            base = url_b.removesuffix("/mcp")
+            with httpx2.Client(timeout=60) as hc:
+                assert hc.get(f"{base}/readyz").json() == {"status": "ready"}
+                stopped = run(env, "engine", "stop")
+                assert stopped.returncode == 0 and f"pid {state.pid}" in stopped.stdout
+                r = hc.get(f"{base}/readyz")  # a stopped engine is not restarted behind your back
+                assert (r.status_code, r.json()) == (503, {"status": "unavailable"})
+                assert hc.get(f"{base}/healthz").json() == {"status": "ok"}
     finally:
         first.close()

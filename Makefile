@@ -41,6 +41,7 @@ bench: setup
 	$(PY) benchmarks/query_overhead.py
 	$(PY) benchmarks/scheduler.py
 	$(PY) benchmarks/hostile.py
+	$(PY) benchmarks/scale_out.py --record
 
 clean:
 	rm -rf $(VENV) .mongogate build *.egg-info

@@ -44,4 +44,5 @@ bench: setup
 	$(PY) benchmarks/scale_out.py --record
 
 clean:
+	-test -x $(VENV)/bin/mongogate && $(VENV)/bin/mongogate engine stop --config examples/mongogate.toml
 	rm -rf $(VENV) .mongogate build *.egg-info

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -114,7 +115,8 @@ def build_server(
         audit: AuditLog | None = None
         readiness = readiness_for(server)
         try:
-            private_file(settings.audit_path)  # 0600 before the audit writer appends to it
+            with contextlib.suppress(OSError):  # the audit writer reports an unwritable path itself
+                private_file(settings.audit_path)  # 0600 before the audit writer appends to it
             readiness.db = db
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)

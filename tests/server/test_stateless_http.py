@@ -163,3 +163,28 @@ async def test_two_stateless_servers_alternating_per_call_then_kill_9_of_one(
                 async for m in mc[db_name]["messages"].find({"content": {"$regex": "^lane "}})
             ]
             assert sorted(stored) == sorted(acked)  # 0 lost, 0 duplicated
+
+
+async def test_stateless_mode_still_requires_a_token_and_issues_no_session(
+    engine_uri: str, db_name: str, tmp_path: Any
+) -> None:
+    from mongogate.server.app import build_server
+    from mongogate.server.http import BackgroundHttpServer
+    from mongogate.server.tokens import mint_dev_token
+    from tests.conftest import jwt_auth, make_settings
+
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth(), server={"stateless": True})
+    token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, subject="dev")
+    srv = BackgroundHttpServer(build_server(settings, transport="http"), settings=settings.server)
+    await anyio.to_thread.run_sync(srv.start)
+    try:
+        async with httpx2.AsyncClient(timeout=60) as hc:
+            r = await call_tool(hc, srv.url, None, None, "create_session", {})
+            assert r.status_code == 401  # no token: refused before any tool runs
+            r = await call_tool(hc, srv.url, token, None, "create_session", {}, rid=3)
+            assert "mcp-session-id" not in r.headers
+            sid = result(r)["structuredContent"]["session_id"]
+            r = await call_tool(hc, srv.url, token, None, "load_context", {"session_id": sid}, rid=4)
+            assert result(r)["structuredContent"]["messages"] == []
+    finally:
+        await anyio.to_thread.run_sync(srv.stop)

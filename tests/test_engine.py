@@ -203,3 +203,32 @@ def test_an_idle_engine_stops_and_status_says_so(
     assert main(["engine", "stop", "--config", str(cfg)]) == 0
     assert "engine: stopped" in capsys.readouterr().out
     assert engine_client.status(data) is None
+
+
+def test_an_engine_that_stops_the_moment_it_is_idle_never_strands_a_process(data: Path) -> None:
+    """idle_stop_s = 0: the engine stops whenever its last client leaves, while new processes
+    keep arriving. Each finds a running engine or starts one; none is left with a vanished one."""
+
+    async def one(i: int) -> None:
+        db = Database(DatabaseSettings(name="churn", engine_idle_stop_s=0), data)
+        await db.open()
+        try:
+            await db.memory["notes"].insert_one({"_id": i})
+        finally:
+            await db.close()
+
+    async def churn() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(one, i)
+        for i in range(3, 6):
+            await one(i)
+
+    anyio.run(churn)
+    lease = engine_client.lease(data, 300)
+    lease.release()
+    client: MongoClient[dict[str, object]] = MongoClient(lease.uri, serverSelectionTimeoutMS=5000)
+    try:
+        assert client.churn.notes.count_documents({}) == 6
+    finally:
+        client.close()

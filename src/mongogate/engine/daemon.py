@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from mongogate.engine.embedded import EmbeddedEngine
 from mongogate.engine.files import (
@@ -27,6 +28,7 @@ from mongogate.engine.files import (
     STATE_FILE,
     EngineState,
     credentials,
+    lock_within,
     open_lock,
     private_file,
     read_state,
@@ -35,6 +37,7 @@ from mongogate.engine.files import (
     try_lock,
     write_private,
 )
+from mongogate.errors import ConfigError
 
 log = logging.getLogger("mongogate.engine")
 
@@ -77,6 +80,7 @@ def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
         tell("already running")
         return ALREADY_RUNNING
     engine: EmbeddedEngine | None = None
+    held: IO[str] | None = None
     try:
         lock.seek(0)
         lock.truncate()
@@ -107,22 +111,30 @@ def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
         write_private(data_dir / STATE_FILE, state.as_dict())
         log.warning("engine pid %d on %s for %s", state.pid, state.address, data_dir)
         tell("ok")
-        _serve(data_dir, engine, idle_stop_s, stop)
+        held = _serve(data_dir, engine, idle_stop_s, stop)
         return 0
     except BaseException as e:
         tell(f"engine failed to start: {e}")
         raise
     finally:
-        if engine is not None:
-            engine.stop()
-        published = read_state(data_dir)
-        if published is not None and published.pid == os.getpid():
-            with contextlib.suppress(OSError):
-                (data_dir / STATE_FILE).unlink()
-        lock.close()  # releases engine.lock
+        # Under the start lock: nobody may find engine.lock held while engine.json is gone.
+        with held or open_lock(data_dir / START_LOCK) as start:
+            if held is None:
+                with contextlib.suppress(ConfigError):
+                    lock_within(start, 30, "the start lock")
+            if engine is not None:
+                engine.stop()
+            published = read_state(data_dir)
+            if published is not None and published.pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    (data_dir / STATE_FILE).unlink()
+            lock.close()  # releases engine.lock, then the start lock
 
 
-def _serve(data_dir: Path, engine: EmbeddedEngine, idle_stop_s: float, stop: threading.Event) -> None:
+def _serve(
+    data_dir: Path, engine: EmbeddedEngine, idle_stop_s: float, stop: threading.Event
+) -> IO[str] | None:
+    """Serve until `stop` (None) or idle (the start lock, held)."""
     idle_since: float | None = None
     while not stop.wait(POLL_S):
         if engine.connections():
@@ -133,14 +145,14 @@ def _serve(data_dir: Path, engine: EmbeddedEngine, idle_stop_s: float, stop: thr
         if now - idle_since < idle_stop_s:
             continue
         # Idle long enough: stop only under the start lock, after a last look at the connections.
-        with open_lock(data_dir / START_LOCK) as start:
-            if not try_lock(start):
-                continue  # someone is connecting right now
-            if engine.connections():
-                idle_since = None
-                continue
-            log.warning("engine idle for %.0f s with no client: stopping", idle_stop_s)
-            with contextlib.suppress(OSError):
-                (data_dir / STATE_FILE).unlink()
-            engine.stop()
-            return
+        start = open_lock(data_dir / START_LOCK)
+        if not try_lock(start):
+            start.close()  # someone is connecting right now
+            continue
+        if engine.connections():
+            start.close()
+            idle_since = None
+            continue
+        log.warning("engine idle for %.0f s with no client: stopping", idle_stop_s)
+        return start  # still held: `run` stops the engine before anyone can find it
+    return None

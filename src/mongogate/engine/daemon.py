@@ -128,6 +128,9 @@ def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
             if published is not None and published.pid == os.getpid():
                 with contextlib.suppress(OSError):
                     (data_dir / STATE_FILE).unlink()
+            with contextlib.suppress(OSError):
+                lock.seek(0)
+                lock.truncate()  # no dead pid left behind in engine.lock
             lock.close()  # releases engine.lock, then the start lock
 
 

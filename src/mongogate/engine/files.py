@@ -49,9 +49,15 @@ def private_file(path: Path) -> None:
         os.close(fd)
 
 
+#: the files mongogate keeps in a data directory (only these are tightened: the directory may be shared)
+OWN_FILES = ("engine.", "mongogate.sqlite3", "audit")
+
+
 def tighten_all(data_dir: Path) -> None:
-    """Every regular file of ours in the directory becomes 0600 (a directory made by an older version)."""
+    """mongogate's files in the directory become 0600 (a directory made by an older version)."""
     for p in data_dir.iterdir():
+        if not p.name.startswith(OWN_FILES):
+            continue
         with contextlib.suppress(OSError):
             st = p.lstat()
             if p.is_file() and not p.is_symlink() and st.st_uid == os.getuid() and st.st_mode & 0o077:

@@ -8,7 +8,6 @@ two processes racing to start it are serialized: the second finds the first's en
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -104,8 +103,12 @@ def stop(data_dir: Path, timeout_s: float = START_TIMEOUT_S) -> bool:
     state = status(data_dir)
     if state is None:
         return False
-    with contextlib.suppress(ProcessLookupError):
+    try:
         os.kill(state.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it is exiting already
+    except PermissionError as e:
+        raise ConfigError(f"the engine of {data_dir} (pid {state.pid}) belongs to another user") from e
     with open_lock(data_dir / ENGINE_LOCK) as lock:
         lock_within(lock, timeout_s, f"the engine of {data_dir} (pid {state.pid}) to stop")
     return True

@@ -124,3 +124,19 @@ async def test_unreachable_uri_is_a_storage_error() -> None:
     finally:
         await db.close()
     await anyio.sleep(0)
+
+
+async def test_query_tools_read_with_the_query_uris_read_preference(engine_uri: str, tmp_path: Path) -> None:
+    from pymongo.read_preferences import Primary, SecondaryPreferred
+
+    sep = "&" if "?" in engine_uri else "?"
+    query_uri = f"{engine_uri}{sep}readPreference=secondaryPreferred"
+    settings = DatabaseSettings(uri=engine_uri, query_uri=query_uri)
+    db = Database(settings, tmp_path)
+    await db.open()
+    try:
+        assert isinstance(db.query.read_preference, SecondaryPreferred)  # mongogate never overrides it
+        assert isinstance(db.memory.read_preference, Primary)  # memory writes and reads: the primary
+        await db.query["c"].find_one({})  # a one-member engine serves secondaryPreferred reads
+    finally:
+        await db.close()

@@ -43,6 +43,8 @@ bench: setup
 	$(PY) benchmarks/scheduler.py
 	$(PY) benchmarks/hostile.py
 	$(PY) benchmarks/audit_sink.py
+	$(PY) benchmarks/scale_out.py --record
 
 clean:
+	-test -x $(VENV)/bin/mongogate && $(VENV)/bin/mongogate engine stop --config examples/mongogate.toml
 	rm -rf $(VENV) .mongogate build dist *.egg-info src/*.egg-info

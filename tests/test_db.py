@@ -1,38 +1,50 @@
-"""The embedded engine: survives restarts, one owner per data directory (others connect to it), clean stop."""
+"""The database layer: data survives an engine restart, processes share one engine, concerns are set."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
 
 from mongogate.config import DatabaseSettings, MemorySettings
-from mongogate.db import ENGINE_FILE, Database, EmbeddedEngine
-from mongogate.errors import ConfigError
+from mongogate.db import Database, EmbeddedEngine
+from mongogate.engine import client as engine_client
 from mongogate.memory.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_data_survives_a_restart(tmp_path: Path) -> None:
+@pytest.fixture
+def data(tmp_path: Path) -> Iterator[Path]:
+    """A data directory whose engine process is stopped at the end, whatever the test did."""
+    d = tmp_path / "data"
+    try:
+        yield d
+    finally:
+        engine_client.stop(d)
+
+
+async def test_data_survives_an_engine_restart(data: Path) -> None:
     settings = DatabaseSettings(name="restart")
-    db = Database(settings, tmp_path)
+    db = Database(settings, data)
     await db.open()
     store = MemoryStore(db.memory, MemorySettings())
     await store.ensure_indexes()
     sid = await store.create_session("acme")
     await store.append("acme", sid, "t1", "user", "remember me")
+    first = db.engine_state
     await db.close()
+    assert first is not None and engine_client.stop(data)  # the engine process goes away too
 
-    db = Database(settings, tmp_path)
+    db = Database(settings, data)
     await db.open()
     try:
+        assert db.engine_state is not None and db.engine_state.pid != first.pid
         store = MemoryStore(db.memory, MemorySettings())
         await store.ensure_indexes()
         ctx = await store.load_context("acme", sid)
@@ -43,47 +55,49 @@ async def test_data_survives_a_restart(tmp_path: Path) -> None:
         await db.close()
 
 
-async def test_a_second_process_on_the_same_data_dir_uses_the_owners_engine(tmp_path: Path) -> None:
-    """The owner publishes engine.json; another opener (the lock conflicts even in one process,
-    being per open file description) connects to that engine instead of failing."""
-    first = Database(DatabaseSettings(name="shared"), tmp_path)
+async def test_two_openers_share_one_engine_process_that_outlives_them(data: Path) -> None:
+    first = Database(DatabaseSettings(name="shared"), data)
     await first.open()
+    second = Database(DatabaseSettings(name="shared"), data)
+    await second.open()
     try:
-        assert first.engine is not None
-        info = json.loads((tmp_path / ENGINE_FILE).read_text())
-        assert info == {"uri": first.engine.uri, "pid": os.getpid()}
-        assert (tmp_path / ENGINE_FILE).stat().st_mode & 0o777 == 0o600
-        second = Database(DatabaseSettings(name="shared"), tmp_path)
-        await second.open()
-        try:
-            assert second.engine is None and second.embedded and second.shared_engine_uri == first.engine.uri
-            await second.memory["notes"].insert_one({"_id": 1, "by": "second"})
-            assert await first.memory["notes"].find_one({"_id": 1}) == {"_id": 1, "by": "second"}
-        finally:
-            await second.close()
-
-        # the lock is held but nobody published a live URI (a stale file): the old, clear error
-        (tmp_path / ENGINE_FILE).write_text(json.dumps({"uri": first.engine.uri, "pid": _dead_pid()}))
-        third = Database(DatabaseSettings(), tmp_path)
-        with pytest.raises(ConfigError, match=r"in use by mongogate pid \d+"):
-            await third.open()
-        assert third.engine is None
+        assert first.engine_state is not None and second.engine_state is not None
+        assert first.engine_state.pid == second.engine_state.pid
+        await second.memory["notes"].insert_one({"_id": 1, "by": "second"})
+        assert await first.memory["notes"].find_one({"_id": 1}) == {"_id": 1, "by": "second"}
     finally:
         await first.close()
-    # once the first has stopped, the directory is free again; a stale engine.json is replaced
-    (tmp_path / ENGINE_FILE).write_text(json.dumps({"uri": "mongodb://127.0.0.1:1", "pid": _dead_pid()}))
-    fourth = Database(DatabaseSettings(), tmp_path)
-    await fourth.open()
-    assert fourth.engine is not None
-    assert json.loads((tmp_path / ENGINE_FILE).read_text())["pid"] == os.getpid()
-    await fourth.close()
-    assert not (tmp_path / ENGINE_FILE).exists()
+    # the first opener's exit does not take the engine with it
+    assert await second.memory["notes"].count_documents({}) == 1
+    await second.close()
+    assert engine_client.status(data) is not None  # still up until idle or stopped
 
 
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
+async def test_memory_writes_carry_majority_journaled_concern_and_majority_reads(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    db = Database(DatabaseSettings(uri=engine_uri, name=db_name), tmp_path)
+    await db.open()
+    try:
+        assert db.memory.write_concern == WriteConcern(w="majority", j=True, wtimeout=10_000)
+        assert db.memory.read_concern == ReadConcern("majority")
+        assert db.memory["sessions"].write_concern == db.memory.write_concern  # collections inherit
+        # the engine accepts both (a real replica set needs them; mongoeco must not refuse them)
+        await db.memory["c"].insert_one({"_id": 1})
+        assert await db.memory["c"].find_one_and_update({"_id": 1}, {"$set": {"x": 1}}) == {"_id": 1}
+        assert await db.memory["c"].count_documents({"x": 1}) == 1
+    finally:
+        await db.close()
+    custom = DatabaseSettings.model_validate(
+        {"uri": engine_uri, "write_concern": {"w": 1, "j": False}, "read_concern": "local"}
+    )
+    db = Database(custom, tmp_path)
+    await db.open()
+    try:
+        assert db.memory.write_concern.document == {"w": 1, "j": False, "wtimeout": 10_000}
+        assert db.memory.read_concern == ReadConcern("local")
+    finally:
+        await db.close()
 
 
 def test_stop_leaves_no_engine_thread(tmp_path: Path) -> None:
@@ -110,3 +124,19 @@ async def test_unreachable_uri_is_a_storage_error() -> None:
     finally:
         await db.close()
     await anyio.sleep(0)
+
+
+async def test_query_tools_read_with_the_query_uris_read_preference(engine_uri: str, tmp_path: Path) -> None:
+    from pymongo.read_preferences import Primary, SecondaryPreferred
+
+    sep = "&" if "?" in engine_uri else "?"
+    query_uri = f"{engine_uri}{sep}readPreference=secondaryPreferred"
+    settings = DatabaseSettings(uri=engine_uri, query_uri=query_uri)
+    db = Database(settings, tmp_path)
+    await db.open()
+    try:
+        assert isinstance(db.query.read_preference, SecondaryPreferred)  # mongogate never overrides it
+        assert isinstance(db.memory.read_preference, Primary)  # memory writes and reads: the primary
+        await db.query["c"].find_one({})  # a one-member engine serves secondaryPreferred reads
+    finally:
+        await db.close()

@@ -14,7 +14,7 @@ import types
 import typing
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -61,6 +61,14 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class WriteConcernSettings(Section):
+    w: Annotated[int, Field(ge=1)] | Literal["majority"] = "majority"
+    """"majority", or a number of members (1 = the primary alone: a failover may lose writes)."""
+    j: bool = True
+    wtimeout_ms: int = Field(default=10_000, ge=0)
+    """0 waits forever; else a write not acknowledged this soon fails (retryable; it may still apply)."""
+
+
 class DatabaseSettings(Section):
     uri: str | None = None
     """Read-write connection for memory collections. Unset: start the embedded engine."""
@@ -69,6 +77,12 @@ class DatabaseSettings(Section):
     name: str = "mongogate"
     timeout_ms: int = Field(default=5000, ge=100)
     """Server selection timeout, unless the URI sets its own ``serverSelectionTimeoutMS``."""
+    write_concern: WriteConcernSettings = Field(default_factory=lambda: WriteConcernSettings())
+    """Memory, run and scheduler writes: acknowledged by a majority, journaled (replica-set safe)."""
+    read_concern: Literal["local", "majority", "linearizable"] = "majority"
+    """Memory, run and scheduler reads: "majority" never sees a write a failover can roll back."""
+    engine_idle_stop_s: float = Field(default=300.0, ge=0)
+    """The embedded engine process stops after this long with no client connected."""
 
     @field_validator("uri", "query_uri")
     @classmethod
@@ -112,6 +126,10 @@ class ServerSettings(Section):
     """Requests served on one connection before it is closed (the client reconnects)."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     """Largest request body; larger ones get 413 before being read."""
+    stateless: bool = False
+    """Streamable HTTP without server-side MCP sessions: any server process answers any request."""
+    ready_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    """`GET /readyz` answers 503 when a database ping takes longer than this."""
     max_json_tokens: int = Field(default=100_000, ge=1000)
     """Most JSON objects, arrays and keys (`{`, `[`, `:`) in one request body; a denser body gets 413
     before it is parsed, so parsing never holds the event loop for more than about 50 ms."""

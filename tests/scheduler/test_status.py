@@ -100,8 +100,10 @@ async def test_status_measures_lag_and_drift_from_the_original_slot(mongo: Clien
 
 
 def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
-    """`worker --status` in another process while this one owns the embedded engine's data dir."""
+    """`worker --status` in another process while this one uses the embedded engine's data dir."""
     import anyio
+
+    from mongogate.engine import client as engine_client
 
     data = tmp_path / "data"
     cfg_file = tmp_path / "mongogate.toml"
@@ -111,9 +113,9 @@ def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
         owner = Database(DatabaseSettings(name="beside"), data)
         await owner.open()
         try:
-            assert owner.engine is not None  # this process owns the engine
+            assert owner.engine_state is not None  # the shared engine process of this data dir
             info = json.loads((data / "engine.json").read_text())
-            assert info == {"uri": owner.engine.uri, "pid": os.getpid()}
+            assert info["pid"] == owner.engine_state.pid != os.getpid()
             assert (data / "engine.json").stat().st_mode & 0o777 == 0o600
             s = Scheduler(owner.memory, [Agent("pinger", noop, 5)], cfg(), "w")
             await s.register(now=SYSTEM_CLOCK.now() - timedelta(hours=1))  # overdue: "late"
@@ -129,12 +131,15 @@ def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
         finally:
             await owner.close()
 
-    done = anyio.run(main)
+    try:
+        done = anyio.run(main)
+    finally:
+        assert engine_client.stop(data)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["agent", "state", "due"]
     assert lines[1].split()[:2] == ["pinger", "late"]
-    assert not (data / "engine.json").exists()  # removed when the owner stopped
+    assert not (data / "engine.json").exists()  # removed when the engine stopped
 
 
 async def test_overlapping_ticks_finishing_out_of_order_are_not_reported_as_running(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from mongogate.engine import client as engine_client
 from tests.helpers import INITIALIZE, ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,5 +99,7 @@ def test_stdio_client_that_vanishes_is_a_quiet_normal_exit(env: dict[str, str], 
     assert code == 0, err
     assert "Traceback" not in err and "ExceptionGroup" not in err and "BrokenPipeError" not in err
     assert err.count("client went away") == 1
-    lock = Path(env["MONGOGATE_SERVER__DATA_DIR"]) / "engine.lock"
+    data = Path(env["MONGOGATE_SERVER__DATA_DIR"])
+    assert engine_client.stop(data)  # the shared engine outlives the server that started it
+    lock = data / "engine.lock"
     assert not lock.exists() or lock.read_text() == ""  # no dead pid left behind

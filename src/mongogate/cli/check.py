@@ -26,6 +26,9 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         await db.ping()
         where = "embedded engine in " + str(settings.server.data_dir) if db.embedded else "database.uri"
         print(f"connection: ok ({where}, database {settings.database.name!r})")
+        if db.engine_state is not None:
+            st = db.engine_state
+            print(f"engine: pid {st.pid} on {st.address}, data file {st.data_file}, credentials required")
         store = MemoryStore(db.memory, settings.memory)
         await store.ensure_indexes()
         idx = sorted(await store.messages.index_information())

@@ -146,6 +146,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.host or args.port is not None:
         overrides["server"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if args.stateless:
+        overrides.setdefault("server", {})["stateless"] = True
     settings = settings_from(args, **overrides)
     transport: Literal["stdio", "http"] = "http" if args.http else "stdio"
     if args.http and args.insecure_no_auth:
@@ -204,4 +206,7 @@ def register(sub: Any, with_config: Any) -> None:
         help="serve even if a spec's declared index is missing",
     )
     s.add_argument("--insecure-no-auth", action="store_true", help="HTTP without auth (loopback only)")
+    s.add_argument(
+        "--stateless", action="store_true", help="HTTP without MCP sessions, for a round-robin load balancer"
+    )
     s.set_defaults(func=cmd_serve)

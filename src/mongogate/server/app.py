@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -16,6 +17,7 @@ from mongogate import __version__
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
+from mongogate.engine.files import private_file
 from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
 from mongogate.memory.store import MemoryStore
@@ -29,6 +31,7 @@ from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
+from mongogate.server.health import readiness_for
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -114,11 +117,15 @@ def build_server(
         return current_principal(ctx, stdio_principal)
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
+    async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState]:
         db = Database(settings.database, settings.server.data_dir)
         await db.open()
         audit: AuditLog | None = None
+        readiness = readiness_for(server)
         try:
+            with contextlib.suppress(OSError):  # the audit writer reports an unwritable path itself
+                private_file(settings.audit_path)  # 0600 before the audit writer appends to it
+            readiness.db = db
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
@@ -139,6 +146,7 @@ def build_server(
                 await hook(state)
             yield state
         finally:
+            readiness.db = None
             if audit is not None:  # flush what is queued before the process goes
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()

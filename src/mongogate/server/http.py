@@ -30,6 +30,7 @@ from mongogate.errors import ConfigError
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.metrics import with_metrics
 from mongogate.server.startup import run_bound
+from mongogate.server.health import HealthRoutes, readiness_for
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
 
@@ -47,10 +48,12 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         host=settings.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_request_bytes,
+        stateless_http=settings.stateless,  # no Mcp-Session-Id: any process answers any request
     )
     body = BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
     # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
-    return HostOriginGuard(with_metrics(body, server), settings)
+    guarded = HostOriginGuard(with_metrics(body, server), settings)
+    return HealthRoutes(guarded, readiness_for(server), settings.ready_timeout_s)  # /healthz, /readyz
 
 
 class GuardedH11Protocol(H11Protocol):

@@ -1,0 +1,124 @@
+"""Finding the engine of a data directory, starting it when none runs, stopping it.
+
+`lease()` takes the start lock, starts the engine if no process holds `engine.lock`, and
+returns its URI with the lock still held: the caller connects, then releases it. The engine
+only stops for idleness under the same lock, so a found engine cannot vanish in between, and
+two processes racing to start it are serialized: the second finds the first's engine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from mongogate.engine.daemon import ALREADY_RUNNING
+from mongogate.engine.files import (
+    ENGINE_LOCK,
+    LOG_FILE,
+    START_LOCK,
+    EngineState,
+    credentials,
+    engine_running,
+    lock_within,
+    open_lock,
+    read_state,
+    secure_dir,
+)
+from mongogate.errors import ConfigError
+
+#: a cap on waiting for the start lock or a starting engine (a loaded machine, not a margin)
+START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class EngineLease:
+    state: EngineState
+    uri: str
+    started: bool
+    _lock: IO[str] | None
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+
+def _spawn(data_dir: Path, idle_stop_s: float) -> bool:
+    """Start a detached engine process; False when another one won the race (it is running)."""
+    cmd = [sys.executable, "-m", "mongogate.engine", "run", "--detach", "--data-dir", str(data_dir)]
+    cmd += ["--idle-stop-s", repr(idle_stop_s)]
+    done = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False
+    )
+    if done.returncode == ALREADY_RUNNING:
+        return False
+    if done.returncode != 0:
+        detail = (done.stderr or "").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        raise ConfigError(
+            f"could not start the embedded engine for {data_dir}: {detail[0]} (log: {data_dir / LOG_FILE})"
+        )
+    return True
+
+
+def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
+    """The running engine of `data_dir` (started if needed), with the start lock held."""
+    secure_dir(data_dir)
+    lock = open_lock(data_dir / START_LOCK)
+    try:
+        lock_within(lock, START_TIMEOUT_S, f"{data_dir / START_LOCK}")
+        password = credentials(data_dir)
+        started = False
+        if not engine_running(data_dir):
+            started = _spawn(data_dir, idle_stop_s)
+        state = read_state(data_dir)
+        if state is None or not engine_running(data_dir):
+            raise ConfigError(f"the engine of {data_dir} is not running (log: {data_dir / LOG_FILE})")
+        return EngineLease(state, state.uri(password), started, lock)
+    except BaseException:
+        lock.close()
+        raise
+
+
+def status(data_dir: Path) -> EngineState | None:
+    """The published state of a running engine, or None (not running, or crashed)."""
+    if not engine_running(data_dir):
+        return None
+    return read_state(data_dir)
+
+
+def owner_uri(data_dir: Path) -> str | None:
+    """The full URI with credentials: readable only by whoever can read the 0600 credentials file."""
+    state = status(data_dir)
+    return state.uri(credentials(data_dir)) if state is not None else None
+
+
+def stop(data_dir: Path, timeout_s: float = START_TIMEOUT_S) -> bool:
+    """SIGTERM the engine and wait until it let go of engine.lock; False when none was running."""
+    state = status(data_dir)
+    if state is None:
+        return False
+    try:
+        os.kill(state.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it is exiting already
+    except PermissionError as e:
+        raise ConfigError(f"the engine of {data_dir} (pid {state.pid}) belongs to another user") from e
+    with open_lock(data_dir / ENGINE_LOCK) as lock:
+        lock_within(lock, timeout_s, f"the engine of {data_dir} (pid {state.pid}) to stop")
+    return True
+
+
+def wait_stopped(data_dir: Path, timeout_s: float) -> bool:
+    """Poll until no engine runs (tests, after an idle period); True when it stopped in time."""
+    deadline = time.monotonic() + timeout_s
+    while engine_running(data_dir):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -1,0 +1,72 @@
+"""`GET /healthz` and `GET /readyz` for load balancers and orchestrators.
+
+Both are unauthenticated and say nothing but a status word: `/healthz` is 200 while the
+process serves HTTP (no database call); `/readyz` is 200 when a database ping answers within
+`server.ready_timeout_s`, else 503. They sit in front of the Host/Origin guard: a probe
+addresses the pod by IP, and a status word is nothing a rebinding attack could use.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mongogate.errors import StorageError
+
+if TYPE_CHECKING:
+    from mongogate.db import Database
+
+PATHS = frozenset({"/healthz", "/readyz"})
+_NO_STORE = {"cache-control": "no-store"}
+
+
+@dataclass
+class Readiness:
+    """The open database of a server (set by its lifespan), for `/readyz`."""
+
+    db: Database | None = None
+
+
+_probes: weakref.WeakKeyDictionary[Any, Readiness] = weakref.WeakKeyDictionary()
+
+
+def readiness_for(server: object) -> Readiness:
+    """One Readiness per MCP server object: the lifespan fills it, the HTTP app reads it."""
+    probe = _probes.get(server)
+    if probe is None:
+        probe = _probes[server] = Readiness()
+    return probe
+
+
+class HealthRoutes:
+    def __init__(self, app: ASGIApp, readiness: Readiness, timeout_s: float) -> None:
+        self.app = app
+        self.readiness = readiness
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in PATHS:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            allow = {"allow": "GET, HEAD", **_NO_STORE}
+            response = JSONResponse({"status": "method not allowed"}, 405, allow)
+        elif scope["path"] == "/healthz":
+            response = JSONResponse({"status": "ok"}, 200, _NO_STORE)
+        else:
+            response = await self._ready()
+        await response(scope, receive, send)
+
+    async def _ready(self) -> JSONResponse:
+        db = self.readiness.db
+        if db is None:
+            return JSONResponse({"status": "unavailable"}, 503, _NO_STORE)
+        try:
+            await db.ping(self.timeout_s)
+        except StorageError:
+            return JSONResponse({"status": "unavailable"}, 503, _NO_STORE)
+        return JSONResponse({"status": "ready"}, 200, _NO_STORE)

@@ -134,6 +134,13 @@ class Database:
             self._client = self._query_client = self._memory = None
 
     @property
+    def uri(self) -> str:
+        """The read-write URI this process connected with (the engine's carries its credentials)."""
+        if not self._uris[0]:
+            raise StorageError("database is not open")
+        return self._uris[0]
+
+    @property
     def client(self) -> AsyncMongoClient[Doc]:
         if self._client is None:
             raise StorageError("database is not open")

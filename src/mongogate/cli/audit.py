@@ -40,21 +40,19 @@ def _collection(settings: Settings) -> Iterator[Any]:
     """`audit_events` through the read-write user: database.uri, else the data dir's engine."""
     from pymongo import MongoClient
 
-    from mongogate.db import EmbeddedEngine, published_engine_uri
+    from mongogate.engine import client as engine_client
     from mongogate.policy.audit_store import COLLECTION
 
-    engine = None
-    uri = settings.database.uri or published_engine_uri(settings.server.data_dir)
-    if uri is None:  # no server is running on the embedded engine: open it for this read
-        engine = EmbeddedEngine(settings.server.data_dir)
-        uri = engine.start()
+    uri = settings.database.uri
+    if uri is None:  # the data dir's shared engine (started if needed), with its credentials
+        lease = engine_client.lease(settings.server.data_dir, settings.database.engine_idle_stop_s)
+        uri = lease.uri
+        lease.release()
     client: Any = MongoClient(uri, serverSelectionTimeoutMS=settings.database.timeout_ms, tz_aware=True)
     try:
         yield client[settings.database.name][COLLECTION]
     finally:
         client.close()
-        if engine is not None:
-            engine.stop()
 
 
 def _print(event: dict[str, Any]) -> None:

@@ -28,10 +28,10 @@ from mongogate.principal import Principal
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
+from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
-from mongogate.server.health import readiness_for
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -129,7 +129,7 @@ def build_server(
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
-            rw_uri = settings.database.uri or (db.engine.uri if db.engine else db.shared_engine_uri)
+            rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
             audit = audit_from_settings(settings, rw_uri, instance)
             if metrics is not None:
                 metrics.attach_audit(audit)

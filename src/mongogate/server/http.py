@@ -28,9 +28,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
+from mongogate.server.health import HealthRoutes, readiness_for
 from mongogate.server.metrics import with_metrics
 from mongogate.server.startup import run_bound
-from mongogate.server.health import HealthRoutes, readiness_for
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
 

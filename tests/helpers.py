@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,18 +40,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 60) -> None:
-    """Readiness, not a margin: poll until the server accepts, fail if it exits first."""
+def wait_for_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 120) -> None:
+    """Readiness, not a margin: poll until the server answers `/healthz`, fail if it exits first.
+
+    `serve --http` binds its port before it opens the database (a taken port fails first), so
+    an accepted connection is not yet a server: `/healthz` is answered only once it serves.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(
                 f"server exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}"
             )
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
+        try:
+            left = max(0.1, deadline - time.monotonic())
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=left) as r:
+                if r.status == 200:
+                    return
+        except (OSError, urllib.error.URLError):
+            time.sleep(0.05)
     raise AssertionError(f"server on port {port} did not start within {timeout_s} s")
 
 

@@ -55,6 +55,11 @@ COVERED = {
     "mongogate check": "tests/test_cli.py and tests/tools/test_count.py (check against an engine)",
     "make setup": "the first step of make test and make run",
     ".venv/bin/python examples/frameworks/pydantic_ai_agent.py": "tests/test_frameworks.py",
+    "python -m mongogate.engine run --detach": "prose: what a mongogate process spawns; tests/test_engine.py",
+    "mongogate engine start": "tests/test_engine.py",
+    "mongogate engine status": "tests/test_engine.py",
+    "mongogate engine stop": "tests/test_engine.py",
+    "mongogate engine status --uri": "tests/test_engine.py",
 }
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import Any, TextIO
 
+from mongogate.engine.files import private_file
+
 #: a queued item: a line to write (or None: nothing, only the callback), and what to call after
 _Item = tuple[str | None, Callable[[], None] | None]
 _STOP = "\x00stop"
@@ -154,7 +156,7 @@ class AuditWriter:
     def _to_file(self, text: str, stream: TextIO | None) -> None:
         try:
             if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_file(self.path)  # created 0600 (tightened if ours), only when first written
                 self._file = self.path.open("a", encoding="utf-8")
                 self.opened += 1
             self._file.write(text)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -17,7 +16,6 @@ from mongogate import __version__
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
-from mongogate.engine.files import private_file
 from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
 from mongogate.memory.store import MemoryStore
@@ -123,8 +121,6 @@ def build_server(
         audit: AuditLog | None = None
         readiness = readiness_for(server)
         try:
-            with contextlib.suppress(OSError):  # the audit writer reports an unwritable path itself
-                private_file(settings.audit_path)  # 0600 before the audit writer appends to it
             readiness.db = db
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)

@@ -109,6 +109,17 @@ class QueryToolSpec(BaseModel):
             raise ValueError("must start with a letter and hold only letters, digits, '_' or '-' (max 64)")
         return v
 
+    @field_validator("collection")
+    @classmethod
+    def _collection(cls, v: str) -> str:
+        # what MongoDB (and pymongo) refuse, or reserve: caught here rather than at the first call
+        if "$" in v or "\x00" in v or ".." in v or v.startswith((".", "system.")) or v.endswith("."):
+            raise ValueError(
+                "is not a usable collection name (no '$', NUL, '..', leading or trailing '.', "
+                "or 'system.' prefix)"
+            )
+        return v
+
     @field_validator("operators")
     @classmethod
     def _operators(cls, v: list[str]) -> list[str]:

@@ -155,6 +155,8 @@ async def run_pipeline(
     if not more and q.probe is not None:
         # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
         more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe))
-    docs = [render_output(doc, q.output) for doc in raw[: q.limit]]
+    # the row past max_groups only tells that there are more: it is never returned
+    keep = min(q.limit, spec.max_groups) if q.grouped else q.limit
+    docs = [render_output(doc, q.output) for doc in raw[:keep]]
     docs, cut = cap_documents(docs, limits.max_response_bytes)
     return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)

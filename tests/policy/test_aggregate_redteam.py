@@ -1,0 +1,127 @@
+"""Red-team attacks on the aggregation tool and `count: true`.
+
+The first tests are defects found by attacking the feature (each failed before its fix); the
+table at the end is attacks that the walk already refused, kept as regressions where they add
+coverage beyond tests/policy/test_aggregate_hostile.py. Real pymongo against the embedded engine.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, MongoClient
+
+from mongogate.config import PolicySettings
+from mongogate.demo import ORDER_STATS, ORDERS_INDEX, demo_orders
+from mongogate.errors import PolicyViolation
+from mongogate.policy.aggregate_run import run_pipeline
+from mongogate.policy.aggregate_walk import check_pipeline
+from mongogate.specs import QueryToolSpec, SpecError
+
+LIMITS = PolicySettings()
+G = "$group"
+N: dict[str, Any] = {"$count": {}}
+Doc = dict[str, Any]
+ACME = [d for d in demo_orders() if d["userId"] == "acme"]
+
+
+@pytest.fixture(scope="module")
+def seeded(engine_uri: str) -> Iterator[str]:
+    name = f"redteam_{uuid.uuid4().hex[:10]}"
+    client: MongoClient[Doc] = MongoClient(engine_uri)
+    try:
+        client[name]["orders"].insert_many(demo_orders())
+        client[name]["orders"].create_index(list(ORDERS_INDEX), name="tenant_created")
+        yield name
+        client.drop_database(name)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+async def orders(engine_uri: str, seeded: str) -> AsyncIterator[Any]:
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(engine_uri, tz_aware=True)
+    try:
+        yield client[seeded]["orders"]
+    finally:
+        await client.close()
+
+
+def refused(pipeline: Any, spec: QueryToolSpec = ORDER_STATS) -> tuple[str, str]:
+    with pytest.raises(PolicyViolation) as info:
+        check_pipeline(pipeline, spec, LIMITS)
+    return info.value.reason, info.value.path
+
+
+# -- defects (each of these failed before its fix) ---------------------------------------------
+
+
+@pytest.mark.parametrize("key", [2**64, -(2**63) - 1, {"k": 2**63}])
+def test_group_key_integer_outside_int64_is_refused_by_the_walk(key: Any) -> None:
+    """Was: accepted, then OverflowError inside the driver (an internal error, no audit event)."""
+    path = "pipeline[0].$group._id" + (".k" if isinstance(key, dict) else "")
+    assert refused([{G: {"_id": key, "n": N}}]) == ("out_of_range", path)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stage", ["$skip", "$limit"])
+async def test_skip_and_limit_the_engine_cannot_run_are_refused_not_storage_errors(
+    orders: Any, stage: str
+) -> None:
+    """Was: accepted up to int64, then a *retryable* storage_error from the engine (which takes
+    32-bit values only): the model would retry the same pipeline forever."""
+    with pytest.raises(PolicyViolation) as info:
+        await run_pipeline(orders, ORDER_STATS, {"pipeline": [{stage: 2**31}]}, "acme", LIMITS)
+    assert (info.value.reason, info.value.path) == ("invalid_operand", f"pipeline[0].{stage}")
+    edge = await run_pipeline(orders, ORDER_STATS, {"pipeline": [{stage: 2**31 - 1}]}, "acme", LIMITS)
+    assert edge.returned == (0 if stage == "$skip" else len(ACME))
+
+
+@pytest.mark.anyio
+async def test_sum_of_a_literal_that_overflows_is_refused(orders: Any) -> None:
+    """Was: `{"$sum": 2**62}` accepted, then a retryable storage_error (int64 overflow) per call."""
+    big = [{G: {"_id": None, "s": {"$sum": 2**62}}}]
+    with pytest.raises(PolicyViolation) as info:
+        await run_pipeline(orders, ORDER_STATS, {"pipeline": big}, "acme", LIMITS)
+    assert (info.value.reason, info.value.path) == ("out_of_range", "pipeline[0].$group.s.$sum")
+    ok = [{G: {"_id": None, "s": {"$sum": 2**31 - 1}, "f": {"$sum": 0.5}}}]
+    result = await run_pipeline(orders, ORDER_STATS, {"pipeline": ok}, "acme", LIMITS)
+    assert result.documents == [{"_id": None, "s": (2**31 - 1) * len(ACME), "f": 0.5 * len(ACME)}]
+
+
+def test_count_named_id_is_refused() -> None:
+    """Was: accepted; MongoDB refuses `$count: "_id"` (a database error at run time)."""
+    assert refused([{"$count": "_id"}]) == ("output_name_invalid", "pipeline[0].$count")
+    assert refused([{G: {"_id": "$status", "n": N}}, {"$count": "_id"}]) == (
+        "output_name_invalid",
+        "pipeline[1].$count",
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        [{"$sortByCount": "$status"}],  # counted from the answer itself
+        [{G: {"_id": "$status", "n": N}}, {"$match": {"n": {"$gte": 1}}}],  # counted by the probe
+    ],
+    ids=["answer", "probe"],
+)
+async def test_never_more_than_max_groups_groups_are_returned(orders: Any, pipeline: list[Doc]) -> None:
+    """Was: with max_limit above max_groups, max_groups + 1 groups came back (4 statuses,
+    max_groups 3: 4 documents), i.e. the cap was exceeded by the detection row."""
+    spec = ORDER_STATS.model_copy(update={"max_groups": 3})
+    result = await run_pipeline(orders, spec, {"pipeline": pipeline}, "acme", LIMITS)
+    assert (result.returned, result.truncated) == (3, True)
+    assert len({d["_id"] for d in result.documents}) == 3
+
+
+@pytest.mark.parametrize("collection", ["or$ders", "orders\x00x", "system.profile", ".orders", "orders."])
+def test_collection_names_mongodb_refuses_or_reserves_are_refused_by_the_spec(collection: str) -> None:
+    """Was: accepted; `mongogate check` then died with a pymongo InvalidName traceback, and every
+    call of the tool was an internal error."""
+    with pytest.raises(SpecError):
+        QueryToolSpec(**{**ORDER_STATS.model_dump(), "collection": collection})

@@ -131,7 +131,11 @@ class QueryToolSpec(BaseModel):
             if not f or f.startswith("$") or "\x00" in f:
                 raise ValueError(f"field name {f!r} is empty, starts with '$' or contains NUL")
         tenant_paths = [
-            f for f in self.fields if f == self.tenant_field or f.startswith(self.tenant_field + ".")
+            f
+            for f in self.fields
+            if f == self.tenant_field
+            or f.startswith(self.tenant_field + ".")
+            or self.tenant_field.startswith(f + ".")  # a field that holds the tenant field
         ]
         if tenant_paths:
             raise ValueError(

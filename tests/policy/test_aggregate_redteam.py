@@ -16,9 +16,10 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from mongogate.config import PolicySettings
 from mongogate.demo import ORDER_STATS, ORDERS_INDEX, demo_orders
-from mongogate.errors import PolicyViolation
+from mongogate.errors import PolicyViolation, StorageError
 from mongogate.policy.aggregate_run import run_pipeline
 from mongogate.policy.aggregate_walk import check_pipeline
+from mongogate.policy.query_indexes import index_status
 from mongogate.specs import QueryToolSpec, SpecError
 
 LIMITS = PolicySettings()
@@ -125,3 +126,42 @@ def test_collection_names_mongodb_refuses_or_reserves_are_refused_by_the_spec(co
     call of the tool was an internal error."""
     with pytest.raises(SpecError):
         QueryToolSpec(**{**ORDER_STATS.model_dump(), "collection": collection})
+
+
+@pytest.mark.anyio
+async def test_a_partial_index_is_not_the_declared_index(engine_uri: str, db_name: str) -> None:
+    """Was: `check`/`serve` said "index ok" for a partial index with the declared key pattern;
+    the engine then refuses that hint for the tool's queries (and MongoDB could answer from the
+    partial index only), so every call failed with a retryable storage_error."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(engine_uri, tz_aware=True)
+    try:
+        db = client[db_name]
+        await db["orders"].insert_many(demo_orders())
+        partial = {"status": "paid"}
+        await db["orders"].create_index(list(ORDERS_INDEX), name="p", partialFilterExpression=partial)
+        [status] = await index_status(db, [ORDER_STATS])
+        assert status.present is False
+        with pytest.raises(StorageError):  # what serving with it would do on every call
+            await run_pipeline(db["orders"], ORDER_STATS, {"pipeline": [{"$count": "n"}]}, "acme", LIMITS)
+        await db["orders"].drop_index("p")
+        await db["orders"].create_index(list(ORDERS_INDEX), name="full")
+        [status] = await index_status(db, [ORDER_STATS])
+        assert status.present is True
+    finally:
+        await client.close()
+
+
+def test_a_field_holding_the_tenant_field_is_refused_by_the_spec() -> None:
+    """Was: with `tenant_field = "org.id"`, a declared field `org` was accepted, so a group key
+    (or a find projection) `org` handed the model the tenant field inside it."""
+    data = {
+        **ORDER_STATS.model_dump(),
+        "tenant_field": "org.id",
+        "fields": {**ORDER_STATS.fields, "org": "string"},
+        "projection": [*ORDER_STATS.projection, "org"],
+        "index": None,
+        "group_fields": [*(ORDER_STATS.group_fields or []), "org"],
+    }
+    with pytest.raises(SpecError, match="tenant_field"):
+        QueryToolSpec(**data)
+    assert QueryToolSpec(**{**data, "tenant_field": "orgId"}).tenant_field == "orgId"

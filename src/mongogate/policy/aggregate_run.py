@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pymongo.errors import ExecutionTimeout, PyMongoError
+from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
 
 from mongogate.errors import AuthError, StorageError
 from mongogate.policy.aggregate_exprs import reject
@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 ARGUMENTS = ("pipeline", "limit")
 #: stages that neither add nor drop documents
 _KEEP_COUNT = frozenset({"$sort", "$project"})
+
+
+class PipelineRefused(StorageError):
+    """The database refused a checked pipeline (a memory limit, an option the engine lacks):
+    the same pipeline fails the same way again, so the model is told to change it, not retry."""
+
+    retryable = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,12 @@ async def _aggregate(
         raise StorageError(
             f"aggregation tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
             advice="add a $match first (for example a shorter date range) and retry",
+        ) from e
+    except OperationFailure as e:  # an answer from the database, not a lost connection
+        raise PipelineRefused(
+            f"aggregation tool {spec.name!r}: the database refused this pipeline",
+            advice="retrying it will not help; change it (for example a $match first, fewer groups, "
+            "or no $dateTrunc timezone)",
         ) from e
     except PyMongoError as e:
         raise StorageError(f"aggregation tool {spec.name!r} failed in the database") from e

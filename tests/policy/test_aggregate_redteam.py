@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
+from pymongo.monitoring import CommandListener, CommandStartedEvent, CommandSucceededEvent
 
 from mongogate.config import PolicySettings
 from mongogate.demo import ORDER_STATS, ORDERS_INDEX, demo_orders
@@ -479,3 +480,39 @@ HELD: list[tuple[str, Any, str, str]] = [
 @pytest.mark.parametrize(("case_id", "pipeline", "reason", "path"), HELD, ids=[c[0] for c in HELD])
 def test_attack_is_refused(case_id: str, pipeline: Any, reason: str, path: str) -> None:
     assert refused(pipeline) == (reason, path), case_id
+
+
+class Replies(CommandListener):
+    """Every document the database sent back (first batches and getMore batches)."""
+
+    def __init__(self) -> None:
+        self.docs: list[Doc] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        pass
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        cursor = event.reply.get("cursor") or {}
+        self.docs.extend(cursor.get("firstBatch", []) + cursor.get("nextBatch", []))
+
+    def failed(self, event: Any) -> None:
+        pass
+
+
+@pytest.mark.anyio
+async def test_dropping_every_field_never_turns_the_output_projection_into_an_exclusion(
+    engine_uri: str, seeded: str
+) -> None:
+    """Was: `$project` dropping all five fields left an empty output, so the final server
+    projection was `{_id: 0}` (an exclusion): the database sent userId and internalNote back
+    to mongogate (only the Python-side projection kept them from the model)."""
+    replies = Replies()
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(engine_uri, event_listeners=[replies])
+    drop_all = [{"$project": dict.fromkeys(ORDER_STATS.projection, 0)}]
+    try:
+        with pytest.raises(PolicyViolation) as info:
+            await run_pipeline(client[seeded]["orders"], ORDER_STATS, {"pipeline": drop_all}, "acme", LIMITS)
+        assert (info.value.reason, info.value.path) == ("project_invalid", "pipeline[0].$project")
+        assert replies.docs == []
+    finally:
+        await client.close()

@@ -57,6 +57,8 @@ def tenant_match(spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
 
 
 def output_projection(output: list[str]) -> dict[str, int]:
+    if not output:  # never an exclusion (`{_id: 0}` alone would keep every hidden field)
+        raise ValueError("a pipeline's output cannot be empty")
     proj = {name: 1 for name in output}
     if "_id" not in proj and not any(name.startswith("_id.") for name in output):
         proj["_id"] = 0

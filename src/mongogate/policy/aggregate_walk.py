@@ -273,7 +273,10 @@ class _PipelineWalk:
                 "$project cannot mix keeping (1) and dropping (0) fields",
                 "all 1 or all 0",
             )
-        self.shape = self.shape.projected(out)
+        shape = self.shape.projected(out)
+        if not shape.fields:  # nothing left: the final projection would turn into an exclusion
+            reject("project_invalid", path, "$project would leave no fields", self.shape.names())
+        self.shape = shape
         return out
 
 

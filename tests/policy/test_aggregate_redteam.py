@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.monitoring import CommandListener, CommandStartedEvent, CommandSucceededEvent
 
@@ -516,3 +518,55 @@ async def test_dropping_every_field_never_turns_the_output_projection_into_an_ex
         assert replies.docs == []
     finally:
         await client.close()
+
+
+_FIELDS = list(ORDER_STATS.projection)
+_STAGE = st.one_of(
+    st.lists(st.sampled_from([*_FIELDS, "_id"]), min_size=1, max_size=6, unique=True).flatmap(
+        lambda ks: st.sampled_from([0, 1]).map(lambda flag: {"$project": dict.fromkeys(ks, flag)})
+    ),
+    st.tuples(st.sampled_from([*_FIELDS, "_id", "n", "c"]), st.sampled_from([1, -1])).map(
+        lambda t: {"$sort": {t[0]: t[1]}}
+    ),
+    st.integers(0, 20).map(lambda k: {"$skip": k}),
+    st.integers(1, 20).map(lambda k: {"$limit": k}),
+    st.just({"$unwind": "$tags"}),
+    st.sampled_from(["$status", None, {"k": "$status"}, "$tags", "$createdAt"]).map(
+        lambda key: {G: {"_id": key, "n": N}}
+    ),
+    st.just({"$count": "c"}),
+    st.just({"$sortByCount": "$status"}),
+)
+
+
+@pytest.mark.anyio
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
+@given(pipeline=st.lists(_STAGE, min_size=1, max_size=5))
+async def test_the_database_never_sends_back_more_than_the_checked_output(
+    engine_uri: str, seeded: str, pipeline: list[Doc]
+) -> None:
+    """The existing property test compares the rendered documents (after the Python-side
+    projection); this one reads the database's own replies: only the output's fields, and no
+    tenant field or hidden field anywhere, whatever mix of $project/$sort/$skip/$unwind/groups."""
+    try:
+        checked = check_pipeline(pipeline, ORDER_STATS, LIMITS)
+    except PolicyViolation:
+        assume(False)
+        return
+    replies = Replies()
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(engine_uri, event_listeners=[replies])
+    try:
+        await run_pipeline(client[seeded]["orders"], ORDER_STATS, {"pipeline": pipeline}, "acme", LIMITS)
+    finally:
+        await client.close()
+    tops = {name.partition(".")[0] for name in checked.output}
+    for doc in replies.docs:
+        if set(doc) == {"over"}:  # the max_groups probe's answer
+            continue
+        assert set(doc) <= tops, (pipeline, doc)
+        text = repr(doc)
+        assert "acme" not in text and "not for the model" not in text, (pipeline, doc)

@@ -25,7 +25,7 @@ from mongogate.policy.aggregate_exprs import (
     reject,
     stage_path,
 )
-from mongogate.policy.filters import check_bounds, check_filter, show
+from mongogate.policy.filters import check_bounds, check_filter, seg, show
 from mongogate.specs import MEASURE_TYPES, QueryToolSpec
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class _PipelineWalk:
             reject(
                 "stage_not_allowed",
                 spath,
-                f"stage {name} is not allowed in this tool",
+                f"stage {seg(name)} is not allowed in this tool",
                 ", ".join(self.allowed),
             )
         try:

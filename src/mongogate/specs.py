@@ -118,6 +118,17 @@ class QueryToolSpec(BaseModel):
             raise ValueError("must start with a letter and hold only letters, digits, '_' or '-' (max 64)")
         return v
 
+    @field_validator("collection")
+    @classmethod
+    def _collection(cls, v: str) -> str:
+        # what MongoDB (and pymongo) refuse, or reserve: caught here rather than at the first call
+        if "$" in v or "\x00" in v or ".." in v or v.startswith((".", "system.")) or v.endswith("."):
+            raise ValueError(
+                "is not a usable collection name (no '$', NUL, '..', leading or trailing '.', "
+                "or 'system.' prefix)"
+            )
+        return v
+
     @field_validator("operators")
     @classmethod
     def _operators(cls, v: list[str]) -> list[str]:
@@ -129,7 +140,11 @@ class QueryToolSpec(BaseModel):
             if not f or f.startswith("$") or "\x00" in f:
                 raise ValueError(f"field name {f!r} is empty, starts with '$' or contains NUL")
         tenant_paths = [
-            f for f in self.fields if f == self.tenant_field or f.startswith(self.tenant_field + ".")
+            f
+            for f in self.fields
+            if f == self.tenant_field
+            or f.startswith(self.tenant_field + ".")
+            or self.tenant_field.startswith(f + ".")  # a field that holds the tenant field
         ]
         if tenant_paths:
             raise ValueError(

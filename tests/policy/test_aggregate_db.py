@@ -299,7 +299,7 @@ async def test_more_groups_than_max_groups_is_truncated_not_an_error(wire: tuple
     probe = commands.seen[1]["pipeline"]
     assert probe[-3:] == [{"$skip": 3}, {"$limit": 1}, {"$count": "over"}]
     exact = await run_pipeline(coll, spec, {"pipeline": [{"$sortByCount": "$status"}]}, "acme", LIMITS)
-    assert exact.returned == 4 and exact.truncated is True  # 4 statuses > 3 groups
+    assert exact.returned == 3 and exact.truncated is True  # 4 statuses > 3 groups: 3 returned
     few = spec.model_copy(update={"max_groups": 4})
     ok = await run_pipeline(coll, few, {"pipeline": [{"$sortByCount": "$status"}]}, "acme", LIMITS)
     assert ok.returned == 4 and ok.truncated is False

@@ -66,6 +66,7 @@ DATE_UNITS = ("day", "week", "month", "quarter", "year")
 #: a fixed timezone: "UTC", an Olson name such as "Europe/Paris", or an offset such as "+02:00"
 _TZ_RE = re.compile(r"^(?:UTC|[A-Za-z]+(?:/[A-Za-z0-9_+-]+){1,2}|[+-][0-9]{2}(?::?[0-9]{2})?)$")
 _NAME_MAX = 64
+_INT64_MAX = 2**63 - 1
 Need = Literal["group", "measure", "any"]
 
 
@@ -246,6 +247,8 @@ def check_group_key(
 def _key_part(
     value: object, shape: Shape, spec: QueryToolSpec, limits: PolicySettings, path: str
 ) -> tuple[Any, Field]:
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        reject("out_of_range", path, f"{show(value)} does not fit in 64 bits", "64-bit integers")
     if value is None or isinstance(value, bool | int | float):
         return value, Field(None, group=False, measure=False)
     if isinstance(value, str) and not value.startswith("$"):

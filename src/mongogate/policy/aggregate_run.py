@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pymongo.errors import ExecutionTimeout, PyMongoError
+from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
 
 from mongogate.errors import AuthError, StorageError
 from mongogate.policy.aggregate_exprs import reject
@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 ARGUMENTS = ("pipeline", "limit")
 #: stages that neither add nor drop documents
 _KEEP_COUNT = frozenset({"$sort", "$project"})
+
+
+class PipelineRefused(StorageError):
+    """The database refused a checked pipeline (a memory limit, an option the engine lacks):
+    the same pipeline fails the same way again, so the model is told to change it, not retry."""
+
+    retryable = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ def tenant_match(spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
 
 
 def output_projection(output: list[str]) -> dict[str, int]:
+    if not output:  # never an exclusion (`{_id: 0}` alone would keep every hidden field)
+        raise ValueError("a pipeline's output cannot be empty")
     proj = {name: 1 for name in output}
     if "_id" not in proj and not any(name.startswith("_id.") for name in output):
         proj["_id"] = 0
@@ -118,6 +127,12 @@ async def _aggregate(
             f"aggregation tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
             advice="add a $match first (for example a shorter date range) and retry",
         ) from e
+    except OperationFailure as e:  # an answer from the database, not a lost connection
+        raise PipelineRefused(
+            f"aggregation tool {spec.name!r}: the database refused this pipeline",
+            advice="retrying it will not help; change it (for example a $match first, fewer groups, "
+            "or no $dateTrunc timezone)",
+        ) from e
     except PyMongoError as e:
         raise StorageError(f"aggregation tool {spec.name!r} failed in the database") from e
 
@@ -155,6 +170,8 @@ async def run_pipeline(
     if not more and q.probe is not None:
         # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
         more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe))
-    docs = [render_output(doc, q.output) for doc in raw[: q.limit]]
+    # the row past max_groups only tells that there are more: it is never returned
+    keep = min(q.limit, spec.max_groups) if q.grouped else q.limit
+    docs = [render_output(doc, q.output) for doc in raw[:keep]]
     docs, cut = cap_documents(docs, limits.max_response_bytes)
     return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)

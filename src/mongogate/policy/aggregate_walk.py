@@ -25,7 +25,7 @@ from mongogate.policy.aggregate_exprs import (
     reject,
     stage_path,
 )
-from mongogate.policy.filters import check_bounds, check_filter, show
+from mongogate.policy.filters import check_bounds, check_filter, seg, show
 from mongogate.specs import MEASURE_TYPES, QueryToolSpec
 
 if TYPE_CHECKING:
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 #: stages that replace the documents by groups: `max_groups` applies right after them
 GROUP_STAGES = frozenset({"$group", "$sortByCount"})
-_INT64_MAX = 2**63 - 1
+#: the largest `$skip`/`$limit` and integer `$sum` literal: the embedded engine takes 32-bit
+#: values only there, and a bigger `$sum` constant can overflow int64 over a tenant's documents
+_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ class _PipelineWalk:
             reject(
                 "stage_not_allowed",
                 spath,
-                f"stage {name} is not allowed in this tool",
+                f"stage {seg(name)} is not allowed in this tool",
                 ", ".join(self.allowed),
             )
         try:
@@ -160,8 +162,13 @@ class _PipelineWalk:
                 reject("invalid_operand", opath, '$count takes an empty object: {"$count": {}}', "{}")
             return {op: {}}, "int"
         if op == "$sum" and isinstance(operand, int | float) and not isinstance(operand, bool):
-            if isinstance(operand, int) and abs(operand) > _INT64_MAX:
-                reject("out_of_range", opath, f"{show(operand)} does not fit in 64 bits", "64-bit integers")
+            if isinstance(operand, int) and abs(operand) > _INT32_MAX:
+                reject(
+                    "out_of_range",
+                    opath,
+                    f"{show(operand)} is too large to sum",
+                    f"-{_INT32_MAX} to {_INT32_MAX}",
+                )
             return {op: operand}, "number"
         ref = field_ref(operand, self.shape, self.spec, opath, need="measure")
         ftype = self.shape.fields[ref].type
@@ -190,6 +197,8 @@ class _PipelineWalk:
         if name is None:
             reject("invalid_operand", path, '$count takes the output field name, e.g. "n"', None)
         check_name(name, self.spec, path, key=False)
+        if name == "_id":  # MongoDB refuses it at run time
+            reject("output_name_invalid", path, '$count cannot name its output "_id"', None)
         self.shape = Shape({name: Field("int", group=True, measure=True)}, grouped=True)
         return name
 
@@ -264,13 +273,21 @@ class _PipelineWalk:
                 "$project cannot mix keeping (1) and dropping (0) fields",
                 "all 1 or all 0",
             )
-        self.shape = self.shape.projected(out)
+        shape = self.shape.projected(out)
+        if not shape.fields:  # nothing left: the final projection would turn into an exclusion
+            reject("project_invalid", path, "$project would leave no fields", self.shape.names())
+        self.shape = shape
         return out
 
 
 def _count_arg(body: object, path: str, name: str, least: int) -> int:
-    if isinstance(body, bool) or not isinstance(body, int) or not least <= body <= _INT64_MAX:
-        reject("invalid_operand", path, f"{name} takes an integer >= {least}, got {show(body)}", None)
+    if isinstance(body, bool) or not isinstance(body, int) or not least <= body <= _INT32_MAX:
+        reject(
+            "invalid_operand",
+            path,
+            f"{name} takes an integer from {least} to {_INT32_MAX}, got {show(body)}",
+            None,
+        )
     return body
 
 

@@ -55,7 +55,12 @@ async def index_status(db: AsyncDatabase[Any], specs: Iterable[QueryToolSpec]) -
                 info = await db[spec.collection].index_information()
             except PyMongoError as e:
                 raise StorageError(f"could not list the indexes of {spec.collection!r}") from e
-            seen[spec.collection] = [v.get("key", []) for v in info.values()]
+            # a partial or hidden index cannot serve every query as a hint: never the declared one
+            seen[spec.collection] = [
+                v.get("key", [])
+                for v in info.values()
+                if "partialFilterExpression" not in v and not v.get("hidden", False)
+            ]
         wanted = [(k, int(d)) for k, d in spec.index]
         out.append(IndexStatus(spec, any(_same(key, wanted) for key in seen[spec.collection])))
     return out

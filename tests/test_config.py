@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mongogate.config import load_settings, mask
+from mongogate.config import load_settings
+from mongogate.config_errors import mask
 from mongogate.errors import ConfigError
 from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry

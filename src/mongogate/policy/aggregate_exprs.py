@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from mongogate.errors import PolicyViolation
-from mongogate.policy.filters import key_path, seg, show
+from mongogate.policy.paths import key_path, seg, show
 from mongogate.specs import MEASURE_TYPES, QueryToolSpec
 
 if TYPE_CHECKING:

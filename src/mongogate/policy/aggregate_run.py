@@ -16,7 +16,8 @@ from mongogate.errors import AuthError, StorageError
 from mongogate.policy.aggregate_exprs import reject
 from mongogate.policy.aggregate_walk import GROUP_STAGES, CheckedPipeline, check_pipeline
 from mongogate.policy.execute import QueryResult
-from mongogate.policy.filters import check_limit, key_path, seg
+from mongogate.policy.filters import check_limit
+from mongogate.policy.paths import key_path, seg
 from mongogate.policy.render import cap_documents, to_json
 from mongogate.specs import QueryToolSpec
 

@@ -25,7 +25,8 @@ from mongogate.policy.aggregate_exprs import (
     reject,
     stage_path,
 )
-from mongogate.policy.filters import check_bounds, check_filter, seg, show
+from mongogate.policy.filters import check_bounds, check_filter
+from mongogate.policy.paths import seg, show
 from mongogate.specs import MEASURE_TYPES, QueryToolSpec
 
 if TYPE_CHECKING:

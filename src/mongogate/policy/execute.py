@@ -13,7 +13,8 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import ExecutionTimeout, PyMongoError
 
 from mongogate.errors import PolicyViolation, StorageError
-from mongogate.policy.filters import check_filter, check_limit, check_sort, key_path, scoped_filter, seg, show
+from mongogate.policy.filters import check_filter, check_limit, check_sort, scoped_filter
+from mongogate.policy.paths import key_path, seg, show
 from mongogate.policy.render import Renderer, cap_documents
 from mongogate.specs import QueryToolSpec
 

@@ -5,6 +5,7 @@ Tests talk to it with real pymongo over the wire, exactly as production talks to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,19 @@ from mongogate.db import EmbeddedEngine
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_engine_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Engine processes that tests' servers started on demand (they outlive their starters by
+    design, until `engine.idle_stop_s`) are stopped when the session ends, not left behind."""
+    yield
+    from mongogate.engine import client as engine_client
+    from mongogate.engine.files import STATE_FILE
+
+    for state in tmp_path_factory.getbasetemp().rglob(STATE_FILE):
+        with contextlib.suppress(Exception):  # teardown: one that will not stop is not a test failure
+            engine_client.stop(state.parent, timeout_s=30)
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,18 @@ async def mongo(engine_uri: str) -> AsyncIterator[AsyncMongoClient[dict[str, obj
 
 
 @pytest.fixture
+def data(tmp_path: Path) -> Iterator[Path]:
+    """A data directory whose engine process (started on demand) is stopped at the end."""
+    from mongogate.engine import client as engine_client
+
+    d = tmp_path / "data"
+    try:
+        yield d
+    finally:
+        engine_client.stop(d)
+
+
+@pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 

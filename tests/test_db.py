@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -17,16 +16,6 @@ from mongogate.engine import client as engine_client
 from mongogate.memory.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Iterator[Path]:
-    """A data directory whose engine process is stopped at the end, whatever the test did."""
-    d = tmp_path / "data"
-    try:
-        yield d
-    finally:
-        engine_client.stop(d)
 
 
 async def test_data_survives_an_engine_restart(data: Path) -> None:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -28,15 +27,6 @@ from mongogate.engine import client as engine_client
 from mongogate.engine.files import STATE_FILE
 
 CAP_S = 60.0
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "data"
-    try:
-        yield d
-    finally:
-        engine_client.stop(d)
 
 
 def _config(tmp_path: Path, data: Path, idle: float = 300) -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -30,15 +29,6 @@ agents = AgentRegistry()
 async def pinger(ctx):
     await ctx.db['pings'].insert_one({'at': ctx.scheduled_at})
 """
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "data"
-    try:
-        yield d
-    finally:
-        engine_client.stop(d)
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

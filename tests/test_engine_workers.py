@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +42,6 @@ async def beat(ctx):
         return
     await anyio.sleep(3600)
 """
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "data"
-    try:
-        yield d
-    finally:
-        engine_client.stop(d)
 
 
 def test_two_workers_one_killed_mid_tick_no_tick_runs_twice(tmp_path: Path, data: Path) -> None:

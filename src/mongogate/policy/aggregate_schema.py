@@ -11,6 +11,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from mongogate.policy.aggregate_exprs import DATE_UNITS
+from mongogate.policy.schema import result_schema
 from mongogate.specs import QueryToolSpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -73,26 +74,9 @@ def aggregate_input_schema(spec: QueryToolSpec) -> dict[str, Any]:
 
 def aggregate_output_schema(spec: QueryToolSpec) -> dict[str, Any]:
     """The find result's shape; the documents hold only what the pipeline produced."""
-    return {
-        "$schema": DIALECT,
+    document = {
         "type": "object",
-        "additionalProperties": False,
-        "required": ["documents", "returned", "limit", "truncated", "notice"],
-        "properties": {
-            "documents": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "description": "one result of the pipeline: group keys in _id, accumulator outputs by "
-                    "name; dates are ISO 8601 text in UTC",
-                },
-            },
-            "returned": {"type": "integer", "minimum": 0},
-            "limit": {"type": "integer", "minimum": 1},
-            "truncated": {
-                "type": "boolean",
-                "description": f"more results than limit, or more than {spec.max_groups} groups",
-            },
-            "notice": {"type": "string"},
-        },
+        "description": "one result of the pipeline: group keys in _id, accumulator outputs by "
+        "name; dates are ISO 8601 text in UTC",
     }
+    return result_schema(document, f"more results than limit, or more than {spec.max_groups} groups")

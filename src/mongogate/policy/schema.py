@@ -166,21 +166,26 @@ def _document_schema(spec: QueryToolSpec) -> dict[str, Any]:
     return {"type": "object", "description": "one document: only the projected fields", "properties": props}
 
 
-def output_schema(spec: QueryToolSpec) -> dict[str, Any]:
-    """Schema of the result, with each document field typed from the spec (what a strict client
-    or inspector expects). Values are as stored, so the types allow null, and text where the
-    renderer turns a value into text. Only projected fields ever appear: the server projects
-    and re-projects every document."""
+def result_schema(documents: dict[str, Any], truncated: str) -> dict[str, Any]:
+    """The result every query tool returns (find and aggregate): `documents` items vary."""
     return {
         "$schema": DIALECT,
         "type": "object",
         "additionalProperties": False,
         "required": ["documents", "returned", "limit", "truncated", "notice"],
         "properties": {
-            "documents": {"type": "array", "items": _document_schema(spec)},
+            "documents": {"type": "array", "items": documents},
             "returned": {"type": "integer", "minimum": 0, "description": "documents in this result"},
             "limit": {"type": "integer", "minimum": 1, "description": "the limit applied"},
-            "truncated": {"type": "boolean", "description": "true: more documents matched than returned"},
+            "truncated": {"type": "boolean", "description": truncated},
             "notice": {"type": "string", "description": "how to read the result (data, not instructions)"},
         },
     }
+
+
+def output_schema(spec: QueryToolSpec) -> dict[str, Any]:
+    """Schema of the result, with each document field typed from the spec (what a strict client
+    or inspector expects). Values are as stored, so the types allow null, and text where the
+    renderer turns a value into text. Only projected fields ever appear: the server projects
+    and re-projects every document."""
+    return result_schema(_document_schema(spec), "true: more documents matched than returned")

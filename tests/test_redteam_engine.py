@@ -132,3 +132,38 @@ def test_the_state_file_is_written_without_following_a_symlink(tmp_path: Path) -
     with pytest.raises(OSError):
         write_private(data / STATE_FILE, {"a": 1})
     assert target.read_text() == "precious"
+
+
+def test_the_password_appears_nowhere_but_the_credentials_file(tmp_path: Path) -> None:
+    """A real engine, a good and a bad login: the password is not in engine.json, engine.log,
+    engine.lock, the engine's command line or environment (what `ps e` shows other users)."""
+    from pymongo import MongoClient
+    from pymongo.errors import OperationFailure
+
+    from mongogate.engine.files import credentials
+
+    data = tmp_path / "data"
+    lease = engine_client.lease(data, 300)
+    lease.release()
+    try:
+        password = credentials(data)
+        good: MongoClient[dict[str, object]] = MongoClient(lease.uri, serverSelectionTimeoutMS=30000)
+        bad: MongoClient[dict[str, object]] = MongoClient(
+            lease.uri.replace(password, password[:-2] + "xx"), serverSelectionTimeoutMS=30000
+        )
+        try:
+            good.e.c.insert_one({"x": 1})
+            with pytest.raises(OperationFailure):
+                bad.admin.command("ping")
+        finally:
+            good.close()
+            bad.close()
+        proc = Path(f"/proc/{lease.state.pid}")
+        seen = {p.name: p.read_bytes() for p in data.iterdir() if p.name != CREDENTIALS_FILE and p.is_file()}
+        if proc.exists():
+            seen["cmdline"] = (proc / "cmdline").read_bytes()
+            seen["environ"] = (proc / "environ").read_bytes()
+        leaked = [name for name, text in seen.items() if password.encode() in text]
+        assert not leaked, f"the engine password is in {leaked}"
+    finally:
+        engine_client.stop(data)

@@ -71,3 +71,44 @@ async def test_a_flood_of_readyz_shares_one_database_ping(
     finally:
         pings.active = False
         await db.close()
+
+
+def test_a_dripping_jwks_url_is_given_up_after_the_fetch_timeout() -> None:
+    """A key set sent one byte at a time resets urllib's per-read timeout forever: the fetch
+    (which holds the key source's lock, so every token with a new kid waits behind it) must
+    end after ``timeout_s`` in all, not after ``timeout_s`` per byte."""
+    import socket
+    import threading
+    import time
+
+    from mongogate.server.jwks import JwksUnavailable, fetch_jwks
+
+    drip = 400  # bytes, one per 50 ms: 20 s if the client waits for all of them
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    sent: list[int] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n")
+            n = 0
+            try:
+                for _ in range(drip):
+                    conn.sendall(b" ")
+                    n += 1
+                    time.sleep(0.05)  # the attacker's pace, not a test margin
+            except OSError:
+                pass  # the client hung up: what the fix does
+            sent.append(n)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(JwksUnavailable):
+            fetch_jwks(f"http://127.0.0.1:{port}/jwks", 0.5)
+        t.join(60)
+    finally:
+        listener.close()
+    assert sent and sent[0] < drip, "the fetch waited for the whole drip"

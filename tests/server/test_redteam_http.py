@@ -112,3 +112,49 @@ def test_a_dripping_jwks_url_is_given_up_after_the_fetch_timeout() -> None:
     finally:
         listener.close()
     assert sent and sent[0] < drip, "the fetch waited for the whole drip"
+
+
+def test_an_event_mongodb_cannot_encode_falls_back_and_the_writer_lives_on(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A signed token's `sub` is any JSON string, a lone surrogate included (PyJWT's json.loads
+    takes "\\ud800"); BSON cannot encode it. That must cost one event a trip to the fallback
+    file, not the writer thread: a dead writer never answers `synced()`, so every later
+    refused query call would hang, and no audit event would reach MongoDB again."""
+    import asyncio
+    import json
+
+    from pymongo import MongoClient
+
+    from mongogate.policy.audit import AuditLog
+    from mongogate.policy.audit_store import COLLECTION
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog.for_database(
+        path, uri=engine_uri, db_name=db_name, sink="mongodb", queue_size=100, timeout_ms=2000,
+        retention_days=7, redact_values=False, max_value_chars=64, stream=None,
+    )  # fmt: skip
+
+    def reject(principal: str, request_id: str) -> None:
+        log.filter_rejected(
+            tool="find_orders", tenant="acme", principal=principal, reason="operator_not_allowed",
+            path="filter.$where", filter={"$where": "1"}, request_id=request_id,
+        )  # fmt: skip
+
+    async def calls() -> None:
+        reject("mallory\ud800", "bad")
+        await log.synced()
+        reject("alice", "good")
+        await log.synced()
+
+    try:
+        asyncio.run(asyncio.wait_for(calls(), 30))  # a cap on a hang, not a margin
+    finally:
+        log.close()
+    on_file = [json.loads(x)["request_id"] for x in path.read_text().splitlines()] if path.exists() else []
+    assert on_file == ["bad"] and log.fallbacks == 1
+    c: MongoClient[dict[str, object]] = MongoClient(engine_uri)
+    try:
+        assert [d["request_id"] for d in c[db_name][COLLECTION].find()] == ["good"]
+    finally:
+        c.close()

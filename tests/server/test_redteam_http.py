@@ -158,3 +158,59 @@ def test_an_event_mongodb_cannot_encode_falls_back_and_the_writer_lives_on(
         assert [d["request_id"] for d in c[db_name][COLLECTION].find()] == ["good"]
     finally:
         c.close()
+
+
+def test_metrics_sit_behind_the_host_guard_and_name_no_tenant(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A rebinding page (foreign Host) cannot scrape /metrics; a random tool name becomes "unknown"."""
+    from mongogate.server.app import build_server
+    from mongogate.server.http import BackgroundHttpServer
+    from mongogate.server.metrics import metrics_of
+    from tests.conftest import make_settings
+
+    settings = make_settings(engine_uri, db_name, tmp_path, server={"metrics": True})
+    server = build_server(settings, transport="http", insecure_no_auth=True)
+    with BackgroundHttpServer(server) as http:
+        base = http.url.removesuffix("/mcp")
+        with httpx2.Client(timeout=30) as hc:
+            assert hc.get(base + "/metrics", headers={"Host": "evil.example"}).status_code == 421
+            r = hc.get(base + "/metrics")
+    assert r.status_code == 200 and "acme" not in r.text
+    metrics = metrics_of(server)
+    assert metrics is not None
+    assert metrics.tool_label("x" * 10_000) == "unknown" and metrics.tool_label(["find"]) == "unknown"
+
+
+async def test_a_stateless_server_opens_no_idle_get_streams(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A stateless server can never send anything on a GET stream (no session routes to it), yet
+    each one was held open for good, each counting against `server.max_connections`: a token
+    holder could fill them all. The spec's other answer is 405."""
+    from mongogate.server.app import build_server
+    from mongogate.server.http import BackgroundHttpServer
+    from mongogate.server.tokens import mint_dev_token
+    from tests.conftest import jwt_auth, make_settings
+    from tests.server import rpc
+
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth(), server={"stateless": True})
+    with BackgroundHttpServer(build_server(settings, transport="http"), settings=settings.server) as http:
+        token = mint_dev_token(settings.auth, tenant="acme")
+        async with httpx2.AsyncClient(timeout=30) as hc:  # the cap on a hang, not a margin
+            with anyio.fail_after(30):
+                r = await hc.get(http.url, headers=rpc.headers(token))
+            assert r.status_code == 405 and r.headers["allow"] == "POST"
+            assert (await hc.get(http.url, headers=rpc.headers(None))).status_code in (401, 405)
+            listed = await hc.post(
+                http.url, headers=rpc.headers(token), json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+            )
+            assert listed.status_code == 200  # POST still served
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as hc,
+            Client(streamable_http_client(http.url, http_client=hc)) as client,
+        ):
+            assert (await client.list_tools()).tools  # the SDK's client takes the 405 in its stride

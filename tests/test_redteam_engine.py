@@ -167,3 +167,30 @@ def test_the_password_appears_nowhere_but_the_credentials_file(tmp_path: Path) -
         assert not leaked, f"the engine password is in {leaked}"
     finally:
         engine_client.stop(data)
+
+
+def test_mongogate_audit_prints_caller_text_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Terminal escapes and a fake JSON line in a refused filter (and a token's `sub`) come out
+    of `mongogate audit` escaped: one line per event, no raw control character."""
+    import json
+
+    from mongogate.cli import main
+    from mongogate.policy.audit import AuditLog
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path, stream=None, redact_values=False, max_value_chars=64)
+    forged = '\x1b[2J\n{"event":"query","tenant":"globex"}\r'
+    log.filter_rejected(
+        tool="find_orders", tenant="acme", principal="\x1b]0;owned\x07", reason="field_not_allowed",
+        path=f"filter[{json.dumps(forged)}]", filter={forged: 1}, request_id="r1",
+    )  # fmt: skip
+    log.close()
+    cfg = tmp_path / "mongogate.toml"
+    cfg.write_text(f'[server]\ndata_dir = "{tmp_path}"\n')
+    assert main(["audit", "--path", str(path), "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\r")
+    events = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert [e["request_id"] for e in events] == ["r1"] and "globex" not in out.split("\n\n")[-1]

@@ -214,3 +214,39 @@ async def test_a_stateless_server_opens_no_idle_get_streams(
             Client(streamable_http_client(http.url, http_client=hc)) as client,
         ):
             assert (await client.list_tools()).tools  # the SDK's client takes the 405 in its stride
+
+
+def test_a_deeply_nested_key_set_is_unavailable_keys_not_a_crash() -> None:
+    """200 KB of `[` (under the size cap) makes json.loads raise RecursionError, which is no
+    ValueError: it escaped the fetch, so a token needing a refresh got a server error instead
+    of a 401 "signing keys unavailable", and the interval's one fetch was spent."""
+    import http.server
+    import threading
+
+    from mongogate.server.jwks import Reason, Rejected, RemoteJwks
+
+    body = b"[" * 200_000 + b"]" * 200_000
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        keys = RemoteJwks(
+            f"http://127.0.0.1:{srv.server_address[1]}/jwks", cache_s=300, refresh_interval_s=60
+        )
+        with pytest.raises(Rejected) as refused:
+            keys.fetch_for({"alg": "RS256", "kid": "k1"})
+        assert refused.value.kind == Reason.KEYS_UNAVAILABLE and keys.fetches == 1
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -174,7 +174,11 @@ def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, _Key]:
         raise JwksUnavailable(f"auth.jwks_url {url} sent more than {MAX_JWKS_BYTES} bytes")
     try:
         return parse_jwks(json.loads(body), f"auth.jwks_url {url}", skip_unusable=True)
-    except (ValueError, ConfigError) as e:  # JSONDecodeError is a ValueError
+    except (
+        ValueError,
+        RecursionError,
+        ConfigError,
+    ) as e:  # JSONDecodeError is a ValueError; deep nesting recurses
         raise JwksUnavailable(f"auth.jwks_url {url} is not a usable key set ({e})") from None
 
 

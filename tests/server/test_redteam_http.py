@@ -250,3 +250,26 @@ def test_a_deeply_nested_key_set_is_unavailable_keys_not_a_crash() -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+async def test_a_token_with_a_deeply_nested_header_under_the_cap_is_a_401(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Held: json.loads recurses past ~10,000 levels only, and the 16 KB token cap allows about
+    6,000, so a nested header is parsed before the signature check and refused with a 401."""
+    import base64
+
+    from mongogate.server.app import build_server
+    from mongogate.server.http import BackgroundHttpServer
+    from tests.conftest import jwt_auth, make_settings
+    from tests.helpers import INITIALIZE
+    from tests.server import rpc
+
+    header = base64.urlsafe_b64encode(b'{"alg":"HS256","x":' + b"[" * 6000 + b"]" * 6000 + b"}")
+    token = header.rstrip(b"=").decode() + ".e30.c2ln"
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth())
+    with BackgroundHttpServer(build_server(settings, transport="http"), settings=settings.server) as http:
+        async with httpx2.AsyncClient(timeout=30) as hc:
+            r = await hc.post(http.url, json=INITIALIZE[0], headers=rpc.headers(token))
+    assert r.status_code == 401, r.text[:200]
+    assert r.headers["www-authenticate"].startswith('Bearer error="invalid_token"')

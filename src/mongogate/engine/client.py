@@ -25,6 +25,7 @@ from mongogate.engine.files import (
     EngineState,
     credentials,
     engine_running,
+    lock_pid,
     lock_within,
     open_lock,
     read_state,
@@ -76,8 +77,12 @@ def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
         started = False
         if not engine_running(data_dir):
             started = _spawn(data_dir, idle_stop_s)
-        state = read_state(data_dir)
-        if state is None or not engine_running(data_dir):
+        state = status(data_dir)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while state is None and engine_running(data_dir) and time.monotonic() < deadline:
+            time.sleep(0.05)  # an engine started by hand (no start lock) has not published yet
+            state = status(data_dir)
+        if state is None:
             raise ConfigError(f"the engine of {data_dir} is not running (log: {data_dir / LOG_FILE})")
         return EngineLease(state, state.uri(password), started, lock)
     except BaseException:
@@ -86,10 +91,15 @@ def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
 
 
 def status(data_dir: Path) -> EngineState | None:
-    """The published state of a running engine, or None (not running, or crashed)."""
+    """The published state of a running engine, or None (not running, crashed, or still starting).
+
+    engine.json counts only when it names the pid that holds engine.lock: a crashed engine's
+    file names a pid that may since belong to any process (which `stop` would signal).
+    """
     if not engine_running(data_dir):
         return None
-    return read_state(data_dir)
+    state = read_state(data_dir)
+    return state if state is not None and state.pid == lock_pid(data_dir) else None
 
 
 def owner_uri(data_dir: Path) -> str | None:

@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import secrets
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,11 +31,26 @@ MECHANISM = "SCRAM-SHA-256"
 
 
 def secure_dir(path: Path) -> None:
-    """Create `path` 0700, or tighten it to 0700 when it is ours."""
+    """Create `path` 0700, or tighten it to 0700; refuse another user's directory or files.
+
+    Once the directory is ours and 0700 nobody else can add entries, so one look at what is
+    already there (planted while it was open) is enough: another user's file or a symlink
+    among mongogate's names would let them choose the password or where the rows are written.
+    """
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = path.stat()
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+    if st.st_uid != os.getuid():
+        raise ConfigError(f"{path} belongs to another user (uid {st.st_uid}): it cannot be private to us")
+    if st.st_mode & 0o077:
         os.chmod(path, 0o700)
+    for p in path.iterdir():
+        if not p.name.lstrip(".").startswith(OWN_FILES):
+            continue
+        st = p.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            raise ConfigError(f"{p} is a symlink: remove it (mongogate writes only its own files there)")
+        if st.st_uid != os.getuid():
+            raise ConfigError(f"{p} belongs to another user (uid {st.st_uid}): remove it")
 
 
 def private_file(path: Path) -> None:
@@ -67,7 +83,7 @@ def tighten_all(data_dir: Path) -> None:
 def write_private(path: Path, data: dict[str, object]) -> None:
     """Write JSON atomically with mode 0600 (a reader never sees half a file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.chmod(tmp, 0o600)  # an existing file keeps its mode through O_CREAT
@@ -162,6 +178,16 @@ def lock_within(f: IO[str], timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise ConfigError(f"{what} is held by another process for more than {timeout_s:.0f} s")
         time.sleep(0.02)
+
+
+def lock_pid(data_dir: Path) -> int | None:
+    """The pid the engine holding engine.lock wrote into it (None when unreadable)."""
+    try:
+        text = (data_dir / ENGINE_LOCK).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    word = text.strip().rpartition(" ")[2]
+    return int(word) if word.isdigit() else None
 
 
 def engine_running(data_dir: Path) -> bool:

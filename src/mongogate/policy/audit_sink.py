@@ -199,6 +199,15 @@ class MongoSink:
                 len(events),
             )
             return [line for _, line in events]
+        except (
+            Exception
+        ) as e:  # BSON cannot encode an event (a lone surrogate in a claim): never the writer's death
+            if len(events) > 1:  # the others still go in, one by one
+                return [line for one in events for line in self._insert([one])]
+            log.warning(
+                "audit event not storable in MongoDB (%s); written to the fallback file", type(e).__name__
+            )
+            return [events[0][1]]
         self.written += len(events)
         return []
 

@@ -2,12 +2,15 @@
 
 Both are unauthenticated and say nothing but a status word: `/healthz` is 200 while the
 process serves HTTP (no database call); `/readyz` is 200 when a database ping answers within
-`server.ready_timeout_s`, else 503. They sit in front of the Host/Origin guard: a probe
-addresses the pod by IP, and a status word is nothing a rebinding attack could use.
+`server.ready_timeout_s`, else 503. Concurrent `/readyz` requests share one ping in flight, so a
+flood of unauthenticated probes costs the database one round trip at a time. They sit in
+front of the Host/Origin guard: a probe addresses the pod by IP, and a status word is nothing
+a rebinding attack could use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,6 +50,7 @@ class HealthRoutes:
         self.app = app
         self.readiness = readiness
         self.timeout_s = timeout_s
+        self._inflight: tuple[Database, asyncio.Future[bool]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in PATHS:
@@ -65,8 +69,23 @@ class HealthRoutes:
         db = self.readiness.db
         if db is None:
             return JSONResponse({"status": "unavailable"}, 503, _NO_STORE)
+        flight = self._inflight
+        if flight is None or flight[0] is not db:
+            task = asyncio.ensure_future(self._ping(db))
+            flight = self._inflight = (db, task)
+            task.add_done_callback(lambda _: self._done(task))
+        # shield: one probe hanging up never cancels the ping the others wait on
+        if not await asyncio.shield(flight[1]):
+            return JSONResponse({"status": "unavailable"}, 503, _NO_STORE)
+        return JSONResponse({"status": "ready"}, 200, _NO_STORE)
+
+    async def _ping(self, db: Database) -> bool:
         try:
             await db.ping(self.timeout_s)
         except StorageError:
-            return JSONResponse({"status": "unavailable"}, 503, _NO_STORE)
-        return JSONResponse({"status": "ready"}, 200, _NO_STORE)
+            return False
+        return True
+
+    def _done(self, task: asyncio.Future[bool]) -> None:
+        if self._inflight is not None and self._inflight[1] is task:
+            self._inflight = None

@@ -31,6 +31,7 @@ from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
 from mongogate.server.metrics import with_metrics
 from mongogate.server.startup import run_bound
+from mongogate.server.stateless import NoStreamsWhenStateless
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
 
@@ -50,7 +51,9 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         max_request_body_size=settings.max_request_bytes,
         stateless_http=settings.stateless,  # no Mcp-Session-Id: any process answers any request
     )
-    body = BodyDeadline(app, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
+    # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
+    mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
+    body = BodyDeadline(mcp, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
     # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
     guarded = HostOriginGuard(with_metrics(body, server), settings)
     return HealthRoutes(guarded, readiness_for(server), settings.ready_timeout_s)  # /healthz, /readyz

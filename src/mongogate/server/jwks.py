@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -148,9 +149,23 @@ class JwksUnavailable(Exception):
 def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, _Key]:
     """GET the key set (stdlib urllib: honours the usual proxy variables), size-capped."""
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    # urllib's timeout is per socket read: a body sent a byte at a time would never time out.
+    deadline = time.monotonic() + timeout_s
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            body = response.read(MAX_JWKS_BYTES + 1)
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_JWKS_BYTES:
+                if time.monotonic() > deadline:
+                    raise JwksUnavailable(
+                        f"auth.jwks_url {url} did not send its key set within {timeout_s:g} s"
+                    )
+                chunk = response.read1(MAX_JWKS_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            body = b"".join(chunks)
     except urllib.error.HTTPError as e:
         raise JwksUnavailable(f"auth.jwks_url {url} answered HTTP {e.code}") from None
     except (OSError, ValueError) as e:
@@ -159,7 +174,11 @@ def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, _Key]:
         raise JwksUnavailable(f"auth.jwks_url {url} sent more than {MAX_JWKS_BYTES} bytes")
     try:
         return parse_jwks(json.loads(body), f"auth.jwks_url {url}", skip_unusable=True)
-    except (ValueError, ConfigError) as e:  # JSONDecodeError is a ValueError
+    except (
+        ValueError,
+        RecursionError,
+        ConfigError,
+    ) as e:  # JSONDecodeError is a ValueError; deep nesting recurses
         raise JwksUnavailable(f"auth.jwks_url {url} is not a usable key set ({e})") from None
 
 

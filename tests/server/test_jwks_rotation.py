@@ -283,3 +283,31 @@ def test_metadata_url_keeps_a_public_path_prefix() -> None:
         Challenge("http://127.0.0.1:8000/mcp").metadata_url
         == "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"
     )
+
+
+def test_a_redirect_is_not_followed(provider: Provider, clock: ManualClock) -> None:
+    """Only the configured URL is trusted: a redirect (to http, or to an internal address) is
+    refused, not followed, so the https-unless-loopback check cannot be stepped around."""
+    provider.publish("k1")
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", provider.url)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    bouncer = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=bouncer.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{bouncer.server_address[1]}/jwks.json"
+        jwks = RemoteJwks(url, cache_s=CACHE, refresh_interval_s=INTERVAL, clock=clock)
+        with pytest.raises(Rejected) as info:
+            jwks.fetch_for({"kid": "k1"})
+        assert info.value.kind == Reason.KEYS_UNAVAILABLE
+        assert provider.requests == 0  # the redirect target was never asked
+    finally:
+        bouncer.shutdown()
+        bouncer.server_close()

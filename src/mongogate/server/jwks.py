@@ -146,13 +146,24 @@ class JwksUnavailable(Exception):
     """The key set could not be fetched or read; the message names the URL and the cause."""
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Only the configured URL is trusted: a redirect (to http, or to an internal address)
+    would step around the https-unless-loopback check, so it is an error, not followed."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, _Key]:
     """GET the key set (stdlib urllib: honours the usual proxy variables), size-capped."""
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     # urllib's timeout is per socket read: a body sent a byte at a time would never time out.
     deadline = time.monotonic() + timeout_s
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with _OPENER.open(request, timeout=timeout_s) as response:
             chunks: list[bytes] = []
             size = 0
             while size <= MAX_JWKS_BYTES:
@@ -166,7 +177,7 @@ def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, _Key]:
                 chunks.append(chunk)
                 size += len(chunk)
             body = b"".join(chunks)
-    except urllib.error.HTTPError as e:
+    except urllib.error.HTTPError as e:  # a 3xx is one too: redirects are not followed
         raise JwksUnavailable(f"auth.jwks_url {url} answered HTTP {e.code}") from None
     except (OSError, ValueError) as e:
         raise JwksUnavailable(f"auth.jwks_url {url} could not be fetched ({type(e).__name__}: {e})") from None

@@ -122,8 +122,8 @@ def render(times: dict[str, list[float]], counts: dict[str, int], command: str, 
         f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} cores; {datetime.now(UTC).strftime('%Y-%m-%d %H:%M')} UTC; "
         "load average at the end "
-        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (a machine shared by six engineers: absolute "
-        "times are noisy, compare within the run).",
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (absolute times move with the machine's load; "
+        "compare within the run).",
         "",
         f"One `find_orders` call per server per round over stdio, {len(base)} rounds after warm-up, order "
         f"rotating each round; embedded engine in its own process, {docs} orders. `audit_events` emptied "

@@ -32,6 +32,23 @@ class Result(BaseModel):
     notice: str
 
 
+class Order(BaseModel):
+    """One document typed as mongogate types its output (issue 14: what a strict client expects)."""
+
+    number: str | None = None
+    status: str | None = None
+    total: float | str | None = None
+    createdAt: str | None = None
+
+
+class TypedResult(BaseModel):
+    documents: list[Order]
+    returned: int
+    limit: int
+    truncated: bool
+    notice: str
+
+
 @asynccontextmanager
 async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Any]:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
@@ -62,11 +79,9 @@ def _doc(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@server.tool()
-async def find_orders(
-    ctx: Context[Any, Any], filter: dict[str, Any] | None = None, limit: int = 50
-) -> Result:
-    """Find orders (no policy)."""
+async def _find(
+    ctx: Context[Any, Any], filter: dict[str, Any] | None, limit: int
+) -> tuple[list[Any], bool, int]:
     coll = ctx.request_context.lifespan_context
     f = dict(filter or {})
     if "createdAt" in f:
@@ -80,8 +95,29 @@ async def find_orders(
         max_time_ms=2000,
     )
     raw = await cursor.to_list(None)
-    docs = [_doc(d) for d in raw[:limit]]
-    return Result(documents=docs, returned=len(docs), limit=limit, truncated=len(raw) > limit, notice=NOTICE)
+    return [_doc(d) for d in raw[:limit]], len(raw) > limit, limit
+
+
+if os.environ.get("BENCH_TYPED"):  # `floor, typed`: the same tool with its documents' fields typed
+
+    @server.tool(name="find_orders")
+    async def find_orders_typed(
+        ctx: Context[Any, Any], filter: dict[str, Any] | None = None, limit: int = 50
+    ) -> TypedResult:
+        """Find orders (no policy; typed documents)."""
+        docs, more, limit = await _find(ctx, filter, limit)
+        typed = [Order(**d) for d in docs]
+        return TypedResult(documents=typed, returned=len(typed), limit=limit, truncated=more, notice=NOTICE)
+
+else:
+
+    @server.tool()
+    async def find_orders(
+        ctx: Context[Any, Any], filter: dict[str, Any] | None = None, limit: int = 50
+    ) -> Result:
+        """Find orders (no policy)."""
+        docs, more, limit = await _find(ctx, filter, limit)
+        return Result(documents=docs, returned=len(docs), limit=limit, truncated=more, notice=NOTICE)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from pymongo import MongoClient
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongogate.policy.audit_store import COLLECTION, ensure_indexes, to_doc
+from mongogate.policy.audit_writer import resolve_future
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class MongoSink:
 
         def wake() -> None:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting
-                loop.call_soon_threadsafe(_resolve, future)
+                loop.call_soon_threadsafe(resolve_future, future)
 
         with self._lock:
             self._put_locked((None, wake))
@@ -230,11 +231,6 @@ class MongoSink:
             with contextlib.suppress(Exception):
                 self._client.close()
             self._client = None
-
-
-def _resolve(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 @atexit.register

@@ -63,7 +63,7 @@ class AuditWriter:
 
         def wake() -> None:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting
-                loop.call_soon_threadsafe(_resolve, future)
+                loop.call_soon_threadsafe(resolve_future, future)
 
         self._put((None, wake))
         await future
@@ -174,7 +174,8 @@ class AuditWriter:
             self._file = None
 
 
-def _resolve(future: asyncio.Future[Any]) -> None:
+def resolve_future(future: asyncio.Future[Any]) -> None:
+    """Wake a caller awaiting `synced()` (run on its loop; a cancelled wait is left alone)."""
     if not future.done():
         future.set_result(None)
 

@@ -3,7 +3,9 @@
 Rules (docs/DECISIONS.md, "Turns"):
 - The lease belongs to a turn. Retrying `begin_turn` for the turn that holds the lease (same
   session, turn id and text) takes it over at once with a new lease id; the earlier attempt is
-  fenced out (its `end_turn` gets `lease_lost`). A different turn waits for release or expiry.
+  fenced out (its `end_turn` gets `lease_lost`); an earlier attempt still inside `begin_turn`
+  answers `lease_lost (retryable)`, since calling `begin_turn` again is what works. A different
+  turn waits for release or expiry.
 - The answer is committed on the session document together with the ownership check
   (`memory/answers.py`): once another lease owns the session, nothing of the old owner lands.
 - A turn that was already answered returns the stored answer and holds no lease, so no model
@@ -24,7 +26,7 @@ from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.answers import commit_answer, settle_all
-from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, lease_lost, refusal
+from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, TurnTakenOver, lease_lost, refusal
 from mongogate.memory.keys import answer_key
 from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
 from mongogate.values import Doc
@@ -96,8 +98,8 @@ class Turns:
             # Gated by our lease: if it was lost meanwhile, nothing lands inside another turn.
             await st.append(tenant, sid, tid, "user", body, lease_id=lease_id)
             ctx, answer = await self._context_and_answer(tenant, sid, tid)
-        except LeaseLost:
-            raise
+        except LeaseLost:  # fenced by another attempt: it owns the lease now, ours is worth a retry
+            raise TurnTakenOver(sid, tid) from None
         except BaseException:
             await self._give_back(tenant, sid, lease_id, before)
             raise

@@ -27,7 +27,9 @@ from tests.conftest import make_settings
 pytestmark = pytest.mark.anyio
 
 
-async def test_attempt_overlapped_by_a_retry_of_its_turn_is_retryable(turns: Turns, store: MemoryStore) -> None:
+async def test_attempt_overlapped_by_a_retry_of_its_turn_is_retryable(
+    turns: Turns, store: MemoryStore
+) -> None:
     sid = await store.create_session("acme")
     paused, resume = anyio.Event(), anyio.Event()
     real_append = store.append
@@ -83,7 +85,9 @@ async def test_three_concurrent_begin_turns_of_one_turn_all_end_in_success(
             go = anyio.Event()
             leases: list[str] = []
 
-            async def client(cl: Client, i: int = i, go: anyio.Event = go, leases: list[str] = leases) -> None:
+            async def client(
+                cl: Client, i: int = i, go: anyio.Event = go, leases: list[str] = leases
+            ) -> None:
                 await go.wait()
                 for _ in range(20):  # bounded: a client that follows the protocol
                     r = await cl.call_tool("begin_turn", {"session_id": sid, "turn_id": f"t{i}", "text": "q"})

@@ -12,13 +12,21 @@ ROLES: tuple[str, ...] = get_args(Role)
 MAX_TITLE_BYTES = 1024
 
 
+def _invisible(c: str) -> bool:
+    """C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: they end or
+    hide log lines and keys, and look like nothing in a client."""
+    o = ord(c)
+    return o < 32 or 0x7F <= o <= 0x9F or o in (0x2028, 0x2029)
+
+
 def check_id(value: object, what: str, max_len: int) -> str:
-    """Ids become parts of keys, so ':' (the key separator), NUL and control characters are refused."""
+    """Ids become parts of keys, so ':' (the key separator), NUL and control characters are refused
+    (C0, DEL, C1, U+2028, U+2029)."""
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{what} must be a non-empty string")
     if len(value) > max_len:
         raise InvalidInput(f"{what} is {len(value)} characters long; the maximum is {max_len}")
-    if ":" in value or any(ord(c) < 32 for c in value):
+    if ":" in value or any(_invisible(c) for c in value):
         raise InvalidInput(f"{what} {value[:40]!r} may not contain ':' or control characters")
     return value
 

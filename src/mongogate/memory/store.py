@@ -30,7 +30,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.values import Doc, check_int
+from mongogate.values import Doc, check_finite, check_int
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class MemoryStore:
     async def create_session(self, tenant: str, title: str | None = None, metadata: Doc | None = None) -> str:
         if title is not None:
             check_content(title, "title", MAX_TITLE_BYTES)
+        check_finite(metadata, "metadata")
         session_id = uuid.uuid4().hex
         now = self.clock.now()
         doc: Doc = {

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from mongogate.errors import InvalidInput, NotFound
-from mongogate.values import MAX_INT64, Doc, check_int
+from mongogate.values import MAX_INT64, Doc, check_finite, check_int
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
 RUN_STATUSES: tuple[str, ...] = ("running", "paused", "completed", "failed")
@@ -76,7 +76,9 @@ def run_key(tenant: str, run_id: str) -> str:
 
 
 def check_state_keys(value: object, path: str = "") -> None:
-    """Keys a document can store and a query cannot mistake for operators."""
+    """Keys a document can store and a query cannot mistake for operators; finite numbers only."""
+    if not path:
+        check_finite(value, "state")
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str) or not k or k.startswith("$") or "\x00" in k:

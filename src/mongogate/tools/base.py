@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 #: an id argument. The store checks it (memory/keys.py check_id); the schema shows the same
 #: limits, filled in from the settings by `fill_limits` so the two cannot drift.
-ID_PATTERN = "^[^:\\u0000-\\u001f]+$"
+ID_PATTERN = "^[^:\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029]+$"
 IdStr = Annotated[
     str,
     Field(

@@ -3,13 +3,15 @@
 One iterative walk per argument counts characters, keys (object keys and array items, all
 levels) and depth, and stops at the first limit passed, so its cost is bounded by the limits,
 not by what the caller sent: a 330,000-key `sort` is refused after reading its length.
-Stored arguments (`metadata`, `state`) must also be storable by MongoDB, and no argument may
+Stored arguments (`metadata`, `state`) must also be storable by MongoDB (keys, and no NaN or
+Infinity: the caller's error, named with its path, not a database failure), and no argument may
 hold an integer outside int64. Refusals are `InvalidInput` naming the argument, the limit
 and what would work.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -136,6 +138,12 @@ class _Walk:
                     )
                 self.chars += _SCALAR_CHARS
             else:
+                if self.stored and isinstance(v, float) and not math.isfinite(v):
+                    self.refuse(
+                        "is not a finite number (NaN and Infinity cannot be stored)",
+                        loc,
+                        'a finite number, null, or a string such as "NaN"',
+                    )
                 self.chars += _SCALAR_CHARS
             if self.chars > self.b.max_chars:
                 self.refuse(

@@ -85,6 +85,37 @@ class StorageError(MongogateError):
         super().__init__(f"{what}: {tail}")
 
 
+class WriteRefused(StorageError):
+    """The database refuses writes for a reason a prompt retry cannot fix (its disk is full, its
+    storage is read-only): not retryable, and readiness reports it until a write succeeds again."""
+
+    retryable = False
+
+    def __init__(self, what: str, why: str) -> None:
+        self.why = why
+        super().__init__(
+            what,
+            advice=f"the database refused the write: {why}. Nothing was written, and retrying soon will "
+            "not help until an operator frees space or makes it writable (reads still work)",
+        )
+
+
+class ReplyTooLarge(StorageError):
+    """The database's reply is larger than the wire protocol's message limit: the same call always
+    fails the same way, so it is not retryable; the message names the limit."""
+
+    retryable = False
+
+    def __init__(self, what: str, limit_bytes: int | None) -> None:
+        self.limit_bytes = limit_bytes
+        limit = f"{limit_bytes} bytes" if limit_bytes is not None else "its size limit"
+        super().__init__(
+            what,
+            advice=f"the database's reply is larger than the wire limit of {limit} (the server's "
+            "maxMessageSizeBytes); the same call fails again: ask for less (a smaller limit or window)",
+        )
+
+
 class LeaseBusy(MongogateError):
     """Someone else holds the lease; retry after it expires."""
 

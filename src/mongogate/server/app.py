@@ -140,9 +140,11 @@ def build_server(
             )
             for hook in registry.startup_hooks:
                 await hook(state)
+            readiness.writes = state.writes  # /readyz reports write refusals (tools/faults.py)
             yield state
         finally:
             readiness.db = None
+            readiness.writes = None
             if audit is not None:  # flush what is queued before the process goes
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()

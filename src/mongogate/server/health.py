@@ -2,7 +2,10 @@
 
 Both are unauthenticated and say nothing but a status word: `/healthz` is 200 while the
 process serves HTTP (no database call); `/readyz` is 200 when a database ping answers within
-`server.ready_timeout_s`, else 503. Concurrent `/readyz` requests share one ping in flight, so a
+`server.ready_timeout_s` and the database is not refusing this server's writes, else 503. After a
+tool's write was refused for good (disk full, read-only storage: `tools/faults.py`), each probe
+also tries one small write, and answers 503 `{"status": "writes_refused"}` until a write succeeds
+again (that probe's, or any tool's). Concurrent `/readyz` requests share one ping in flight, so a
 flood of unauthenticated probes costs the database one round trip at a time. They sit in
 front of the Host/Origin guard: a probe addresses the pod by IP, and a status word is nothing
 a rebinding attack could use.
@@ -15,6 +18,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -22,6 +26,7 @@ from mongogate.errors import StorageError
 
 if TYPE_CHECKING:
     from mongogate.db import Database
+    from mongogate.tools.faults import WriteHealth
 
 PATHS = frozenset({"/healthz", "/readyz"})
 _NO_STORE = {"cache-control": "no-store"}
@@ -32,6 +37,8 @@ class Readiness:
     """The open database of a server (set by its lifespan), for `/readyz`."""
 
     db: Database | None = None
+    #: the server's write refusals (set with `db` by the lifespan)
+    writes: WriteHealth | None = None
 
 
 _probes: weakref.WeakKeyDictionary[Any, Readiness] = weakref.WeakKeyDictionary()
@@ -50,7 +57,7 @@ class HealthRoutes:
         self.app = app
         self.readiness = readiness
         self.timeout_s = timeout_s
-        self._inflight: tuple[Database, asyncio.Future[bool]] | None = None
+        self._inflight: tuple[Database, asyncio.Future[str]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in PATHS:
@@ -75,17 +82,25 @@ class HealthRoutes:
             flight = self._inflight = (db, task)
             task.add_done_callback(lambda _: self._done(task))
         # shield: one probe hanging up never cancels the ping the others wait on
-        if not await asyncio.shield(flight[1]):
-            return JSONResponse({"status": "unavailable"}, 503, _NO_STORE)
-        return JSONResponse({"status": "ready"}, 200, _NO_STORE)
+        status = await asyncio.shield(flight[1])
+        return JSONResponse({"status": status}, 200 if status == "ready" else 503, _NO_STORE)
 
-    async def _ping(self, db: Database) -> bool:
+    async def _ping(self, db: Database) -> str:
         try:
             await db.ping(self.timeout_s)
         except StorageError:
-            return False
-        return True
+            return "unavailable"
+        writes = self.readiness.writes
+        if writes is not None and writes.refused is not None:
+            try:
+                with anyio.fail_after(self.timeout_s):
+                    written = await writes.probe(db.memory)
+            except TimeoutError:
+                written = False
+            if not written:
+                return "writes_refused"
+        return "ready"
 
-    def _done(self, task: asyncio.Future[bool]) -> None:
+    def _done(self, task: asyncio.Future[str]) -> None:
         if self._inflight is not None and self._inflight[1] is task:
             self._inflight = None

@@ -22,11 +22,12 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError
+from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError, WriteRefused
 from mongogate.principal import Principal
 from mongogate.requests import current as current_request
 from mongogate.requests import new_request_id
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
+from mongogate.tools.faults import classify
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
@@ -204,13 +205,15 @@ def make_tool(
     if limits is not None:  # descriptions and limits from the settings the stores enforce
         schema = fill_limits(schema, limits)
     key_caps = key_caps_from_schema(schema)  # once per tool, not per call
+    writes = annotations is None or annotations.read_only_hint is not True
 
     async def fn(ctx: Context[AppState, Any], **kwargs: Any) -> CallToolResult:
         ids = current_request()
         request_id = ids.request_id if ids is not None else new_request_id()
         principal: Principal | None = None
+        app: AppState | None = None
         try:
-            app: AppState = ctx.request_context.lifespan_context
+            app = ctx.request_context.lifespan_context
             principal = app.principal(ctx)
             check_arguments(kwargs, app.settings.limits, key_caps=key_caps)  # before schema/policy work
             if required_scopes:
@@ -222,6 +225,10 @@ def make_tool(
                 raise describe_validation(e, schema) from None
             result = await handler(call, args)
         except MongogateError as e:
+            if isinstance(e, StorageError):  # what a retry can and cannot fix (tools/faults.py)
+                e = classify(e)
+                if isinstance(e, WriteRefused) and app is not None:
+                    app.writes.refuse(e.why)
             who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
             cause = e.__cause__
             if cause is not None:  # the driver's detail: for the operator, never for the model
@@ -249,6 +256,8 @@ def make_tool(
             return error_result(
                 InternalError(f"{name} failed unexpectedly; nothing is known to be written"), request_id
             )
+        if writes and app is not None and app.writes.refused is not None:
+            app.writes.recovered()  # a write went through: readiness may report ready again
         if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
             return result
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result

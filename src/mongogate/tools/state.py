@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mongogate.config import Settings
@@ -12,6 +12,7 @@ from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.principal import Principal
 from mongogate.runs import Runs
+from mongogate.tools.faults import WriteHealth
 
 if TYPE_CHECKING:
     from mongogate.policy.audit import AuditLog
@@ -29,3 +30,5 @@ class AppState:
     audit: AuditLog | None = None
     #: checkpoints; set by the run tools' startup hook (`ensure_run_indexes`), before any call
     runs: Runs | None = None
+    #: whether the database refuses this server's writes for good (disk full); read by /readyz
+    writes: WriteHealth = field(default_factory=WriteHealth)

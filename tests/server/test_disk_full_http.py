@@ -1,0 +1,119 @@
+"""Issue 19.5: a full disk, for real: the engine's data directory is on a 4 MiB tmpfs that the test
+fills with a file, then frees. Clients must be told the disk is full (not "retry in about 5 s"),
+and `/readyz` must answer 503 while writes are refused and 200 again once they succeed.
+
+Mounting a tmpfs needs root (the suite's machine runs as root); elsewhere the test is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from mongogate.engine.embedded import EmbeddedEngine
+from mongogate.server.app import build_server
+from mongogate.server.http import BackgroundHttpServer
+from mongogate.server.tokens import mint_dev_token
+from tests.conftest import jwt_auth, make_settings
+
+from . import rpc
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs, unmounted at the end."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@contextlib.contextmanager
+def engine_on(path: Path) -> Iterator[str]:
+    engine = EmbeddedEngine(path)
+    uri = engine.start()
+    try:
+        yield uri
+    finally:
+        engine.stop()
+
+
+def fill(mnt: Path, leave: int) -> Path:
+    """Write a file that leaves about `leave` bytes free on the filesystem."""
+    st = os.statvfs(mnt)
+    free = st.f_bavail * st.f_frsize
+    filler = mnt / "filler"
+    with filler.open("wb") as f:
+        f.write(b"\0" * max(0, free - leave))
+    return filler
+
+
+async def test_disk_full_is_said_and_readyz_is_503_until_writes_succeed(
+    small_disk: Path, db_name: str, tmp_path: Path
+) -> None:
+    with engine_on(small_disk / "data") as uri:
+        settings = make_settings(uri, db_name, tmp_path / "srv", auth=jwt_auth())
+        token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600)
+        with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+            base = http.url.removesuffix("/mcp")
+            async with httpx2.AsyncClient(timeout=60) as hc:
+                mcp = await rpc.open_session(hc, http.url, token)
+                rid = iter(range(2, 1000))
+
+                async def call(name: str, **arguments: Any) -> dict[str, Any]:
+                    r = await rpc.call_tool(hc, http.url, token, mcp, name, arguments, rid=next(rid))
+                    return rpc.result(r)
+
+                sid = (await call("create_session"))["structuredContent"]["session_id"]
+                first = await call("begin_turn", session_id=sid, turn_id="t0", text="before")
+                await call(
+                    "end_turn",
+                    session_id=sid,
+                    turn_id="t0",
+                    lease_id=first["structuredContent"]["lease_id"],
+                    reply="ok",
+                )
+                assert (await hc.get(base + "/readyz")).status_code == 200
+
+                filler = fill(small_disk, leave=8 * 1024)
+                refused = []
+                for _ in range(2):  # the same answer on a retry: it will not succeed soon
+                    res = await call("begin_turn", session_id=sid, turn_id="t1", text="x" * 60_000)
+                    assert res["isError"] is True, res
+                    refused.append(res["content"][0]["text"])
+                ready = await hc.get(base + "/readyz")
+                health = await hc.get(base + "/healthz")
+                ctx = await call("load_context", session_id=sid)  # reads still work
+
+                filler.unlink()
+                again = await hc.get(base + "/readyz")
+                after = await call("begin_turn", session_id=sid, turn_id="t1", text="x" * 60_000)
+    for text in refused:
+        assert text.startswith("[storage_error] ") and "(retryable)" not in text, text
+        assert "disk is full" in text and "retrying soon will not help" in text, text
+    assert ready.status_code == 503 and ready.json() == {"status": "writes_refused"}
+    assert health.status_code == 200
+    assert ctx.get("isError") is not True and [
+        m["content"] for m in ctx["structuredContent"]["messages"]
+    ] == [
+        "before",
+        "ok",
+    ]
+    assert again.status_code == 200 and again.json() == {"status": "ready"}
+    assert after.get("isError") is not True, after

@@ -42,6 +42,7 @@ from mongogate.specs import (
     supported_operators,
     tool_set_problem,
 )
+from mongogate.values import JSON_ESCAPE_FACTOR, RESPONSE_ENVELOPE
 
 __all__ = [
     "MEMORY_TOOL_NAMES",
@@ -260,6 +261,11 @@ class LimitsSettings(Section):
     """`create_session.metadata`: 16 KiB, 64 keys, 4 levels by default."""
     metadata_max_keys: int = Field(default=64, ge=1)
     metadata_max_depth: int = Field(default=4, ge=1, le=50)
+    max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=256 * 1024)
+    """The result of every memory, session and run tool, as compact JSON (query tools have
+    `policy.max_response_bytes`); what does not fit is left out and reported (`truncated`). At
+    least 6 x `memory.max_message_bytes` and `memory.max_state_bytes`, plus 64 KiB, so that any
+    one stored message or state always fits."""
 
 
 class SchedulerSettings(Section):
@@ -298,6 +304,22 @@ class Settings(BaseSettings):
         problem = tool_set_problem(v, allowed)
         if problem is not None:
             raise ValueError(problem)
+        return v
+
+    @field_validator("limits")
+    @classmethod
+    def _response_cap(cls, v: LimitsSettings, info: ValidationInfo) -> LimitsSettings:
+        memory = info.data.get("memory")  # validated before limits (declared first)
+        if isinstance(memory, MemorySettings):
+            need = (
+                max(JSON_ESCAPE_FACTOR * memory.max_message_bytes, memory.max_state_bytes) + RESPONSE_ENVELOPE
+            )
+            if v.max_response_bytes < need:
+                raise ValueError(
+                    f"max_response_bytes is {v.max_response_bytes}; it must be at least {need} (6 x "
+                    "memory.max_message_bytes or memory.max_state_bytes, whichever is larger, plus 64 KiB), "
+                    "so that one stored message or state always fits in a response"
+                )
         return v
 
     @property

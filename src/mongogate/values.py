@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -53,3 +54,55 @@ def check_finite(value: object, root: str) -> None:
             f"{path} is not a finite number (NaN and Infinity cannot be stored); use a finite number, "
             'null, or a string such as "NaN"'
         )
+
+
+#: what a result's fields besides its list of items may take, within a response byte cap
+RESPONSE_ENVELOPE = 64 * 1024
+#: how much larger than its UTF-8 bytes a text can get as JSON (a control character is `\u0001`)
+JSON_ESCAPE_FACTOR = 6
+
+
+def json_size(value: object) -> int:
+    """Bytes of `value` as compact UTF-8 JSON: how a response byte cap measures what it returns."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return len(text.encode("utf-8", "replace"))
+
+
+class ByteBudget:
+    """The byte cap of one tool response, spent item by item while the items are read.
+
+    Every tool that returns a list (messages, sessions, events, memories) makes one per call,
+    ``ByteBudget(settings.limits.max_response_bytes)``, and hands it to the domain call, which
+    asks ``take(item)`` before keeping each item and stops reading at the first refusal; the tool
+    then reports ``capped`` as ``truncated`` (with what was left out). So reading stops at the cap
+    instead of after it, and `batch_size` keeps each database reply within it too. ``reserve``
+    is what the result's other fields may take (`RESPONSE_ENVELOPE`); an item is measured as the
+    compact JSON of what the tool returns for it (`json_size`).
+    """
+
+    def __init__(self, max_bytes: int, reserve: int = RESPONSE_ENVELOPE) -> None:
+        self.max_bytes = max_bytes
+        self.room = max(0, max_bytes - reserve)
+        self.used = 0
+        #: an item was refused: the result leaves something out for size
+        self.capped = False
+
+    def take(self, item: object) -> bool:
+        """Spend the item's size and return True, or return False (and stay capped) if it does not fit."""
+        if self.capped:
+            return False
+        size = json_size(item) + 1  # the comma
+        if self.used + size > self.room:
+            self.capped = True
+            return False
+        self.used += size
+        return True
+
+    def fits(self, size: int) -> bool:
+        """Whether `size` more bytes would fit, without spending them."""
+        return not self.capped and self.used + size <= self.room
+
+    def batch_size(self, max_item_bytes: int, count: int) -> int:
+        """Items per database reply: as many of the largest possible item as the cap holds (at
+        least 1, at most `count`), so no single reply is larger than the response may be."""
+        return max(1, min(count, self.room // max(1, max_item_bytes)))

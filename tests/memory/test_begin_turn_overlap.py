@@ -33,7 +33,7 @@ async def test_attempt_overlapped_by_a_retry_of_its_turn_is_retryable(
     sid = await store.create_session("acme")
     paused, resume = anyio.Event(), anyio.Event()
     real_append = store.append
-    seen: list[BaseException] = []
+    seen: list[LeaseLost] = []
 
     async def held_append(*args: Any, **kwargs: Any) -> Any:
         if not resume.is_set():  # only the first attempt is held at the failpoint
@@ -80,7 +80,9 @@ async def test_three_concurrent_begin_turns_of_one_turn_all_end_in_success(
         Client(build_server(settings)) as b,
         Client(build_server(settings)) as c,
     ):
-        sid = (await a.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+        created = await a.call_tool("create_session", {})
+        assert created.structured_content is not None
+        sid = created.structured_content["session_id"]
         for i in range(ROUNDS):
             go = anyio.Event()
             leases: list[str] = []

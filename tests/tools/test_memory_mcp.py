@@ -35,8 +35,9 @@ async def whole_turn(c: Client) -> None:
     replay = await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="what is 6*7?")
     assert replay["answered"] is True and replay["answer"] == "42" and replay["lease_id"] is None
     ctx = await ok(c, "load_context", session_id=sid, limit=3)
-    # the last 3 messages would start at the call request; the window starts at the user message instead
-    assert ctx["truncated"] is True and ctx["messages"] == []
+    # the last 3 messages would start at the call request: the window widens to the whole newest turn
+    assert [m["role"] for m in ctx["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert ctx["truncated"] is False  # nothing older exists
     ctx = await ok(c, "load_context", session_id=sid)
     assert [m["role"] for m in ctx["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert ctx["truncated"] is False

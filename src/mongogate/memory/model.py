@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mongogate.errors import Conflict, NotFound
 
@@ -27,10 +28,24 @@ class Message:
 @dataclass(frozen=True)
 class Context:
     messages: list[Message] = field(default_factory=list)
+    #: older messages exist that this window leaves out
     truncated: bool = False
+    #: the response byte cap left out some of the newest `limit` messages
+    size_capped: bool = False
 
     def find(self, key: str) -> Message | None:
         return next((m for m in self.messages if m.key == key), None)
+
+
+def message_shape(doc: dict[str, Any]) -> dict[str, Any]:
+    """A stored message as a tool returns it: what the response byte cap measures."""
+    return {
+        "role": doc.get("role"),
+        "content": doc.get("content"),
+        "turn_id": doc.get("turn_id"),
+        "seq": doc.get("seq"),
+        "call_id": doc.get("call_id"),
+    }
 
 
 def session_not_found(session_id: str) -> NotFound:

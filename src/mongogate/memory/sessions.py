@@ -29,7 +29,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, StorageError
-from mongogate.values import Doc, check_int
+from mongogate.values import ByteBudget, Doc, check_int
 
 if TYPE_CHECKING:
     from mongogate.memory.store import MemoryStore
@@ -59,6 +59,19 @@ class SessionInfo:
 class SessionPage:
     sessions: list[SessionInfo]
     next_cursor: str | None
+    #: the response byte cap ended the page early; `next_cursor` continues after its last row
+    truncated: bool = False
+
+
+def session_shape(info: SessionInfo) -> dict[str, object]:
+    """A session as list_sessions returns it: what the response byte cap measures."""
+    return {
+        "session_id": info.session_id,
+        "title": info.title,
+        "created_at": info.created_at.isoformat(),
+        "last_activity_at": info.last_activity_at.isoformat(),
+        "last_seq": info.last_seq,
+    }
 
 
 @dataclass(frozen=True)
@@ -137,9 +150,14 @@ def check_page_limit(limit: object) -> int:
 
 
 async def list_sessions(
-    store: MemoryStore, tenant: str, limit: object = None, cursor: object = None
+    store: MemoryStore,
+    tenant: str,
+    limit: object = None,
+    cursor: object = None,
+    budget: ByteBudget | None = None,
 ) -> SessionPage:
-    """The tenant's sessions, newest activity first; one indexed query per page."""
+    """The tenant's sessions, newest activity first; one indexed query per page, ended early by
+    `budget` (the response byte cap) if given."""
     n = check_page_limit(limit)
     query: Doc = {"tenant": tenant}
     if cursor is not None:
@@ -152,18 +170,22 @@ async def list_sessions(
         docs = [d async for d in found]
     except PyMongoError as e:
         raise StorageError("could not list the sessions") from e
-    rows = [
-        SessionInfo(
+    rows: list[SessionInfo] = []
+    for d in docs[:n]:
+        row = SessionInfo(
             session_id=str(d["_id"]),
             title=d.get("title"),
             created_at=as_utc(d["created_at"]),
             last_activity_at=as_utc(d.get("last_activity") or d["created_at"]),
             last_seq=int(d.get("next_seq") or 0),
         )
-        for d in docs[:n]
-    ]
-    more = len(docs) > n and rows
-    return SessionPage(rows, encode_cursor(rows[-1].last_activity_at, rows[-1].session_id) if more else None)
+        if budget is not None and not budget.take(session_shape(row)):
+            break
+        rows.append(row)
+    capped = budget is not None and budget.capped
+    more = (len(docs) > n or capped) and rows
+    page_end = encode_cursor(rows[-1].last_activity_at, rows[-1].session_id) if more else None
+    return SessionPage(rows, page_end, truncated=capped)
 
 
 async def delete_session(store: MemoryStore, tenant: str, session_id: object) -> Erased:

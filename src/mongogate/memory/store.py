@@ -22,7 +22,14 @@ from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
 from mongogate.memory.answers import commit_answer, gated_update, settle_all
 from mongogate.memory.keys import MAX_TITLE_BYTES, check_content, check_id, check_role, message_key
-from mongogate.memory.model import AppendResult, Context, Message, key_conflict, session_not_found
+from mongogate.memory.model import (
+    AppendResult,
+    Context,
+    Message,
+    key_conflict,
+    message_shape,
+    session_not_found,
+)
 from mongogate.memory.sessions import (
     Erased,
     SessionPage,
@@ -30,7 +37,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.values import Doc, check_finite, check_int
+from mongogate.values import JSON_ESCAPE_FACTOR, ByteBudget, Doc, check_finite, check_int
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +113,10 @@ class MemoryStore:
             raise StorageError("could not create the session") from e
         return session_id
 
-    async def list_sessions(self, tenant: str, limit: object = None, cursor: object = None) -> SessionPage:
-        return await list_sessions(self, tenant, limit, cursor)
+    async def list_sessions(
+        self, tenant: str, limit: object = None, cursor: object = None, budget: ByteBudget | None = None
+    ) -> SessionPage:
+        return await list_sessions(self, tenant, limit, cursor, budget)
 
     async def delete_session(self, tenant: str, session_id: object) -> Erased:
         return await delete_session(self, tenant, session_id)
@@ -199,38 +208,47 @@ class MemoryStore:
         except PyMongoError as e:
             raise StorageError("could not read the message") from e
 
-    async def load_context(self, tenant: str, session_id: object, limit: object = None) -> Context:
-        """The last `limit` messages, cut so the window starts at a user message (never mid-turn)."""
+    async def load_context(
+        self, tenant: str, session_id: object, limit: object = None, budget: ByteBudget | None = None
+    ) -> Context:
+        """The last `limit` messages, cut so the window starts at a user message (never mid-turn);
+        within `budget` (the response byte cap), if given."""
         n = self.check_limit(limit)
         sid = self.check_id(session_id, "session_id")
-        return await self.window(tenant, sid, n)
+        return await self.window(tenant, sid, n, budget)
 
-    async def window(self, tenant: str, session_id: str, n: int) -> Context:
-        """One round trip for a non-empty session: messages carry the tenant, so no session read.
+    async def window(self, tenant: str, session_id: str, n: int, budget: ByteBudget | None = None) -> Context:
+        """The newest `n` messages through the (session, seq desc) index, oldest first, starting at
+        a user message: the partial oldest turn is left out (`truncated`).
 
-        Reads `limit + 1` documents through the (session, seq desc) index, so the cost does
-        not grow with the session's length. Only an empty window looks the session up, to
-        tell a missing (or another tenant's) session from an empty one.
+        - Too small a window: when the newest turn alone is longer than `n` messages, the window
+          is widened back to that turn's user message (the newest whole turn, `truncated`), at most
+          `memory.max_context_limit` messages in all.
+        - `budget`: the newest messages that fit; older ones are left out (`size_capped`,
+          `truncated`). Reading stops there, in replies no larger than the cap. If not even the
+          newest turn's start fits, the window holds the newest messages that do (mid-turn).
+        Messages carry the tenant, so a non-empty session costs one query; only an empty window
+        looks the session up, to tell a missing (or another tenant's) session from an empty one.
         """
+        query: Doc = {"session_id": session_id, "tenant": tenant}
         try:
-            cursor = self.messages.find(
-                {"session_id": session_id, "tenant": tenant},
-                _WINDOW_FIELDS,
-                sort=[("seq", DESCENDING)],
-                limit=n + 1,
-            )
-            docs = [d async for d in cursor]
-            if not docs:
+            newest, more = await self._read_back(query, n, budget)
+            if not newest and not more:
                 exists = await self.sessions.find_one({"_id": session_id, "tenant": tenant}, {"_id": 1})
                 if exists is None:
                     raise session_not_found(session_id)
+            window = newest[::-1]
+            first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), None)
+            room = self.settings.max_context_limit - len(window)
+            if first_user is None and more and window and room > 0 and not (budget and budget.capped):
+                older = {**query, "seq": {"$lt": window[0]["seq"]}}
+                start, more = await self._read_back(older, room, budget, until_user=True)
+                window = start[::-1] + window
+                first_user = 0 if start and start[-1]["role"] == "user" else None
         except PyMongoError as e:
             raise StorageError("could not load the context") from e
-        truncated = len(docs) > n
-        window = list(reversed(docs[:n]))
-        first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), len(window))
-        if first_user:
-            truncated = True
+        if first_user:  # the oldest turn in the window is partial: leave it out
+            more = True
             window = window[first_user:]
         return Context(
             messages=[
@@ -239,5 +257,32 @@ class MemoryStore:
                 )
                 for d in window
             ],
-            truncated=truncated,
+            truncated=more,
+            size_capped=budget is not None and budget.capped,
         )
+
+    async def _read_back(
+        self, query: Doc, count: int, budget: ByteBudget | None, *, until_user: bool = False
+    ) -> tuple[list[Doc], bool]:
+        """Up to `count` messages matching `query`, newest first, each taken from `budget`; with
+        `until_user`, up to and including the first user message. True when older matching
+        messages were left out (beyond `count`, by the budget, or before that user message)."""
+        batch = count + 1 if budget is None else budget.batch_size(self._max_message_json(), count + 1)
+        cursor = self.messages.find(
+            query, _WINDOW_FIELDS, sort=[("seq", DESCENDING)], limit=count + 1, batch_size=batch
+        )
+        out: list[Doc] = []
+        try:
+            async for d in cursor:
+                if len(out) == count or (until_user and out and out[-1]["role"] == "user"):
+                    return out, True
+                if budget is not None and not budget.take(message_shape(d)):
+                    return out, True
+                out.append(d)
+        finally:
+            await cursor.close()
+        return out, False
+
+    def _max_message_json(self) -> int:
+        """The largest a stored message can be as JSON (its text escaped, plus ids and fields)."""
+        return JSON_ESCAPE_FACTOR * self.settings.max_message_bytes + 4 * self.settings.max_id_length + 256

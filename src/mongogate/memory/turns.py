@@ -29,7 +29,7 @@ from mongogate.memory.answers import commit_answer, settle_all
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, TurnTakenOver, lease_lost, refusal
 from mongogate.memory.keys import answer_key
 from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
-from mongogate.values import Doc
+from mongogate.values import ByteBudget, Doc
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class TurnStart:
     messages: list[Message] = field(default_factory=list)
     truncated: bool = False
     lease_expires_at: str | None = None
+    size_capped: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,16 @@ class Turns:
         return lease.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
 
     async def begin_turn(
-        self, tenant: str, session_id: object, turn_id: object, text: object, lease_ms: object = None
+        self,
+        tenant: str,
+        session_id: object,
+        turn_id: object,
+        text: object,
+        lease_ms: object = None,
+        *,
+        max_bytes: int | None = None,
     ) -> TurnStart:
+        """Take the lease, store the user message, return the context (within `max_bytes` as JSON)."""
         st = self.store
         sid = st.check_id(session_id, "session_id")
         tid = st.check_id(turn_id, "turn_id")
@@ -85,9 +94,9 @@ class Turns:
             if before is not None:
                 break
             # Busy with another turn; this turn may have been answered long ago (a late retry).
-            ctx, answer = await self._context_and_answer(tenant, sid, tid)
+            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
             if answer is not None:
-                return TurnStart(None, True, answer, ctx.messages, ctx.truncated)
+                return TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
             await self._raise_if_busy(tenant, sid, now)
         else:
             raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
@@ -97,7 +106,7 @@ class Turns:
             await settle_all(st, tenant, sid, before)  # a crashed end_turn's answer lands first
             # Gated by our lease: if it was lost meanwhile, nothing lands inside another turn.
             await st.append(tenant, sid, tid, "user", body, lease_id=lease_id)
-            ctx, answer = await self._context_and_answer(tenant, sid, tid)
+            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
         except LeaseLost:  # fenced by another attempt: it owns the lease now, ours is worth a retry
             raise TurnTakenOver(sid, tid) from None
         except BaseException:
@@ -106,8 +115,8 @@ class Turns:
         if answer is not None:
             # Already answered: nothing to do, so the lease goes back to whoever had it.
             await self._give_back(tenant, sid, lease_id, before)
-            return TurnStart(None, True, answer, ctx.messages, ctx.truncated)
-        return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires)
+            return TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
+        return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires, ctx.size_capped)
 
     async def _take(
         self, tenant: str, sid: str, tid: str, digest: str, lease_id: str, now: datetime, ttl: int
@@ -150,9 +159,12 @@ class Turns:
             if left > 0:
                 raise LeaseBusy(f"session {sid!r}", until, left)
 
-    async def _context_and_answer(self, tenant: str, sid: str, tid: str) -> tuple[Context, str | None]:
+    async def _context_and_answer(
+        self, tenant: str, sid: str, tid: str, max_bytes: int | None
+    ) -> tuple[Context, str | None]:
         st = self.store
-        ctx = await st.window(tenant, sid, self.settings.default_context_limit)
+        budget = ByteBudget(max_bytes) if max_bytes is not None else None
+        ctx = await st.window(tenant, sid, self.settings.default_context_limit, budget)
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:

@@ -48,6 +48,9 @@ class Checkpoint:
     state: Doc | None
     updated_at: datetime | None
     lease_expires_at: datetime | None = None
+    #: the state was left out: larger than the response byte cap (`state_bytes` as JSON)
+    truncated: bool = False
+    state_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,19 @@ class RunEvent:
 class EventPage:
     events: list[RunEvent] = field(default_factory=list)
     more: bool = False
+    #: the response byte cap ended the page early (or left out the state of its only event)
+    truncated: bool = False
+
+
+def event_shape(event: RunEvent) -> dict[str, object]:
+    """An event as run_events returns it: what the response byte cap measures."""
+    return {
+        "seq": event.seq,
+        "version": event.version,
+        "status": event.status,
+        "at": event.at.isoformat(),
+        "state": event.state,
+    }
 
 
 def run_not_found(run_id: str) -> NotFound:

@@ -25,21 +25,19 @@ from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.memory import lease
 from mongogate.memory.keys import check_id
+from mongogate.runs.events import read_events
 from mongogate.runs.model import (
     Checkpoint,
     EventPage,
-    RunEvent,
     RunLease,
     SaveResult,
-    check_after_seq,
-    check_limit,
     check_state_keys,
     check_status,
     check_version,
     run_key,
     run_not_found,
 )
-from mongogate.values import Doc
+from mongogate.values import ByteBudget, Doc, json_size
 
 
 class Runs:
@@ -86,10 +84,14 @@ class Runs:
         except (InvalidDocument, OverflowError) as e:
             raise InvalidInput(f"state cannot be stored: {e}") from e
         cap = self.settings.max_state_bytes
+        if size <= cap:  # as JSON too: what load_checkpoint and run_events return must fit
+            size, unit = json_size(state), "JSON"
+        else:
+            unit = "BSON"
         if size > cap:
             raise InvalidInput(
-                f"state is {size} bytes as BSON; the maximum is {cap} (memory.max_state_bytes). "
-                "Keep large data elsewhere and store a reference in the state."
+                f"state is {size} bytes as {unit}; the maximum is {cap} (memory.max_state_bytes), as BSON "
+                "and as JSON. Keep large data elsewhere and store a reference in the state."
             )
         return state
 
@@ -302,8 +304,11 @@ class Runs:
             full.get("expire_at"),
         )
 
-    async def load_checkpoint(self, tenant: str, run_id: object) -> Checkpoint:
-        """The latest applied state and version (version 0 and no state before the first save)."""
+    async def load_checkpoint(self, tenant: str, run_id: object, max_bytes: int | None = None) -> Checkpoint:
+        """The latest applied state and version (version 0 and no state before the first save).
+
+        A state larger than `max_bytes` as JSON (stored before the limits were lowered) is left
+        out: `state` None, `truncated`, and its size in `state_bytes`."""
         rid = self._id(run_id, "run_id")
         try:
             doc = await self.runs.find_one({"_id": run_key(tenant, rid), "tenant": tenant})
@@ -315,13 +320,19 @@ class Runs:
         if until is not None:
             until = as_utc(until)
         held = until is not None and doc.get("locked_by") is not None and until > self.clock.now()
+        state = doc.get("state")
+        state_bytes = None
+        if max_bytes is not None and state is not None and not ByteBudget(max_bytes).take(state):
+            state, state_bytes = None, json_size(doc["state"])
         return Checkpoint(
             run_id=rid,
             version=int(doc["version"]),
             status=doc["status"],
-            state=doc.get("state"),
+            state=state,
             updated_at=as_utc(doc["updated_at"]) if doc.get("updated_at") else None,
             lease_expires_at=until if held else None,
+            truncated=state_bytes is not None,
+            state_bytes=state_bytes,
         )
 
     async def run_events(
@@ -332,29 +343,10 @@ class Runs:
         limit: object = None,
         *,
         include_state: bool = False,
+        max_bytes: int | None = None,
     ) -> EventPage:
-        """Events in seq order after `after_seq`; `more` says another page exists."""
+        """Events in seq order after `after_seq`; `more` says another page exists (`runs/events.py`)."""
         rid = self._id(run_id, "run_id")
-        n = check_limit(limit)
-        after = check_after_seq(after_seq)
-        query: Doc = {"tenant": tenant, "run_id": rid}
-        if after is not None:
-            query["seq"] = {"$gt": after}
-        projection: Doc = {"seq": 1, "version": 1, "status": 1, "at": 1, "_id": 0}
-        if include_state:
-            projection["state"] = 1
-        try:
-            docs = await self.events.find(query, projection, sort=[("seq", ASCENDING)], limit=n + 1).to_list()
-            if not docs:
-                match = {"_id": run_key(tenant, rid), "tenant": tenant}
-                if await self.runs.find_one(match, {"_id": 1}) is None:
-                    raise run_not_found(rid)
-        except PyMongoError as e:
-            raise StorageError(f"could not read the events of run {rid!r}") from e
-        return EventPage(
-            events=[
-                RunEvent(int(d["seq"]), int(d["version"]), d["status"], as_utc(d["at"]), d.get("state"))
-                for d in docs[:n]
-            ],
-            more=len(docs) > n,
+        return await read_events(
+            self, tenant, rid, after_seq, limit, include_state=include_state, max_bytes=max_bytes
         )

@@ -28,6 +28,7 @@ from mongogate.tools.base import (
     make_tool,
 )
 from mongogate.tools.session_tools import session_tools
+from mongogate.values import ByteBudget
 
 #: sent at initialize: how the tools fit together, in a few lines
 INSTRUCTIONS = """\
@@ -137,9 +138,16 @@ class LoadContextIn(ToolInput):
     )
 
 
+TRUNCATED = "older messages exist that this window leaves out"
+SIZE_CAPPED = (
+    "the response byte cap (limits.max_response_bytes) left out the oldest of the messages asked for"
+)
+
+
 class LoadContextOut(ToolOutput):
     messages: list[MessageOut]
-    truncated: bool
+    truncated: bool = Field(description=TRUNCATED)
+    size_capped: bool = Field(default=False, description=SIZE_CAPPED)
 
 
 class BeginTurnIn(ToolInput):
@@ -156,8 +164,9 @@ class BeginTurnOut(ToolOutput):
     answered: bool
     answer: str | None = None
     messages: list[MessageOut]
-    truncated: bool = False
+    truncated: bool = Field(default=False, description=TRUNCATED)
     lease_expires_at: str | None = None
+    size_capped: bool = Field(default=False, description=SIZE_CAPPED)
 
 
 class RenewTurnIn(ToolInput):
@@ -199,12 +208,22 @@ async def _append(call: Call, a: AppendIn) -> AppendOut:
 
 
 async def _load_context(call: Call, a: LoadContextIn) -> LoadContextOut:
-    ctx = await call.app.memory.load_context(call.principal.tenant, a.session_id, a.limit)
-    return LoadContextOut(messages=_messages(ctx.messages), truncated=ctx.truncated)
+    budget = ByteBudget(call.app.settings.limits.max_response_bytes)
+    ctx = await call.app.memory.load_context(call.principal.tenant, a.session_id, a.limit, budget)
+    return LoadContextOut(
+        messages=_messages(ctx.messages), truncated=ctx.truncated, size_capped=ctx.size_capped
+    )
 
 
 async def _begin_turn(call: Call, a: BeginTurnIn) -> BeginTurnOut:
-    t = await call.app.turns.begin_turn(call.principal.tenant, a.session_id, a.turn_id, a.text, a.lease_ms)
+    t = await call.app.turns.begin_turn(
+        call.principal.tenant,
+        a.session_id,
+        a.turn_id,
+        a.text,
+        a.lease_ms,
+        max_bytes=call.app.settings.limits.max_response_bytes,
+    )
     return BeginTurnOut(
         lease_id=t.lease_id,
         answered=t.answered,
@@ -212,6 +231,7 @@ async def _begin_turn(call: Call, a: BeginTurnIn) -> BeginTurnOut:
         messages=_messages(t.messages),
         truncated=t.truncated,
         lease_expires_at=t.lease_expires_at,
+        size_capped=t.size_capped,
     )
 
 
@@ -311,8 +331,9 @@ def memory_tools(settings: Settings | None = None) -> list[Tool]:
             title="Load context",
             description=(
                 "Read the last messages of a session, oldest first, outside a turn (begin_turn already "
-                "returns them). The window always starts at a user message, never mid-turn; truncated "
-                "says older messages exist."
+                "returns them). The window starts at a user message, never mid-turn: when the newest turn "
+                "alone is longer than limit, it is returned whole (within the server's caps). truncated says "
+                "older messages exist; size_capped says the response byte cap left some of them out."
             ),
             input_model=LoadContextIn,
             output_model=LoadContextOut,

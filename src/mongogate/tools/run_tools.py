@@ -127,6 +127,12 @@ class LoadCheckpointOut(ToolOutput):
     state: dict[str, Any] | None
     updated_at: str | None
     lease_expires_at: str | None
+    truncated: bool = Field(
+        default=False,
+        description="the state is larger than the response byte cap (limits.max_response_bytes) and was "
+        "left out (state is null); state_bytes is its size as JSON",
+    )
+    state_bytes: int | None = None
 
 
 class RunEventsIn(ToolInput):
@@ -155,6 +161,11 @@ class RunEventOut(ToolOutput):
 class RunEventsOut(ToolOutput):
     events: list[RunEventOut]
     more: bool
+    truncated: bool = Field(
+        default=False,
+        description="the response byte cap (limits.max_response_bytes) ended this page before limit events "
+        "(more is true: page on with after_seq), or left out the state of its only event",
+    )
 
 
 async def _acquire_run(call: Call, a: AcquireRunIn) -> AcquireRunOut:
@@ -195,7 +206,9 @@ async def _save_checkpoint(call: Call, a: SaveCheckpointIn) -> SaveCheckpointOut
 
 async def _load_checkpoint(call: Call, a: LoadCheckpointIn) -> LoadCheckpointOut:
     runs = await _runs(call)
-    cp = await runs.load_checkpoint(call.principal.tenant, a.run_id)
+    cp = await runs.load_checkpoint(
+        call.principal.tenant, a.run_id, call.app.settings.limits.max_response_bytes
+    )
     return LoadCheckpointOut(
         run_id=cp.run_id,
         version=cp.version,
@@ -203,13 +216,20 @@ async def _load_checkpoint(call: Call, a: LoadCheckpointIn) -> LoadCheckpointOut
         state=cp.state,
         updated_at=_iso(cp.updated_at),
         lease_expires_at=_iso(cp.lease_expires_at),
+        truncated=cp.truncated,
+        state_bytes=cp.state_bytes,
     )
 
 
 async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
     runs = await _runs(call)
     page = await runs.run_events(
-        call.principal.tenant, a.run_id, a.after_seq, a.limit, include_state=a.include_state
+        call.principal.tenant,
+        a.run_id,
+        a.after_seq,
+        a.limit,
+        include_state=a.include_state,
+        max_bytes=call.app.settings.limits.max_response_bytes,
     )
     return RunEventsOut(
         events=[
@@ -217,6 +237,7 @@ async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
             for e in page.events
         ],
         more=page.more,
+        truncated=page.truncated,
     )
 
 

@@ -9,6 +9,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from mongogate.tools.base import ID_RULES, READ_ONLY, Call, IdStr, ToolInput, ToolOutput, limit, make_tool
+from mongogate.values import ByteBudget
 
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 
@@ -36,6 +37,11 @@ class SessionOut(ToolOutput):
 class ListSessionsOut(ToolOutput):
     sessions: list[SessionOut]
     next_cursor: str | None = Field(description="pass it as cursor for the next page; null on the last page")
+    truncated: bool = Field(
+        default=False,
+        description="the response byte cap (limits.max_response_bytes) ended this page before limit "
+        "sessions; next_cursor continues after the last one returned",
+    )
 
 
 class DeleteSessionIn(ToolInput):
@@ -48,7 +54,8 @@ class DeleteSessionOut(ToolOutput):
 
 
 async def _list_sessions(call: Call, a: ListSessionsIn) -> ListSessionsOut:
-    page = await call.app.memory.list_sessions(call.principal.tenant, a.limit, a.cursor)
+    budget = ByteBudget(call.app.settings.limits.max_response_bytes)
+    page = await call.app.memory.list_sessions(call.principal.tenant, a.limit, a.cursor, budget)
     return ListSessionsOut(
         sessions=[
             SessionOut(
@@ -61,6 +68,7 @@ async def _list_sessions(call: Call, a: ListSessionsIn) -> ListSessionsOut:
             for s in page.sessions
         ],
         next_cursor=page.next_cursor,
+        truncated=page.truncated,
     )
 
 

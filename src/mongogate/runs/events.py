@@ -1,0 +1,83 @@
+"""Reading a run's event log a page at a time, within the response byte cap."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pymongo import ASCENDING
+from pymongo.errors import PyMongoError
+
+from mongogate.clock import as_utc
+from mongogate.errors import StorageError
+from mongogate.runs.model import (
+    EventPage,
+    RunEvent,
+    check_after_seq,
+    check_limit,
+    event_shape,
+    run_key,
+    run_not_found,
+)
+from mongogate.values import ByteBudget, Doc, json_size
+
+if TYPE_CHECKING:  # service.py calls into this module: the type only, no import cycle
+    from mongogate.runs.service import Runs
+
+
+async def read_events(
+    runs: Runs,
+    tenant: str,
+    rid: str,
+    after_seq: object = None,
+    limit: object = None,
+    *,
+    include_state: bool = False,
+    max_bytes: int | None = None,
+) -> EventPage:
+    """Events in seq order after `after_seq`; `more` says another page exists.
+
+    With `max_bytes`, the page ends at the response byte cap (`truncated`, and `more`: page
+    on with the last seq returned), read in replies no larger than the cap. The first event
+    always fits (`memory.max_state_bytes` is checked as JSON when saved and the cap holds
+    it); one stored before the limits were lowered comes without its state (`truncated`).
+    """
+    n = check_limit(limit)
+    after = check_after_seq(after_seq)
+    query: Doc = {"tenant": tenant, "run_id": rid}
+    if after is not None:
+        query["seq"] = {"$gt": after}
+    projection: Doc = {"seq": 1, "version": 1, "status": 1, "at": 1, "_id": 0}
+    if include_state:
+        projection["state"] = 1
+    budget = ByteBudget(max_bytes) if max_bytes is not None else None
+    largest = json_size({"state": None}) + runs.settings.max_state_bytes + 256
+    batch = n + 1 if budget is None or not include_state else budget.batch_size(largest, n + 1)
+    events: list[RunEvent] = []
+    more = truncated = False
+    try:
+        cursor = runs.events.find(query, projection, sort=[("seq", ASCENDING)], limit=n + 1, batch_size=batch)
+        try:
+            async for d in cursor:
+                if len(events) == n:
+                    more = True
+                    break
+                event = RunEvent(
+                    int(d["seq"]), int(d["version"]), d["status"], as_utc(d["at"]), d.get("state")
+                )
+                if budget is not None and not budget.take(event_shape(event)):
+                    if events:  # the page ends here; the next one starts with this event
+                        more = truncated = True
+                        break
+                    event = replace(event, state=None)  # alone too large: without its state
+                    truncated = True
+                events.append(event)
+        finally:
+            await cursor.close()
+        if not events:
+            match = {"_id": run_key(tenant, rid), "tenant": tenant}
+            if await runs.runs.find_one(match, {"_id": 1}) is None:
+                raise run_not_found(rid)
+    except PyMongoError as e:
+        raise StorageError(f"could not read the events of run {rid!r}") from e
+    return EventPage(events=events, more=more, truncated=truncated)

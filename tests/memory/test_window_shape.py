@@ -1,0 +1,76 @@
+"""Issue 20.5: what a too-small context window returns.
+
+`load_context(limit=1)` on a session whose newest turn is longer than one message used to return
+`[]` with `truncated: true`. Now the window widens back to that turn's user message: the newest
+whole turn, `truncated` when older messages exist; a turn longer than `memory.max_context_limit`
+gives its newest messages (the only case a window starts mid-turn).
+"""
+
+from __future__ import annotations
+
+import pytest
+from pymongo import AsyncMongoClient
+
+from mongogate.clock import ManualClock
+from mongogate.config import MemorySettings
+from mongogate.memory.store import MemoryStore, Message
+
+pytestmark = pytest.mark.anyio
+
+
+async def turn(store: MemoryStore, sid: str, tid: str, calls: int, *, answer: bool = True) -> None:
+    await store.append("acme", sid, tid, "user", f"question {tid}")
+    for c in range(calls):
+        await store.append("acme", sid, tid, "assistant", f"call {c}", f"c{c}")
+        await store.append("acme", sid, tid, "tool", f"result {c}", f"c{c}")
+    if answer:
+        await store.append("acme", sid, tid, "assistant", f"answer {tid}")
+
+
+def shape(ctx_messages: list[Message]) -> list[tuple[str, str]]:
+    return [(m.turn_id, m.role) for m in ctx_messages]
+
+
+async def test_a_window_smaller_than_the_newest_turn_returns_that_whole_turn(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    await turn(store, sid, "t1", 1)
+    await turn(store, sid, "t2", 1, answer=False)  # in progress: user, call, result
+    ctx = await store.load_context("acme", sid, 1)
+    assert shape(ctx.messages) == [("t2", "user"), ("t2", "assistant"), ("t2", "tool")]
+    assert ctx.truncated is True  # t1 exists before it
+    ctx = await store.load_context("acme", sid, 2)
+    assert shape(ctx.messages) == [("t2", "user"), ("t2", "assistant"), ("t2", "tool")]
+    ctx = await store.load_context("acme", sid, 3)  # exactly the newest turn
+    assert shape(ctx.messages)[0] == ("t2", "user") and len(ctx.messages) == 3 and ctx.truncated is True
+    ctx = await store.load_context("acme", sid, 5)  # the window cuts into t1: it starts at t2's user
+    assert shape(ctx.messages)[0] == ("t2", "user") and ctx.truncated is True
+    ctx = await store.load_context("acme", sid, 40)
+    assert len(ctx.messages) == 7 and ctx.truncated is False
+
+
+async def test_only_turn_of_the_session_whole_and_not_truncated(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    await turn(store, sid, "t1", 2)
+    ctx = await store.load_context("acme", sid, 1)
+    assert [m.role for m in ctx.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert ctx.truncated is False
+
+
+async def test_a_turn_longer_than_max_context_limit_gives_its_newest_messages(
+    mongo: AsyncMongoClient[dict[str, object]], db_name: str, clock: ManualClock
+) -> None:
+    store = MemoryStore(mongo[db_name], MemorySettings(max_context_limit=5), clock)
+    await store.ensure_indexes()
+    sid = await store.create_session("acme")
+    await turn(store, sid, "t1", 4, answer=False)  # 9 messages
+    ctx = await store.load_context("acme", sid, 1)
+    assert [m.content for m in ctx.messages] == ["result 1", "call 2", "result 2", "call 3", "result 3"]
+    assert ctx.truncated is True
+    assert ctx.messages[0].role != "user"  # mid-turn: the documented exception
+
+
+async def test_messages_without_any_user_message_are_returned(store: MemoryStore) -> None:
+    sid = await store.create_session("acme")
+    await store.append("acme", sid, "t1", "system", "be brief")
+    ctx = await store.load_context("acme", sid, 1)
+    assert [m.content for m in ctx.messages] == ["be brief"] and ctx.truncated is False

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongogate.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.database import AsyncDatabase
 
 Doc = dict[str, Any]
 
@@ -75,7 +78,7 @@ class ByteBudget:
     ``ByteBudget(settings.limits.max_response_bytes)``, and hands it to the domain call, which
     asks ``take(item)`` before keeping each item and stops reading at the first refusal; the tool
     then reports ``capped`` as ``truncated`` (with what was left out). So reading stops at the cap
-    instead of after it, and `batch_size` keeps each database reply within it too. ``reserve``
+    instead of after it (`reply_batch` bounds each database reply on the way). ``reserve``
     is what the result's other fields may take (`RESPONSE_ENVELOPE`); an item is measured as the
     compact JSON of what the tool returns for it (`json_size`).
     """
@@ -102,7 +105,27 @@ class ByteBudget:
         """Whether `size` more bytes would fit, without spending them."""
         return not self.capped and self.used + size <= self.room
 
-    def batch_size(self, max_item_bytes: int, count: int) -> int:
-        """Items per database reply: as many of the largest possible item as the cap holds (at
-        least 1, at most `count`), so no single reply is larger than the response may be."""
-        return max(1, min(count, self.room // max(1, max_item_bytes)))
+
+#: the most one database reply may carry while a tool reads: MongoDB's own batch cap
+REPLY_BYTES = 16 * 1024 * 1024
+#: the wire limit assumed before the driver has heard from a server (MongoDB's and mongoeco's)
+DEFAULT_WIRE_BYTES = 48_000_000
+
+
+def wire_bytes(db: AsyncDatabase[Any]) -> int:
+    """The smallest `maxMessageSizeBytes` the connected servers announced (the driver refuses any
+    reply larger), or `DEFAULT_WIRE_BYTES` before it knows."""
+    sizes = [
+        sd.max_message_size
+        for sd in db.client.topology_description.server_descriptions().values()
+        if sd.is_server_type_known
+    ]
+    return min(sizes, default=DEFAULT_WIRE_BYTES)
+
+
+def reply_batch(max_item_bytes: int, count: int, wire: int = DEFAULT_WIRE_BYTES) -> int:
+    """Items per database reply when each may be as large as `max_item_bytes` (as stored): as many
+    as `REPLY_BYTES`, or half the wire limit if smaller, hold (at least 1, at most `count`), so a
+    large read never becomes one reply the wire cannot carry, and memory per reply stays bounded."""
+    per_reply = min(REPLY_BYTES, wire // 2)
+    return max(1, min(count, per_reply // max(1, max_item_bytes)))

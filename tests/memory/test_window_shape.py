@@ -8,12 +8,16 @@ gives its newest messages (the only case a window starts mid-turn).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.config import MemorySettings
+from mongogate.config import LimitsSettings, MemorySettings
 from mongogate.memory.store import MemoryStore, Message
+from mongogate.values import ByteBudget
+from tests.memory.test_store import Commands
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +78,18 @@ async def test_messages_without_any_user_message_are_returned(store: MemoryStore
     await store.append("acme", sid, "t1", "system", "be brief")
     ctx = await store.load_context("acme", sid, 1)
     assert [m.content for m in ctx.messages] == ["be brief"] and ctx.truncated is False
+
+
+async def test_with_the_default_cap_a_default_window_is_still_one_find(engine_uri: str, db_name: str) -> None:
+    """Reading in bounded replies costs no extra round trip at the defaults (41 messages, 4 MiB cap)."""
+    listener = Commands()
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        sid = await store.create_session("acme")
+        for i in range(21):
+            await store.append("acme", sid, f"t{i}", "user", f"q{i}")
+            await store.append("acme", sid, f"t{i}", "assistant", f"a{i}")
+        listener.names.clear()
+        ctx = await store.load_context("acme", sid, None, ByteBudget(LimitsSettings().max_response_bytes))
+    assert len(ctx.messages) == 40 and listener.names == ["find"]

@@ -37,7 +37,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.values import JSON_ESCAPE_FACTOR, ByteBudget, Doc, check_finite, check_int
+from mongogate.values import ByteBudget, Doc, check_finite, check_int, reply_batch, wire_bytes
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ class MemoryStore:
         """Up to `count` messages matching `query`, newest first, each taken from `budget`; with
         `until_user`, up to and including the first user message. True when older matching
         messages were left out (beyond `count`, by the budget, or before that user message)."""
-        batch = count + 1 if budget is None else budget.batch_size(self._max_message_json(), count + 1)
+        batch = reply_batch(self._max_message_bson(), count + 1, wire_bytes(self.db))
         cursor = self.messages.find(
             query, _WINDOW_FIELDS, sort=[("seq", DESCENDING)], limit=count + 1, batch_size=batch
         )
@@ -283,6 +283,6 @@ class MemoryStore:
             await cursor.close()
         return out, False
 
-    def _max_message_json(self) -> int:
-        """The largest a stored message can be as JSON (its text escaped, plus ids and fields)."""
-        return JSON_ESCAPE_FACTOR * self.settings.max_message_bytes + 4 * self.settings.max_id_length + 256
+    def _max_message_bson(self) -> int:
+        """The largest a stored message can be in a reply (its text, its key and ids, its fields)."""
+        return self.settings.max_message_bytes + 6 * self.settings.max_id_length + 256

@@ -19,7 +19,7 @@ from mongogate.runs.model import (
     run_key,
     run_not_found,
 )
-from mongogate.values import ByteBudget, Doc, json_size
+from mongogate.values import ByteBudget, Doc, reply_batch, wire_bytes
 
 if TYPE_CHECKING:  # service.py calls into this module: the type only, no import cycle
     from mongogate.runs.service import Runs
@@ -51,8 +51,8 @@ async def read_events(
     if include_state:
         projection["state"] = 1
     budget = ByteBudget(max_bytes) if max_bytes is not None else None
-    largest = json_size({"state": None}) + runs.settings.max_state_bytes + 256
-    batch = n + 1 if budget is None or not include_state else budget.batch_size(largest, n + 1)
+    largest = runs.settings.max_state_bytes + 256 if include_state else 256
+    batch = reply_batch(largest, n + 1, wire_bytes(runs.db))
     events: list[RunEvent] = []
     more = truncated = False
     try:

@@ -91,7 +91,7 @@ class CreateSessionIn(ToolInput):
         default=None,
         description="A small JSON object stored with the session: at most {metadata_max_keys} keys, "
         "{metadata_max_depth} levels deep and {metadata_max_chars} characters as JSON; keys without "
-        "'$' or '.'.",
+        "'$' or '.'; finite numbers only.",
     )
 
 

@@ -103,8 +103,8 @@ class SaveCheckpointIn(ToolInput):
         json_schema_extra=limit(minimum=1, maximum=MAX_INT64),
     )
     state: dict[str, Any] = Field(
-        description="The whole state to resume from: a JSON object of at most {max_state_bytes} bytes as "
-        "BSON (memory.max_state_bytes); keys may not start with '$'."
+        description="The whole state to resume from: a JSON object of at most {max_state_bytes} bytes, as "
+        "BSON and as JSON (memory.max_state_bytes); keys may not start with '$'; finite numbers only."
     )
     status: RunStatus = Field(default="running", description=STATUS + " completed/failed end the run.")
 

@@ -2,7 +2,8 @@
 fills with a file, then frees. Clients must be told the disk is full (not "retry in about 5 s"),
 and `/readyz` must answer 503 while writes are refused and 200 again once they succeed.
 
-Mounting a tmpfs needs root (the suite's machine runs as root); elsewhere the test is skipped.
+Mounting a tmpfs needs root (the suite's machine runs as root); elsewhere that test is skipped,
+and the second one (mongod's `OutOfDiskSpace` code through a failpoint) still runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from pymongo import AsyncMongoClient
+from pymongo.errors import OperationFailure
 
 from mongogate.engine.embedded import EmbeddedEngine
 from mongogate.server.app import build_server
@@ -117,3 +120,40 @@ async def test_disk_full_is_said_and_readyz_is_503_until_writes_succeed(
     ]
     assert again.status_code == 200 and again.json() == {"status": "ready"}
     assert after.get("isError") is not True, after
+
+
+async def test_out_of_disk_space_code_through_a_failpoint(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: AsyncMongoClient[dict[str, object]]
+) -> None:
+    """What mongod answers on a full disk (`OutOfDiskSpace`, code 14031), injected with the engine's
+    failCommand failpoint (scoped to this test's database; it also runs without root)."""
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth())
+    token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600)
+    commands = ["insert", "update", "findAndModify"]
+    namespaces = [f"{db_name}.{c}" for c in ("sessions", "messages", "runs", "mongogate_write_probe")]
+
+    async def failpoint(mode: str) -> None:
+        data = {"failCommands": commands, "errorCode": 14031, "namespaces": namespaces}
+        try:
+            await mongo.admin.command({"configureFailPoint": "failCommand", "mode": mode, "data": data})
+        except OperationFailure as e:  # pragma: no cover - only on an external MONGODB_URI
+            pytest.skip(f"server has no failCommand failpoint: {e}")
+
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        base = http.url.removesuffix("/mcp")
+        async with httpx2.AsyncClient(timeout=60) as hc:
+            mcp = await rpc.open_session(hc, http.url, token)
+            r = await rpc.call_tool(hc, http.url, token, mcp, "create_session", {}, rid=2)
+            sid = rpc.result(r)["structuredContent"]["session_id"]
+            await failpoint("alwaysOn")
+            try:
+                args = {"session_id": sid, "turn_id": "t1", "text": "hi"}
+                refused = rpc.result(await rpc.call_tool(hc, http.url, token, mcp, "begin_turn", args, rid=3))
+                ready = await hc.get(base + "/readyz")
+            finally:
+                await failpoint("off")
+            again = await hc.get(base + "/readyz")
+    text = refused["content"][0]["text"]
+    assert text.startswith("[storage_error] ") and "(retryable)" not in text and "disk is full" in text, text
+    assert ready.status_code == 503 and ready.json() == {"status": "writes_refused"}
+    assert again.status_code == 200

@@ -95,7 +95,7 @@ class HealthRoutes:
             try:
                 with anyio.fail_after(self.timeout_s):
                     written = await writes.probe(db.memory)
-            except TimeoutError:
+            except (TimeoutError, StorageError):  # slow, or closed meanwhile: not ready either way
                 written = False
             if not written:
                 return "writes_refused"

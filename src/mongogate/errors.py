@@ -95,8 +95,8 @@ class WriteRefused(StorageError):
         self.why = why
         super().__init__(
             what,
-            advice=f"the database refused the write: {why}. Nothing was written, and retrying soon will "
-            "not help until an operator frees space or makes it writable (reads still work)",
+            advice=f"the database refused the write: {why}. Retrying soon will not help until an operator "
+            "frees space or makes it writable (reads still work)",
         )
 
 

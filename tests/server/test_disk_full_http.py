@@ -109,7 +109,7 @@ async def test_disk_full_is_said_and_readyz_is_503_until_writes_succeed(
                 after = await call("begin_turn", session_id=sid, turn_id="t1", text="x" * 60_000)
     for text in refused:
         assert text.startswith("[storage_error] ") and "(retryable)" not in text, text
-        assert "disk is full" in text and "retrying soon will not help" in text, text
+        assert "disk is full" in text and "Retrying soon will not help" in text, text
     assert ready.status_code == 503 and ready.json() == {"status": "writes_refused"}
     assert health.status_code == 200
     assert ctx.get("isError") is not True and [

@@ -210,3 +210,20 @@ async def test_a_reply_over_the_wire_limit_is_a_final_error_naming_it(
     for text in texts:
         assert text.startswith("[storage_error] ") and "(retryable)" not in text, text
         assert f"{WIRE_LIMIT} bytes" in text and "maxMessageSizeBytes" in text, text
+
+
+async def test_an_answered_begin_turn_counts_its_answer_within_the_cap(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """The replay of an answered turn returns the answer besides the window: both fit the cap,
+    even for an answer whose JSON is 6 times its bytes (control characters)."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path, **SMALL))) as c:
+        sid = (await ok(c, "create_session"))["session_id"]
+        for i in range(4):
+            start = await ok(c, "begin_turn", session_id=sid, turn_id=f"t{i}", text="q" * 30_000)
+            reply = "\x01" * 30_000
+            await ok(c, "end_turn", session_id=sid, turn_id=f"t{i}", lease_id=start["lease_id"], reply=reply)
+        replay = await ok(c, "begin_turn", session_id=sid, turn_id="t3", text="q" * 30_000)
+    assert replay["answered"] is True and replay["answer"] == "\x01" * 30_000
+    assert json_size(replay) <= CAP, json_size(replay)
+    assert replay["size_capped"] is True and replay["truncated"] is True

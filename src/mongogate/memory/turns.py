@@ -28,8 +28,9 @@ from mongogate.memory import lease
 from mongogate.memory.answers import commit_answer, settle_all
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, TurnTakenOver, lease_lost, refusal
 from mongogate.memory.keys import answer_key
+from mongogate.memory.model import message_shape
 from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
-from mongogate.values import ByteBudget, Doc
+from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, Doc, json_size
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,24 @@ class TurnEnd:
 class TurnRenewed:
     lease_id: str
     lease_expires_at: str
+
+
+def fit_answer(ctx: Context, answer: str, max_bytes: int | None) -> Context:
+    """An answered turn returns its answer besides the window: leave out the window's oldest
+    messages until both fit `max_bytes` (the window again starting at a user message)."""
+    if max_bytes is None:
+        return ctx
+    room = max_bytes - RESPONSE_ENVELOPE - json_size(answer)
+    sizes = [json_size(message_shape(vars(m))) + 1 for m in ctx.messages]
+    total, cut = sum(sizes), 0
+    while total > room and cut < len(sizes):
+        total -= sizes[cut]
+        cut += 1
+    if cut == 0:
+        return ctx
+    rest = ctx.messages[cut:]
+    first_user = next((i for i, m in enumerate(rest) if m.role == "user"), 0)
+    return Context(rest[first_user:], truncated=True, size_capped=True)
 
 
 def text_digest(text: str) -> str:
@@ -168,9 +187,10 @@ class Turns:
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:
-            return ctx, found.content
+            return fit_answer(ctx, found.content, max_bytes), found.content
         stored = await st.find_message(tenant, sid, key)
-        return ctx, (stored["content"] if stored is not None else None)
+        answer = stored["content"] if stored is not None else None
+        return (fit_answer(ctx, answer, max_bytes) if answer is not None else ctx), answer
 
     async def _give_back(self, tenant: str, sid: str, lease_id: str, before: Doc) -> None:
         """Undo our take: restore the previous holder's lease (expired or not), only if still ours.

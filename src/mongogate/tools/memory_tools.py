@@ -274,8 +274,9 @@ def memory_tools(settings: Settings | None = None) -> list[Tool]:
                 "Step 1 of every user message: take the session lease, store the user's text, and return "
                 "the recent context. If this turn was already answered, returns answered=true with the "
                 "stored answer (do not call a model again; no lease is held). Retrying with the same "
-                "turn_id and text (e.g. after a lost reply) takes the lease over at once. A session busy "
-                "with another turn is a retryable error."
+                "turn_id and text (e.g. after a lost reply) takes the lease over at once; the attempt it "
+                "overtook, if still running, gets a retryable lease_lost. A session busy with another turn "
+                "is a retryable error."
             ),
             input_model=BeginTurnIn,
             output_model=BeginTurnOut,

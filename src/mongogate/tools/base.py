@@ -29,6 +29,7 @@ from mongogate.requests import new_request_id
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.faults import classify
 from mongogate.tools.state import AppState
+from mongogate.values import ByteBudget
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,11 @@ class Call:
     principal: Principal
     request_id: str
     tool: str
+
+    def budget(self) -> ByteBudget:
+        """A fresh byte cap for this call's result (`limits.max_response_bytes`): hand it to the
+        domain call that reads the list, then report its `capped` (see `values.ByteBudget`)."""
+        return ByteBudget(self.app.settings.limits.max_response_bytes)
 
 
 Handler = Callable[[Call, Any], Awaitable[BaseModel | dict[str, Any] | CallToolResult]]

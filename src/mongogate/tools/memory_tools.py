@@ -28,7 +28,6 @@ from mongogate.tools.base import (
     make_tool,
 )
 from mongogate.tools.session_tools import session_tools
-from mongogate.values import ByteBudget
 
 #: sent at initialize: how the tools fit together, in a few lines
 INSTRUCTIONS = """\
@@ -208,8 +207,7 @@ async def _append(call: Call, a: AppendIn) -> AppendOut:
 
 
 async def _load_context(call: Call, a: LoadContextIn) -> LoadContextOut:
-    budget = ByteBudget(call.app.settings.limits.max_response_bytes)
-    ctx = await call.app.memory.load_context(call.principal.tenant, a.session_id, a.limit, budget)
+    ctx = await call.app.memory.load_context(call.principal.tenant, a.session_id, a.limit, call.budget())
     return LoadContextOut(
         messages=_messages(ctx.messages), truncated=ctx.truncated, size_capped=ctx.size_capped
     )

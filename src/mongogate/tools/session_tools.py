@@ -9,7 +9,6 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from mongogate.tools.base import ID_RULES, READ_ONLY, Call, IdStr, ToolInput, ToolOutput, limit, make_tool
-from mongogate.values import ByteBudget
 
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
 
@@ -54,8 +53,7 @@ class DeleteSessionOut(ToolOutput):
 
 
 async def _list_sessions(call: Call, a: ListSessionsIn) -> ListSessionsOut:
-    budget = ByteBudget(call.app.settings.limits.max_response_bytes)
-    page = await call.app.memory.list_sessions(call.principal.tenant, a.limit, a.cursor, budget)
+    page = await call.app.memory.list_sessions(call.principal.tenant, a.limit, a.cursor, call.budget())
     return ListSessionsOut(
         sessions=[
             SessionOut(

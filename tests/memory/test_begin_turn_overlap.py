@@ -47,12 +47,22 @@ async def test_attempt_overlapped_by_a_retry_of_its_turn_is_retryable(
         except LeaseLost as e:
             seen.append(e)
 
+    leases_taken = 0
+
+    def fault(at: str) -> None:
+        nonlocal leases_taken
+        if at == "begin_turn.after_lease":
+            leases_taken += 1
+            if leases_taken == 2:  # the retry's take is acknowledged: now let the first one go on
+                resume.set()
+
     store.append = held_append  # type: ignore[method-assign]
+    store.fault = fault
     async with anyio.create_task_group() as tg:
         tg.start_soon(first)
         await paused.wait()  # the first attempt holds the lease, its user message not yet stored
-        resume.set()
         retry = await turns.begin_turn("acme", sid, "t1", "hello")  # takes the lease over
+    store.fault = None
     assert retry.lease_id and not retry.answered
     assert len(seen) == 1, seen
     text = error_text(seen[0])

@@ -1,0 +1,78 @@
+"""Plain values of long-term memory: who owns a memory, what a call returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+#: how `recall` ranks: both rankings fused (the default), or one of them alone (benchmarks)
+RecallMethod = Literal["fused", "text", "vector"]
+RememberStatus = Literal["created", "updated", "unchanged"]
+
+#: the `owner` stored on every memory of a tenant-wide scope (scope = "tenant")
+TENANT_OWNER = "*"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The invisible root above every namespace: the tenant, and the subject under scope "subject".
+
+    Stored on each memory as `tenant` and `owner` (`owner` is the subject, or `TENANT_OWNER`);
+    every query filters on both, so another scope's memory looks like one that does not exist.
+    """
+
+    tenant: str
+    owner: str = TENANT_OWNER
+
+
+@dataclass(frozen=True)
+class Remembered:
+    id: str
+    namespace: str
+    key: str | None
+    version: int
+    status: RememberStatus
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    id: str
+    namespace: str
+    key: str | None
+    text: str
+    metadata: dict[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    #: the fused (or single-method) relevance; None in listings
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    memories: list[MemoryItem]
+    #: which vector path ran: "vectorSearch" (a search index) or "scan" (exact, in mongogate)
+    vector_path: str
+    #: memories left out to keep the response under its byte cap
+    truncated: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    memories: list[MemoryItem]
+    next_cursor: str | None
+    truncated: int = 0
+
+
+@dataclass(frozen=True)
+class Version:
+    version: int
+    text: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class History:
+    id: str
+    versions: list[Version] = field(default_factory=list)

@@ -155,6 +155,7 @@ class LongTermMemory:
                 now = self.clock.now()
                 expires = None if ttl is None else now + timedelta(days=ttl)
                 found = await self.memories.find_one(ident, {"embedding": 0})
+                self.at("remember.after_read")
                 if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
                     await self._erase(scope, str(found["_id"]))  # expired: as if it were not there
                     continue

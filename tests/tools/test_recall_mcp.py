@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,18 @@ async def test_subject_scope_over_http_keeps_subjects_apart(
             theirs = await ok(bob, "remember", text="Alice's locker code is 5521.", key="locker")
             assert theirs["status"] == "created" and theirs["id"] != mine["id"]
             assert (await ok(alice, "recall", query="5521"))["memories"][0]["id"] == mine["id"]
+
+
+async def test_server_log_says_which_vector_path_ran(
+    engine_uri: str, db_name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mongogate")
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        await ok(c, "remember", text="The spare key is under the blue pot.")
+        await ok(c, "recall", query="where is the spare key?")
+    said = [r.getMessage() for r in caplog.records]
+    assert any(
+        m.startswith("long-term memory vector path: scan (memory.long_term.vector_search = auto)")
+        for m in said
+    )
+    assert any(m.startswith("recall: vector path scan") for m in said)

@@ -14,6 +14,7 @@ answers and `vector_path` says "unavailable" (the tool's notice tells the model)
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -175,3 +176,27 @@ async def by_vector_search(
 
 
 _POST = ("metadata", "expires_at")
+
+
+async def path_report(store: LongTermMemory) -> list[str]:
+    """What `mongogate check` prints, and the server logs at start: which vector path runs, why,
+    and the exact search index to create (it exists, or not)."""
+    from mongogate.recall.vectors import vector_index_definition
+
+    s = store.settings
+    exists = await has_vector_search(store.memories, s.vector_index_name)
+    path = await vector_path(store)
+    why = {
+        "scan": f"an exact scan in mongogate of up to {s.max_scan} vectors per recall "
+        "(memory.long_term.max_scan)",
+        "vectorSearch": f"$vectorSearch on the search index {s.vector_index_name!r}",
+    }[path]
+    definition = json.dumps(vector_index_definition(s, store.embedder.dimensions), sort_keys=True)
+    return [
+        f"long-term memory: scope {s.scope}, embedder {store.embedder.model} ({store.embedder.dimensions} "
+        f"dimensions), quota {s.max_per_scope} memories per scope",
+        f"long-term memory vector path: {path} (memory.long_term.vector_search = {s.vector_search}): {why}",
+        f"long-term memory vector index {s.vector_index_name!r}: {'exists' if exists else 'missing'}; "
+        "the definition to create on Atlas or MongoDB Community 8.2+ (db.memories.createSearchIndex):",
+        f"  {definition}",
+    ]

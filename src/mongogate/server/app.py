@@ -25,6 +25,7 @@ from mongogate.policy.audit import AuditLog
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.recall.embedding import make_embedder
+from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
@@ -140,6 +141,8 @@ def build_server(
             recall.fault = memory.fault
             await recall.ensure_indexes()  # and the message search index: idempotent, every start
             await ensure_search_index(memory)
+            for line in await path_report(recall):  # which vector path runs, in the server log
+                log.info("%s", line)
             rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
             audit = audit_from_settings(settings, rw_uri, instance)
             if metrics is not None:

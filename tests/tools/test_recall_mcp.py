@@ -213,3 +213,14 @@ async def test_a_failing_database_is_a_retryable_storage_error(
         )
         assert (await ok(c, "list_memories"))["memories"] == []
         assert (await ok(c, "remember", text="The gate code is 1234."))["status"] == "created"
+
+
+@pytest.mark.parametrize("query", ["-only", "---", '""', "{}", '"unbalanced'])
+async def test_search_messages_odd_queries_are_answered(
+    engine_uri: str, db_name: str, tmp_path: Path, query: str
+) -> None:
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        sid = (await ok(c, "create_session"))["session_id"]
+        await ok(c, "append", session_id=sid, turn_id="t", role="user", content="only unbalanced words")
+        found = await ok(c, "search_messages", query=query)
+        assert len(found["messages"]) <= 1

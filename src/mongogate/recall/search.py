@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from pymongo import DESCENDING
@@ -121,10 +122,24 @@ async def recall(
     return Recalled(kept, path, truncated)
 
 
+_WORD = re.compile(r"\w", re.UNICODE)
+
+
+def text_terms(query: str) -> str | None:
+    """The query as plain terms for `$search`: no phrases, no negation (a question such as "who
+    said -20 degrees?" is not `$text` syntax), None when no term is left to search for."""
+    terms = [t.replace('"', "").lstrip("-") for t in query.split()]
+    kept = [t for t in terms if _WORD.search(t)]
+    return " ".join(kept) if kept else None
+
+
 async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:
+    terms = text_terms(query)
+    if terms is None:
+        return []
     score = {"$meta": "textScore"}
     found = store.memories.find(
-        {**base, "$text": {"$search": query}}, {"score": score}, sort=[("score", score)], limit=depth
+        {**base, "$text": {"$search": terms}}, {"score": score}, sort=[("score", score)], limit=depth
     )
     rows = [(str(d["_id"]), float(d.get("score") or 0.0)) async for d in found]
     return sorted(rows, key=lambda r: (-r[1], r[0]))

@@ -304,3 +304,13 @@ async def test_forget_interrupted_before_the_history_is_finished_by_the_next_for
     assert await ltm.versions.count_documents({"memory_id": a.id}) == 1
     assert await ltm.forget(ACME, id=a.id) is False  # already gone, and now its history too
     assert await ltm.versions.count_documents({"memory_id": a.id}) == 0
+
+
+def test_scope_rule_tenant_or_subject() -> None:
+    from mongogate.errors import AuthError
+    from mongogate.recall.model import TENANT_OWNER, scope_for
+
+    assert scope_for("tenant", "acme", "alice") == Scope("acme", TENANT_OWNER)
+    assert scope_for("subject", "acme", "alice") == Scope("acme", "alice")
+    with pytest.raises(AuthError):  # would read as the tenant-wide owner
+        scope_for("subject", "acme", TENANT_OWNER)

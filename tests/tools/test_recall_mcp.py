@@ -111,6 +111,9 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("list_memories", {"cursor": "bogus"}, "[invalid_input] cursor"),
     ("list_memories", {"limit": 101}, "[invalid_input] limit"),
     ("memory_history", {"id": "0" * 32}, "[not_found] no memory"),
+    ("memory_history", {"id": "0" * 65}, "[invalid_input] id must be a memory id"),
+    ("forget", {"id": "0" * 65}, "[invalid_input] id must be a memory id"),
+    ("forget", {"namespace": "a b", "key": "k"}, "[invalid_input] namespace"),
     ("search_messages", {"query": " "}, "[invalid_input] query"),
     ("search_messages", {"query": "x", "session_id": "a:b"}, "[invalid_input] session_id"),
 ]

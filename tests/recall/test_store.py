@@ -314,3 +314,11 @@ def test_scope_rule_tenant_or_subject() -> None:
     assert scope_for("subject", "acme", "alice") == Scope("acme", "alice")
     with pytest.raises(AuthError):  # would read as the tenant-wide owner
         scope_for("subject", "acme", TENANT_OWNER)
+
+
+async def test_ensure_indexes_is_idempotent(ltm: LongTermMemory) -> None:
+    before = await ltm.memories.index_information()
+    await ltm.ensure_indexes()
+    assert await ltm.memories.index_information() == before
+    assert before["scope_namespace_key_unique"]["unique"] is True
+    assert before["scope_namespace_key_unique"]["partialFilterExpression"] == {"keyed": True}

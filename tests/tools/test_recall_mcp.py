@@ -227,3 +227,16 @@ async def test_search_messages_odd_queries_are_answered(
         await ok(c, "append", session_id=sid, turn_id="t", role="user", content="only unbalanced words")
         found = await ok(c, "search_messages", query=query)
         assert len(found["messages"]) <= 1
+
+
+async def test_forced_vector_search_without_its_index_says_what_to_do(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    settings = make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"vector_search": "atlas"}})
+    async with Client(build_server(settings)) as c:
+        await ok(c, "remember", text="The boiler was serviced in May.")
+        text = await failure(c, "recall", query="boiler")
+        assert text.startswith(
+            "[storage_error] (retryable) could not run $vectorSearch: create the search index"
+        )
+        assert "vector_search = 'scan'" in text

@@ -322,3 +322,17 @@ async def test_ensure_indexes_is_idempotent(ltm: LongTermMemory) -> None:
     assert await ltm.memories.index_information() == before
     assert before["scope_namespace_key_unique"]["unique"] is True
     assert before["scope_namespace_key_unique"]["partialFilterExpression"] == {"keyed": True}
+
+
+async def test_history_is_cut_to_the_newest_versions_within_the_byte_cap(
+    mongo: AsyncMongoClient[dict[str, object]], db_name: str, embedder: BrokenEmbedder
+) -> None:
+    ltm = LongTermMemory(mongo[db_name], LongTermSettings(max_response_bytes=4096), embedder)
+    await ltm.ensure_indexes()
+    m = None
+    for i in range(1, 7):
+        m = await ltm.remember(ACME, f"version {i} " + "y" * 1000, key="big")
+    assert m is not None and m.version == 6
+    h = await ltm.history(ACME, m.id)
+    assert 1 <= len(h.versions) < 6 and h.truncated == 6 - len(h.versions)
+    assert [v.version for v in h.versions] == list(range(7 - len(h.versions), 7))  # newest, oldest first

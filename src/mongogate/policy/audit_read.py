@@ -85,7 +85,7 @@ def read_events(
 
 def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Counts for ``mongogate audit``: rejections by reason, by tool and by tenant, plus totals."""
-    total = rejected = queries = 0
+    total = rejected = queries = storage_errors = 0
     by_reason: Counter[str] = Counter()
     by_tool: Counter[str] = Counter()
     by_tenant: Counter[str] = Counter()
@@ -98,9 +98,12 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
             by_tenant[str(e.get("tenant"))] += 1
         elif e.get("event") == "query":
             queries += 1
+        elif e.get("event") == "storage_error":  # the database failed an allowed call: not a rejection
+            storage_errors += 1
     return {
         "events": total,
         "rejected": rejected,
+        "storage_errors": storage_errors,
         "queries": queries,
         "by_reason": dict(by_reason.most_common()),
         "by_tool": dict(by_tool.most_common()),

@@ -21,6 +21,7 @@ from mongogate.logs import default_instance_id
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
+from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.server.audit_calls import QueryCallAudit
@@ -151,7 +152,10 @@ def build_server(
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
-        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
+        middleware=[
+            ObserveCalls(metrics, all_tools),
+            QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
+        ],
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=tools,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -29,11 +29,21 @@ _CODE = re.compile(r"\[([a-z_]{1,40})\]")
 _ARGUMENT = re.compile(r"\[invalid_input\] argument '?([^\s']{1,300})")  # tools/bounds.py names the node
 
 
-class QueryCallAudit:
-    """ServerMiddleware: audit a refused query-tool call that no check audited."""
+#: failures that are not a refusal of what the model sent: their own event type, counted apart
+NOT_REFUSALS = frozenset({"storage_error"})
 
-    def __init__(self, query_tools: frozenset[str]) -> None:
-        self.query_tools = query_tools
+
+class QueryCallAudit:
+    """ServerMiddleware: audit a refused query-tool call that no check audited.
+
+    ``allowed``: each tool's allowed ``$`` names (policy/audit_forbidden.py), so that the event
+    lists every other one in the arguments, whichever check refused the call."""
+
+    def __init__(
+        self, query_tools: Collection[str], allowed: Mapping[str, frozenset[str]] | None = None
+    ) -> None:
+        self.query_tools = frozenset(query_tools)
+        self.allowed = dict(allowed or {})
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
@@ -85,16 +95,31 @@ class QueryCallAudit:
             tenant, subject = principal.tenant, principal.subject
         except MongogateError:
             pass  # unauthenticated: still audited, without a tenant
+        request_id = ids.request_id if (ids := current_request()) is not None else None
+        root = "" if isinstance(arguments, Mapping) else "arguments"
         # On file before the client hears of the refusal (the writer thread; the loop never blocks).
-        app.audit.filter_rejected(
-            tool=tool,
-            tenant=tenant,
-            principal=subject,
-            reason=reason,
-            path=path,
-            filter=arguments,
-            request_id=ids.request_id if (ids := current_request()) is not None else None,
-        )
+        if reason in NOT_REFUSALS:
+            app.audit.call_failed(
+                tool=tool,
+                tenant=tenant,
+                principal=subject,
+                reason=reason,
+                filter=arguments,
+                request_id=request_id,
+                root=root,
+            )
+        else:
+            app.audit.filter_rejected(
+                tool=tool,
+                tenant=tenant,
+                principal=subject,
+                reason=reason,
+                path=path,
+                filter=arguments,
+                request_id=request_id,
+                allowed=self.allowed.get(tool),
+                root=root,
+            )
         await app.audit.synced()
 
 

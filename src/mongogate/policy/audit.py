@@ -119,6 +119,12 @@ class AuditLog(BoundedCopy):
         holder.append(cls(path, sink=sink, mongo=mongo, **kwargs))
         return holder[0]
 
+    def check(self) -> None:
+        """At start-up: refuse (ConfigError) an audit file or directory other users could redirect
+        or have planted (mongogate/safefs.py); later writes go where this check looked."""
+        if self._to_file or self.mongo is not None:  # the file is also the MongoDB sink's fallback
+            self._writer.check()
+
     @property
     def fallbacks(self) -> int:
         """Events the MongoDB sink could not take, written to the file instead."""

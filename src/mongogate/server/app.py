@@ -24,6 +24,7 @@ from mongogate.policy.audit import AuditLog
 from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
+from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
@@ -104,6 +105,8 @@ def build_server(
     else:
         stdio_principal = principal_for_stdio(settings.auth, env, grant_scopes=scopes)
 
+    # Before anything is served: an audit file or directory other users could redirect (safefs.py)
+    check_private_file(settings.audit_path, what="audit.path")
     instance = settings.server.instance_id or default_instance_id()
     all_tools = frozenset(t.name for t in tools)
     metrics = (

@@ -39,6 +39,7 @@ INDEXES: tuple[tuple[str, list[tuple[str, int]]], ...] = (
     ("tool_ts", [("tool", ASCENDING), ("ts", DESCENDING)]),
     ("reason_ts", [("reason", ASCENDING), ("ts", DESCENDING)]),
     ("instance_ts", [("instance", ASCENDING), ("ts", DESCENDING)]),
+    ("principal_ts", [("principal", ASCENDING), ("ts", DESCENDING)]),
 )
 
 
@@ -86,16 +87,30 @@ def ensure_indexes(coll: Collection[Any], retention_days: int | None) -> None:
 def query_for(
     *,
     since: datetime | None = None,
+    until: datetime | None = None,
     tenant: str | None = None,
+    principal: str | None = None,
     tool: str | None = None,
     reason: str | None = None,
     event: str | None = None,
     instance: str | None = None,
 ) -> dict[str, Any]:
-    wanted = {"tenant": tenant, "tool": tool, "reason": reason, "event": event, "instance": instance}
+    wanted = {
+        "tenant": tenant,
+        "principal": principal,
+        "tool": tool,
+        "reason": reason,
+        "event": event,
+        "instance": instance,
+    }
     q: dict[str, Any] = {k: v for k, v in wanted.items() if v is not None}
+    window: dict[str, Any] = {}
     if since is not None:
-        q["ts"] = {"$gte": since if since.tzinfo else since.replace(tzinfo=UTC)}
+        window["$gte"] = _aware(since)
+    if until is not None:
+        window["$lt"] = _aware(until)
+    if window:
+        q["ts"] = window
     return q
 
 

@@ -25,10 +25,10 @@ EVENTS: list[tuple[str, str, str, str, str, str]] = [
     # ts, event, tenant, principal, reason, path
     ("2026-01-01T10:00:00.000Z", "filter_rejected", "acme", "alice", "operator_not_allowed", "filter.$where"),
     ("2026-01-02T10:00:00.000Z", "filter_rejected", "acme", "bob", "operator_not_allowed", "filter.$where"),
-    ("2026-01-02T11:00:00.000Z", "filter_rejected", "acme", "alice", "operator_not_allowed", "filter.a.$expr"),
+    ("2026-01-02T11:00:00.000Z", "filter_rejected", "acme", "alice", "operator_not_allowed", "filter.$expr"),
     ("2026-01-03T10:00:00.000Z", "filter_rejected", "globex", "carol", "field_not_allowed", "filter.secret"),
     ("2026-01-03T12:00:00.000Z", "storage_error", "acme", "alice", "storage_error", "arguments"),
-    ("2026-01-04T10:00:00.000Z", "filter_rejected", "acme", "=HYPERLINK(\"x\")", "too_deep", "filter\x1b[2J"),
+    ("2026-01-04T10:00:00.000Z", "filter_rejected", "acme", '=HYPERLINK("x")', "too_deep", "filter\x1b[2J"),
 ]
 
 
@@ -87,7 +87,7 @@ def test_summary_is_tenant_by_reason_with_first_last_and_paths(
         "count": 3,
         "first": "2026-01-01T10:00:00.000Z",
         "last": "2026-01-02T11:00:00.000Z",
-        "paths": [{"path": "filter.$where", "count": 2}, {"path": "filter.a.$expr", "count": 1}],
+        "paths": [{"path": "filter.$where", "count": 2}, {"path": "filter.$expr", "count": 1}],
     }
     assert {(r["tenant"], r["reason"]): r["count"] for r in rows[1:]} == {
         ("acme", "storage_error"): 1,
@@ -99,7 +99,7 @@ def test_summary_is_tenant_by_reason_with_first_last_and_paths(
     header, first = out.splitlines()[:2]
     assert header.split() == ["tenant", "event", "reason", "count", "first", "last", "paths"]
     assert first.split()[:4] == ["acme", "filter_rejected", "operator_not_allowed", "3"]
-    assert "filter.$where (2), filter.a.$expr (1)" in first
+    assert "filter.$where (2), filter.$expr (1)" in first
     assert "5 rejected filter(s), 1 storage error(s), 0 query event(s)" in out
 
 
@@ -108,7 +108,7 @@ def test_csv_is_safe_to_open_in_a_spreadsheet(trail: Path, capsys: pytest.Captur
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == len(EVENTS) and rows[0]["forbidden"] == "$where"
     hostile = rows[-1]
-    assert hostile["principal"] == "'=HYPERLINK(\"x\")"  # not a formula
+    assert hostile["principal"] == '\'=HYPERLINK("x")'  # not a formula
     assert "\x1b" not in out and hostile["path"] == "filter\\u001b[2J"
 
 
@@ -146,7 +146,9 @@ def test_a_table_on_a_terminal_jsonl_elsewhere(trail: Path) -> None:
         "ts", "event", "tenant", "principal", "tool", "reason", "path", "forbidden", "request_id"
     ]  # fmt: skip
     assert "globex" in text.splitlines()[1] and "1 rejected filter(s)" in text
-    r = subprocess.run([*EXE, "audit", "--path", str(trail)], env=env, cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [*EXE, "audit", "--path", str(trail)], env=env, cwd=ROOT, capture_output=True, text=True
+    )
     assert json.loads(r.stdout.splitlines()[-1])["summary"]["events"] == len(EVENTS)
 
 
@@ -177,7 +179,8 @@ def test_reading_the_collection_while_the_sink_is_the_file_says_so(
 def test_token_with_a_subject_through_the_command_line(tmp_path: Path) -> None:
     cfg = tmp_path / "mongogate.toml"
     cfg.write_text(
-        f'[auth]\nmode = "jwt"\njwt_secret = "{DEV_SECRET}"\nissuer = "mongogate-dev"\naudience = "mongogate"\n'
+        f'[auth]\nmode = "jwt"\njwt_secret = "{DEV_SECRET}"\n'
+        'issuer = "mongogate-dev"\naudience = "mongogate"\n'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
     r = subprocess.run(

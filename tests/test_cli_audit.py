@@ -146,10 +146,10 @@ def test_a_table_on_a_terminal_jsonl_elsewhere(trail: Path) -> None:
         "ts", "event", "tenant", "principal", "tool", "reason", "path", "forbidden", "request_id"
     ]  # fmt: skip
     assert "globex" in text.splitlines()[1] and "1 rejected filter(s)" in text
-    r = subprocess.run(
+    piped = subprocess.run(
         [*EXE, "audit", "--path", str(trail)], env=env, cwd=ROOT, capture_output=True, text=True
     )
-    assert json.loads(r.stdout.splitlines()[-1])["summary"]["events"] == len(EVENTS)
+    assert json.loads(piped.stdout.splitlines()[-1])["summary"]["events"] == len(EVENTS)
 
 
 def test_zero_results_name_the_filter_that_matched_nothing(

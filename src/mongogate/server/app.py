@@ -31,6 +31,7 @@ from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.surface import UnknownTools, offer_tools_only
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
@@ -157,6 +158,7 @@ def build_server(
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
         middleware=[
             ObserveCalls(metrics, all_tools),
+            UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
             QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
         ],
         version=__version__,
@@ -167,6 +169,7 @@ def build_server(
         auth=sdk_auth,
         log_level=settings.server.log_level,
     )
+    offer_tools_only(server)  # no prompts or resources advertised with nothing behind them
     if challenge is not None:
         server.install_challenge(challenge)
     if metrics is not None:

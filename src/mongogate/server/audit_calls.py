@@ -134,7 +134,15 @@ def _reason(result: HandlerResult) -> tuple[str, str]:
     content = result.get("content") if isinstance(result, Mapping) else getattr(result, "content", None)
     for item in content or []:
         text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-        if isinstance(text, str) and (m := _CODE.search(text[:200])):
-            arg = _ARGUMENT.search(text[:400])
-            return m.group(1), arg.group(1) if arg else "arguments"
+        if isinstance(text, str) and (found := refusal_of(text)) is not None:
+            return found
     return "tool_error", "arguments"
+
+
+def refusal_of(text: str) -> tuple[str, str] | None:
+    """(code, argument) of a tool error's text, as its audit event records them (None: no code)."""
+    m = _CODE.search(text[:200])
+    if m is None:
+        return None
+    arg = _ARGUMENT.search(text[:400])
+    return m.group(1), arg.group(1) if arg else "arguments"

@@ -6,16 +6,20 @@ rename what is in it and plant a symlink or a file in its place. So a directory 
 from ``/`` one component at a time (``O_NOFOLLOW``, each opened relative to the one before);
 each must belong to root or to us, and may be writable by other users only if it is sticky
 (``/tmp``: others cannot rename or remove what is ours), except the directory that holds our
-files, which nobody else may write at all. A symlink on the way is followed only when root or
-we own it (its directory was checked first, so nobody else could have put it there). The
-caller keeps the directory's descriptor and opens files relative to it: a directory renamed or
-re-pointed after the check is never followed, the check holds at the moment of use.
+files, which nobody else may write at all. A group-write bit counts only when the group holds
+someone else (a user-private group, as umask 002 systems make, does not). A symlink on the
+way is followed only when root or we own it (its directory was checked first, so nobody else
+could have put it there). The caller keeps the directory's descriptor and opens files
+relative to it: a directory renamed or re-pointed after the check is never followed, the
+check holds at the moment of use.
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -29,6 +33,17 @@ def _trusted(uid: int) -> bool:
     return uid in (0, os.getuid())
 
 
+def _private_group(gid: int) -> bool:
+    """A user-private group (named like us, our primary group, no other members): its write bit
+    lets nobody else in (umask 002 makes every directory group-writable on such systems)."""
+    try:
+        group = grp.getgrgid(gid)
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return False
+    return gid == os.getgid() and group.gr_name == me and set(group.gr_mem) <= {me}
+
+
 def _check_dir(fd: int, shown: str, *, holds_files: bool, what: str) -> None:
     st = os.fstat(fd)
     if not _trusted(st.st_uid):
@@ -36,7 +51,7 @@ def _check_dir(fd: int, shown: str, *, holds_files: bool, what: str) -> None:
             f"{what}: {shown} belongs to another user (uid {st.st_uid}), who could replace what mongogate "
             "writes under it; use a directory owned by you (or root)"
         )
-    others_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    others_write = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid))
     if others_write and (holds_files or not st.st_mode & stat.S_ISVTX):
         raise ConfigError(
             f"{what}: {shown} is writable by other users (mode {stat.S_IMODE(st.st_mode):o}), who could "

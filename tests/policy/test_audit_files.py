@@ -78,14 +78,34 @@ def test_a_planted_symlink_is_not_followed(tmp_path: Path) -> None:
         _log(d / "audit.jsonl").check()
 
 
-@pytest.mark.parametrize("mode", [0o777, 0o775, 0o1777])
-def test_a_directory_other_users_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+@pytest.mark.parametrize(
+    ("mode", "group"),
+    [(0o777, None), (0o1777, None), pytest.param(0o775, NOBODY, marks=needs_root, id="group-of-others")],
+)
+def test_a_directory_other_users_can_write_is_refused(tmp_path: Path, mode: int, group: int | None) -> None:
     """The directory holding the audit file: not writable by anyone else, sticky or not."""
     d = tmp_path / "open"
     d.mkdir()
     d.chmod(mode)
+    if group is not None:
+        os.chown(d, -1, group)
     with pytest.raises(ConfigError, match=r"audit.path: .*open is writable by other users"):
         _log(d / "audit.jsonl").check()
+
+
+def test_a_user_private_group_may_write(tmp_path: Path) -> None:
+    """umask 002 systems make directories 0775 with the user's own group: nobody else is in it."""
+    import grp
+    import pwd
+
+    me = pwd.getpwuid(os.getuid()).pw_name
+    group = grp.getgrgid(os.getgid())
+    if group.gr_name != me or set(group.gr_mem) - {me}:
+        pytest.skip("the primary group is not a user-private group here")
+    d = tmp_path / "mine"
+    d.mkdir()
+    d.chmod(0o775)
+    _log(d / "audit.jsonl").check()
 
 
 def test_a_parent_other_users_can_write_is_refused_unless_sticky(tmp_path: Path) -> None:

@@ -11,22 +11,13 @@ import pytest
 from mcp import Client
 
 from mongogate.policy.audit import AuditLog, read_events, summarize
-from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
 from tests.policy.test_aggregate_mcp import server_for
+from tests.server.test_audit_calls import WIDE
 
 pytestmark = pytest.mark.anyio
-
-WIDE = QueryToolSpec(
-    name="find_wide",
-    description="Many fields.",
-    collection="wide",
-    tenant_field="tenant",
-    projection=["f0"],
-    fields={f"f{i}": "string" for i in range(60)},
-)
 
 
 def _names(event: dict[str, Any]) -> dict[str, tuple[str, int]]:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, NotRequired, TextIO, TypedDict, Unpack
 
 from mongogate.policy.audit_copy import MAX_PATH, MAX_VALUES, OFFENDING_VALUES, BoundedCopy, clip, resolve
 from mongogate.policy.audit_forbidden import EVERYTHING_CHECKABLE, find_forbidden
@@ -57,6 +57,20 @@ def rpc_id() -> str | None:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Rejection(TypedDict):
+    """What a refused call's event is made of (``allowed``, ``root``: see ``find_forbidden``)."""
+
+    tool: str
+    tenant: str | None
+    principal: str | None
+    reason: str
+    path: str
+    filter: object
+    request_id: str | None
+    allowed: NotRequired[Collection[str] | None]
+    root: NotRequired[str]
 
 
 class AuditLog(BoundedCopy):
@@ -163,96 +177,43 @@ class AuditLog(BoundedCopy):
                 )
         self._writer.close()
 
-    def filter_rejected(
-        self,
-        *,
-        tool: str,
-        tenant: str | None,
-        principal: str | None,
-        reason: str,
-        path: str,
-        filter: object,
-        request_id: str | None,
-        allowed: Collection[str] | None = None,
-        root: str = "filter",
-    ) -> dict[str, Any]:
+    def filter_rejected(self, **fields: Unpack[Rejection]) -> dict[str, Any]:
         """One event per refused call. Whatever is trimmed from the logged filter, the offending
         node itself is kept (path, operator, bounded value), ``trimmed`` says what was cut, and
         ``forbidden`` lists every ``$`` name the tool never allows (``allowed``: its spec's
         names; by default everything a spec could allow) found anywhere in ``filter``."""
         _note_event()
-        return self.write(
-            self.rejection_event(
-                tool=tool,
-                tenant=tenant,
-                principal=principal,
-                reason=reason,
-                path=path,
-                filter=filter,
-                request_id=request_id,
-                allowed=allowed,
-                root=root,
-            )
-        )
+        return self.write(self.rejection_event(**fields))
 
     def rejection_event(
-        self,
-        *,
-        tool: str,
-        tenant: str | None,
-        principal: str | None,
-        reason: str,
-        path: str,
-        filter: object,
-        request_id: str | None,
-        allowed: Collection[str] | None = None,
-        root: str = "filter",
-        event: str = "filter_rejected",
+        self, *, event: str = "filter_rejected", **fields: Unpack[Rejection]
     ) -> dict[str, Any]:
         """The event ``filter_rejected`` writes, built and not written (``mongogate try`` shows it)."""
+        filter, path, allowed = fields["filter"], str(fields["path"]), fields.get("allowed")
         copied, trimmed = self._bounded(filter, MAX_VALUES)
+        root = fields.get("root", "filter")
         found = find_forbidden(filter, EVERYTHING_CHECKABLE if allowed is None else allowed, root=root)
         return {
             "event": event,
             "ts": now_iso(),
-            "tool": tool,
-            "tenant": tenant,
-            "principal": principal,
-            "reason": reason,
-            "path": clip(str(path), MAX_PATH),
-            "offending": self.offending(filter, str(path)),
+            "tool": fields["tool"],
+            "tenant": fields["tenant"],
+            "principal": fields["principal"],
+            "reason": fields["reason"],
+            "path": clip(path, MAX_PATH),
+            "offending": self.offending(filter, path),
             **found.as_fields(),
             "filter": copied,
             "trimmed": trimmed,
-            "request_id": request_id,
+            "request_id": fields["request_id"],
             "rpc_id": rpc_id(),
         }
 
-    def call_failed(
-        self,
-        *,
-        tool: str,
-        tenant: str | None,
-        principal: str | None,
-        reason: str,
-        filter: object,
-        request_id: str | None,
-        root: str = "",
-    ) -> dict[str, Any]:
+    def call_failed(self, **fields: Unpack[Rejection]) -> dict[str, Any]:
         """A call the database failed (``storage_error``): its own event type, never counted as a
         rejected filter (the filter was allowed). It still lists forbidden names, should there be any."""
         _note_event()
-        event = self.rejection_event(
-            tool=tool,
-            tenant=tenant,
-            principal=principal,
-            reason=reason,
-            path="arguments",
-            filter=filter,
-            request_id=request_id,
-            root=root,
-            event="storage_error",
-        )
+        event = self.rejection_event(event="storage_error", **fields)
         del event["offending"]
         return self.write(event)
 

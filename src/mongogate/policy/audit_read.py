@@ -27,28 +27,24 @@ def parse_ts(value: object) -> datetime | None:
     return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts
 
 
+#: the filters that pick events by one field's value (``since``/``until`` are the time window)
+FIELD_FILTERS = ("tenant", "principal", "tool", "reason", "event", "instance")
+
+
+def field_filters(fields: dict[str, str | None]) -> dict[str, str]:
+    """The field filters that are set; an unknown name is a programming error."""
+    unknown = sorted(set(fields) - set(FIELD_FILTERS))
+    if unknown:
+        raise TypeError(f"unknown audit filter(s) {unknown}; known: {', '.join(FIELD_FILTERS)}")
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def matcher(
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    tenant: str | None = None,
-    principal: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-    instance: str | None = None,
+    *, since: datetime | None = None, until: datetime | None = None, **fields: str | None
 ) -> Callable[[dict[str, Any]], bool]:
     """A predicate for the CLI's filters (``since`` <= ts < ``until``; naive means UTC)."""
     since, until = _aware(since), _aware(until)
-    wanted = {
-        "tenant": tenant,
-        "principal": principal,
-        "tool": tool,
-        "reason": reason,
-        "event": event,
-        "instance": instance,
-    }
-    checks = [(k, v) for k, v in wanted.items() if v is not None]
+    checks = list(field_filters(fields).items())
 
     def match(e: dict[str, Any]) -> bool:
         if any(e.get(k) != v for k, v in checks):

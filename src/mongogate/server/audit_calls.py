@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from mongogate.errors import MongogateError
-from mongogate.policy.audit import count_events
+from mongogate.policy.audit import Rejection, count_events
 from mongogate.requests import current as current_request
 from mongogate.requests import serving
 from mongogate.tools.state import AppState
@@ -98,28 +98,21 @@ class QueryCallAudit:
         request_id = ids.request_id if (ids := current_request()) is not None else None
         root = "" if isinstance(arguments, Mapping) else "arguments"
         # On file before the client hears of the refusal (the writer thread; the loop never blocks).
+        fields: Rejection = {
+            "tool": tool,
+            "tenant": tenant,
+            "principal": subject,
+            "reason": reason,
+            "path": path,
+            "filter": arguments,
+            "request_id": request_id,
+            "root": root,
+        }
         if reason in NOT_REFUSALS:
-            app.audit.call_failed(
-                tool=tool,
-                tenant=tenant,
-                principal=subject,
-                reason=reason,
-                filter=arguments,
-                request_id=request_id,
-                root=root,
-            )
+            app.audit.call_failed(**fields)
         else:
-            app.audit.filter_rejected(
-                tool=tool,
-                tenant=tenant,
-                principal=subject,
-                reason=reason,
-                path=path,
-                filter=arguments,
-                request_id=request_id,
-                allowed=self.allowed.get(tool),
-                root=root,
-            )
+            fields["allowed"] = self.allowed.get(tool)
+            app.audit.filter_rejected(**fields)
         await app.audit.synced()
 
 

@@ -32,9 +32,8 @@ RUN = {
     ".venv/bin/mongogate audit --config examples/mongogate.toml": '"rejected": 0',  # jsonl off a terminal
     "mongogate audit": '"summary"',
     ".venv/bin/mongogate token --tenant acme --sub alice": "eyJ",
-    ".venv/bin/mongogate try find_orders --demo --tenant acme --args '{\"filter\": {\"status\": \"paid\"}}'": (
-        "allowed; the database receives:"
-    ),
+    ".venv/bin/mongogate try find_orders --demo --tenant acme "
+    "--args '{\"filter\": {\"status\": \"paid\"}}'": "allowed; the database receives:",
 }
 #: commands that serve, build or take minutes, and the test (or person) that runs them
 COVERED = {

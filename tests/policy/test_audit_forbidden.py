@@ -91,6 +91,14 @@ async def test_where_in_a_later_pipeline_stage_is_listed(
     }
 
 
+async def test_a_forbidden_name_in_another_argument_is_listed(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    args = {"filter": {"nosuch": 1}, "sort": {"$where": 1}}
+    event, _ = await _refused(engine_uri, db_name, tmp_path, "find_wide", args)
+    assert event["filter"] == {"nosuch": 1} and _names(event) == {"$where": ("sort.$where", 1)}
+
+
 async def test_a_bounds_refusal_lists_what_it_never_looked_at(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:

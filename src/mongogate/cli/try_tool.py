@@ -152,7 +152,8 @@ def rejection(
         path=path,
         filter=raw.get("filter", raw) if logged_filter else raw,
         allowed=allowed_names(spec),
-        root="filter" if logged_filter else "",
+        scan=raw,
+        root="",
         **common,
     )
     return event

@@ -70,6 +70,8 @@ class Rejection(TypedDict):
     filter: object
     request_id: str | None
     allowed: NotRequired[Collection[str] | None]
+    #: what the forbidden-name scan reads (default: ``filter``), and its name in paths
+    scan: NotRequired[object]
     root: NotRequired[str]
 
 
@@ -191,8 +193,8 @@ class AuditLog(BoundedCopy):
         """The event ``filter_rejected`` writes, built and not written (``mongogate try`` shows it)."""
         filter, path, allowed = fields["filter"], str(fields["path"]), fields.get("allowed")
         copied, trimmed = self._bounded(filter, MAX_VALUES)
-        root = fields.get("root", "filter")
-        found = find_forbidden(filter, EVERYTHING_CHECKABLE if allowed is None else allowed, root=root)
+        scan, root = fields.get("scan", filter), fields.get("root", "filter")
+        found = find_forbidden(scan, EVERYTHING_CHECKABLE if allowed is None else allowed, root=root)
         return {
             "event": event,
             "ts": now_iso(),

@@ -78,7 +78,8 @@ def _handler(
                     filter=raw.get("filter", raw) if logged_filter else raw,
                     request_id=call.request_id,
                     allowed=allowed,
-                    root="filter" if logged_filter else "",
+                    scan=raw,  # every argument: a `$where` in `sort` is listed too
+                    root="",
                 )
                 await audit.synced()  # on file before the model hears of it; the loop keeps running
             raise

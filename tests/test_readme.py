@@ -33,7 +33,7 @@ RUN = {
     "mongogate audit": '"summary"',
     ".venv/bin/mongogate token --tenant acme --sub alice": "eyJ",
     ".venv/bin/mongogate try find_orders --demo --tenant acme "
-    "--args '{\"filter\": {\"status\": \"paid\"}}'": "allowed; the database receives:",
+    '--args \'{"filter": {"status": "paid"}}\'': "allowed; the database receives:",
 }
 #: commands that serve, build or take minutes, and the test (or person) that runs them
 COVERED = {

@@ -109,6 +109,9 @@ def open_dir(path: Path, *, what: str, create: bool = True, holds_files: bool = 
             os.close(fd)
             fd = nfd
             _check_dir(fd, str(shown), holds_files=holds_files and not parts, what=what)
+    except OSError as e:  # permission denied, a read-only file system, ...: one line, not a traceback
+        os.close(fd)
+        raise ConfigError(f"{what}: cannot use {path}: {e.strerror or e}") from e
     except BaseException:
         os.close(fd)
         raise

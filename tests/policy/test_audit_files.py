@@ -178,3 +178,17 @@ def test_serve_refuses_an_audit_directory_others_can_write(tmp_path: Path) -> No
     assert r.stderr.startswith("mongogate: audit.path: ") and "writable by other users" in r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert not (shared / "audit.jsonl").exists()
+
+
+def test_a_directory_that_cannot_be_created_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"audit.path: .*file is not a directory"):
+        _log(tmp_path / "file" / "audit.jsonl").check()
+    if os.getuid() != 0:  # root may write anywhere
+        ro = _private_dir(tmp_path / "ro")
+        ro.chmod(0o500)
+        try:
+            with pytest.raises(ConfigError, match=r"audit.path: cannot use .*: Permission denied"):
+                _log(ro / "sub" / "audit.jsonl").check()
+        finally:
+            ro.chmod(0o700)

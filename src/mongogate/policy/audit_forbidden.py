@@ -14,6 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from mongogate.policy.aggregate_exprs import FORBIDDEN_EXPRESSIONS, FORBIDDEN_STAGES
 from mongogate.policy.paths import key_path, seg
 from mongogate.specs import SUPPORTED_ACCUMULATORS, SUPPORTED_OPERATORS, SUPPORTED_STAGES, QueryToolSpec
 
@@ -29,6 +30,26 @@ _EXPRESSIONS = frozenset({"$dateTrunc"})
 EVERYTHING_CHECKABLE: frozenset[str] = frozenset(
     {*SUPPORTED_OPERATORS, *SUPPORTED_STAGES, *SUPPORTED_ACCUMULATORS, *_EXPRESSIONS}
 )
+
+#: names MongoDB runs (query and expression operators, stages, accumulators): listed before any
+#: made-up name, so 32 junk keys in front cannot push a ``$where`` out of the bounded list
+MONGODB_NAMES: frozenset[str] = frozenset(
+    {*FORBIDDEN_STAGES, *FORBIDDEN_EXPRESSIONS}
+    | {
+        "$all", "$elemMatch", "$size", "$type", "$regex", "$options", "$not", "$mod", "$text", "$search",
+        "$jsonSchema", "$geoWithin", "$geoIntersects", "$near", "$nearSphere", "$bitsAllSet",
+        "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear", "$comment", "$meta", "$slice", "$natural",
+        "$add", "$subtract", "$multiply", "$divide", "$concat", "$substr", "$substrCP", "$toString",
+        "$toObjectId", "$convert", "$cond", "$ifNull", "$switch", "$arrayElemAt", "$objectToArray",
+        "$arrayToObject", "$mergeObjects", "$getField", "$setField", "$unsetField", "$rand",
+        "$sampleRate", "$toLower", "$toUpper", "$split", "$strLenCP", "$regexMatch", "$regexFind",
+        "$regexFindAll", "$dateToString", "$dateFromString", "$dateAdd", "$dateDiff", "$push",
+        "$addToSet", "$stdDevPop", "$stdDevSamp", "$top", "$bottom", "$topN", "$bottomN", "$firstN",
+        "$lastN", "$maxN", "$minN", "$median", "$percentile", "$bucket", "$bucketAuto", "$out",
+        "$listSearchIndexes", "$internalInhibitOptimization", "$queryStats", "$shardedDataDistribution",
+    }
+    | EVERYTHING_CHECKABLE
+)  # fmt: skip
 
 
 def allowed_names(spec: QueryToolSpec) -> frozenset[str]:
@@ -103,6 +124,8 @@ def find_forbidden(
                         hit.count += 1
                     elif k not in seen_names:
                         seen_names.add(k)
+                        if len(by_name) >= max_names and k in MONGODB_NAMES:
+                            _evict_made_up(by_name, out)  # a real operator outranks a made-up name
                         if len(by_name) < max_names:
                             by_name[k] = found = _Found(seg(k), _render(root, here))
                             out.names.append(found)
@@ -113,6 +136,15 @@ def find_forbidden(
         elif isinstance(node, list | tuple):
             stack.extend((v, (loc, i)) for i, v in reversed(list(enumerate(node))))
     return out
+
+
+def _evict_made_up(by_name: dict[str, _Found], out: Forbidden) -> None:
+    """Drop the newest listed name MongoDB does not know (counted in ``cut``), if there is one."""
+    for name in reversed(list(by_name)):
+        if name not in MONGODB_NAMES:
+            out.names.remove(by_name.pop(name))
+            out.cut += 1
+            return
 
 
 #: a place in the argument: (parent place, key or index); None is the argument itself

@@ -22,17 +22,20 @@ from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
+from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
+from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.surface import UnknownTools, offer_tools_only
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
@@ -109,6 +112,8 @@ def build_server(
     else:
         stdio_principal = principal_for_stdio(settings.auth, env, grant_scopes=scopes)
 
+    # Before anything is served: an audit file or directory other users could redirect (safefs.py)
+    check_private_file(settings.audit_path, what="audit.path")
     instance = settings.server.instance_id or default_instance_id()
     all_tools = frozenset(t.name for t in tools)
     metrics = (
@@ -172,7 +177,11 @@ def build_server(
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
-        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
+        middleware=[
+            ObserveCalls(metrics, all_tools),
+            UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
+            QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
+        ],
         version=__version__,
         instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
@@ -181,6 +190,7 @@ def build_server(
         auth=sdk_auth,
         log_level=settings.server.log_level,
     )
+    offer_tools_only(server)  # no prompts or resources advertised with nothing behind them
     if challenge is not None:
         server.install_challenge(challenge)
     if metrics is not None:

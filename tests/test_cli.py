@@ -265,11 +265,12 @@ def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_pat
         )
     r = run(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h"], env)
     assert r.returncode == 0, r.stderr
-    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in r.stdout.splitlines() if line.startswith('{"event"')]  # JSON Lines
     assert len(lines) == 2 and all('"tenant": "acme"' in line for line in lines)
+    r = run(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h", "--format", "table"], env)
     assert "2 rejected filter(s)" in r.stdout
     assert "by reason: operator_not_allowed 1, field_not_allowed 1" in r.stdout
-    r = run(["audit", "--path", str(path), "--reason", "too_deep"], env)
+    r = run(["audit", "--path", str(path), "--reason", "too_deep", "--format", "table"], env)
     assert "1 rejected filter(s)" in r.stdout and "by tool: find_orders 1" in r.stdout
 
 

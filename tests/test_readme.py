@@ -29,8 +29,11 @@ STARTS = ("make", "mongogate ", ".venv/bin/", "python", "uvx ", "MONGODB_URI=", 
 RUN = {
     "mongogate --version": "mongogate ",
     ".venv/bin/mongogate token --tenant globex --ttl 1h": "eyJ",
-    ".venv/bin/mongogate audit --config examples/mongogate.toml": "0 rejected filter(s)",
-    "mongogate audit": "rejected filter(s)",
+    ".venv/bin/mongogate audit --config examples/mongogate.toml": '"rejected": 0',  # jsonl off a terminal
+    "mongogate audit": '"summary"',
+    ".venv/bin/mongogate token --tenant acme --sub alice": "eyJ",
+    ".venv/bin/mongogate try find_orders --demo --tenant acme "
+    '--args \'{"filter": {"status": "paid"}}\'': "allowed; the database receives:",
 }
 #: commands that serve, build or take minutes, and the test (or person) that runs them
 COVERED = {

@@ -205,6 +205,46 @@ class AuthSettings(Section):
         return self
 
 
+class EmbeddingSettings(Section):
+    """`[memory.embedding]`: which model turns memory text into vectors (long-term memory)."""
+
+    #: "local": the wordllama model shipped inside its wheel (offline, no key); "openai": an
+    #: OpenAI-compatible embeddings endpoint (hosted APIs, Ollama, vLLM)
+    provider: Literal["local", "openai"] = "local"
+    #: the endpoint's base URL for provider "openai" (".../v1"; `/embeddings` is appended)
+    url: str | None = None
+    #: the model name sent to the endpoint (provider "openai")
+    model: str | None = None
+    #: the vector size the model returns (provider "openai"; checked on every answer)
+    dimensions: int | None = Field(default=None, ge=1, le=8192)
+    #: the NAME of the environment variable that holds the API key (never the key itself)
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    #: texts per embeddings request
+    batch_size: int = Field(default=64, ge=1, le=2048)
+
+
+class LongTermSettings(Section):
+    """`[memory.long_term]`: memories that outlive a session (remember / recall / forget)."""
+
+    #: "tenant": every principal of a tenant shares its memories; "subject": each subject its own
+    scope: Literal["tenant", "subject"] = "tenant"
+    #: memories one scope may hold; a `remember` past it is refused, nothing written
+    max_per_scope: int = Field(default=10_000, ge=1, le=10_000_000)
+    max_text_bytes: int = Field(default=8 * 1024, ge=16, le=1024 * 1024)
+    max_query_chars: int = Field(default=2000, ge=16, le=100_000)
+    default_recall_limit: int = Field(default=5, ge=1)
+    max_recall_limit: int = Field(default=50, ge=1, le=1000)
+    #: bytes of a recall / list_memories response before it is cut (`truncated`)
+    max_response_bytes: int = Field(default=256 * 1024, ge=1024)
+    #: "auto": $vectorSearch where the deployment has it, else an exact scan in mongogate
+    vector_search: Literal["auto", "atlas", "scan"] = "auto"
+    vector_index_name: str = Field(default="mongogate_memory_vectors", min_length=1, max_length=64)
+    #: the most vectors the exact scan reads for one recall (a scope larger than this: the newest)
+    max_scan: int = Field(default=20_000, ge=100, le=1_000_000)
+    max_ttl_days: int = Field(default=36_500, ge=1, le=36_500)
+
+
 class MemorySettings(Section):
     max_message_bytes: int = Field(default=256 * 1024, ge=1)
     default_context_limit: int = Field(default=40, ge=1)
@@ -216,6 +256,8 @@ class MemorySettings(Section):
     completed_run_ttl_s: int | None = Field(default=None, ge=60)
     #: erase sessions idle this many days and messages older than this (TTL indexes); None: keep
     retention_days: int | None = Field(default=None, ge=1, le=36_500)
+    long_term: LongTermSettings = Field(default_factory=LongTermSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 
 
 class PolicySettings(Section):

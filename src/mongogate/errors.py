@@ -143,6 +143,19 @@ class Conflict(MongogateError):
     code = "conflict"
 
 
+class EmbeddingUnavailable(MongogateError):
+    """The embedding model failed or timed out; nothing was stored, the same call may succeed later."""
+
+    code = "embedding_unavailable"
+    retryable = True
+
+
+class QuotaExceeded(MongogateError):
+    """A scope holds as many items as its configured quota allows; nothing was written."""
+
+    code = "quota_exceeded"
+
+
 class InternalError(MongogateError):
     """An unexpected failure; its detail is in the server log under the request id, never shown."""
 

@@ -187,6 +187,7 @@ def test_read_filter_and_summarize(tmp_path: Path) -> None:
     assert summary == {
         "events": 5,
         "rejected": 4,
+        "storage_errors": 0,
         "queries": 1,
         "by_reason": {"operator_not_allowed": 2, "tenant_field_forbidden": 1, "None": 1},
         "by_tool": {"find_orders": 2, "find_invoices": 1, "None": 1},

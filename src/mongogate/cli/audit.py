@@ -9,17 +9,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from collections.abc import Iterator
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mongogate.cli.audit_format import (
+    EVENT_COLUMNS,
+    SUMMARY_COLUMNS,
+    cell,
+    event_row,
+    summary_rows,
+    summary_text,
+    table,
+    to_csv,
+)
 from mongogate.cli.common import settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
 
-def _since(text: str | None) -> datetime | None:
+def _when(flag: str, text: str | None) -> datetime | None:
+    """``--since``/``--until``: an ISO 8601 time (naive is UTC) or a duration ago."""
     if not text:
         return None
     from mongogate.server.tokens import parse_ttl
@@ -31,7 +44,7 @@ def _since(text: str | None) -> datetime | None:
     try:
         ts = datetime.fromisoformat(text)
     except ValueError as e:
-        raise MongogateError(f"--since {text!r}: give an ISO 8601 time or a duration like 1h, 30m, 2d") from e
+        raise MongogateError(f"{flag} {text!r}: give an ISO 8601 time or a duration like 1h, 30m, 2d") from e
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
@@ -59,47 +72,147 @@ def _print(event: dict[str, Any]) -> None:
     print(json.dumps(event), flush=True)
 
 
+def _format(args: argparse.Namespace) -> str:
+    """``--format``, else ``--json`` (jsonl), else a table on a terminal and JSON Lines elsewhere."""
+    if args.format:
+        return str(args.format)
+    if args.json:
+        return "jsonl"
+    return "table" if sys.stdout.isatty() else "jsonl"
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
-    from mongogate.policy.audit_read import follow, read_events, summarize
-    from mongogate.policy.audit_store import follow_db, read_events_db
+    from mongogate.policy.audit_read import follow
 
     settings = settings_from(args)
     source = args.source or ("file" if args.path or settings.audit.sink == "file" else "mongodb")
     path = Path(args.path) if args.path else settings.audit_path
     filters: dict[str, Any] = {
-        "since": _since(args.since),
+        "since": _when("--since", args.since),
+        "until": _when("--until", args.until),
         "tenant": args.tenant,
+        "principal": args.principal,
         "tool": args.tool,
         "reason": args.reason,
         "instance": args.instance,
     }
+    fmt = _format(args)
     where = str(path) if source == "file" else f"{settings.database.name}.audit_events"
     with contextlib.ExitStack() as stack:
         coll = stack.enter_context(_collection(settings)) if source == "mongodb" else None
         if args.follow:
+            from mongogate.policy.audit_store import follow_db
+
             stream = follow(path, **filters) if coll is None else follow_db(coll, **filters)
             with contextlib.suppress(KeyboardInterrupt):
-                for event in stream:
-                    _print(event)
+                for event in stream:  # table: one row each (no header); csv and jsonl: JSON Lines
+                    if fmt == "table":
+                        print(table([event_row(event)], EVENT_COLUMNS).splitlines()[1], flush=True)
+                    else:
+                        _print(event)
             return 0
-        events = list(read_events(path, **filters) if coll is None else read_events_db(coll, **filters))
-    for event in events:
-        _print(event)
-    s = summarize(events)
-    if args.json:
-        print(json.dumps({"summary": {**s, "source": where}}))
-        return 0
-    print(f"\n{s['rejected']} rejected filter(s), {s['queries']} query event(s) in {where}")
-    for title, key in (("by reason", "by_reason"), ("by tool", "by_tool"), ("by tenant", "by_tenant")):
-        if s[key]:
-            print(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in s[key].items()))
+        read = _reader(path, coll)
+        events = read(filters)
+        if not events:
+            for line in explain_empty(read, filters, settings, source, path):
+                print(f"mongogate audit: {line}", file=sys.stderr)
+    _output(events, fmt, args.summary, where)
     return 0
 
 
+def _reader(path: Path, coll: Any) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+    from mongogate.policy.audit_read import read_events
+    from mongogate.policy.audit_store import read_events_db
+
+    def read(filters: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(read_events(path, **filters) if coll is None else read_events_db(coll, **filters))
+
+    return read
+
+
+def _output(events: list[dict[str, Any]], fmt: str, summary: bool, where: str) -> None:
+    from mongogate.policy.audit_read import summarize
+
+    s = summarize(events)
+    if summary:
+        rows = summary_rows(events)
+        if fmt == "jsonl":
+            for row in rows:
+                _print(row)
+            _print({"summary": {**s, "source": where}})
+        elif fmt == "csv":
+            sys.stdout.write(to_csv(rows, SUMMARY_COLUMNS))
+        else:
+            print(table(rows, SUMMARY_COLUMNS) if rows else "(no refusals or failures)")
+            print("\n" + summary_text(s, where))
+        return
+    if fmt == "jsonl":
+        for event in events:
+            _print(event)
+        _print({"summary": {**s, "source": where}})
+    elif fmt == "csv":
+        sys.stdout.write(to_csv([event_row(e) for e in events], EVENT_COLUMNS))
+    else:
+        if events:
+            print(table([event_row(e) for e in events], EVENT_COLUMNS))
+        print("\n" + summary_text(s, where))
+
+
+#: filters whose values can be listed from the events when they match none
+_LISTABLE = ("reason", "tenant", "principal", "tool", "instance")
+
+
+def explain_empty(
+    read: Callable[[dict[str, Any]], list[dict[str, Any]]],
+    filters: dict[str, Any],
+    settings: Settings,
+    source: str,
+    path: Path,
+) -> list[str]:
+    """Why nothing matched, when the cause is likely: the wrong source, or a filter value no event has."""
+    sink = settings.audit.sink
+    if source == "mongodb" and sink == "file":
+        return [
+            f"nothing in the audit_events collection: audit.sink is 'file', so servers write to "
+            f"{settings.audit_path}; drop --source mongodb"
+        ]
+    if source == "file" and not path.exists():
+        hint = (
+            f"audit.sink is {sink!r}: read the collection (drop --source file)"
+            if sink != "file"
+            else "no refused call was written yet, or the servers use another audit.path (--config?)"
+        )
+        return [f"no audit file at {path}: {hint}"]
+    lines = []
+    for name in _LISTABLE:
+        if filters.get(name) is None:
+            continue
+        others = read({**filters, name: None})
+        if others:
+            seen = Counter(str(e.get(name)) for e in others).most_common(8)
+            listed = ", ".join(f"{cell(v)} ({n})" for v, n in seen)
+            lines.append(
+                f"no event has {name} {cell(filters[name])!r} here; {len(others)} match without "
+                f"--{name}, with: {listed}"
+            )
+    if not lines and (filters.get("since") or filters.get("until")):
+        outside = read({**filters, "since": None, "until": None})
+        if outside:
+            lines.append(
+                f"{len(outside)} event(s) match outside --since/--until (from {outside[0].get('ts')} "
+                f"to {outside[-1].get('ts')})"
+            )
+    if not lines and source == "file" and sink == "mongodb":
+        lines.append("audit.sink is 'mongodb': this file holds only the events the collection could not take")
+    return lines
+
+
 def register(sub: Any, with_config: Any) -> None:
-    a = with_config(sub.add_parser("audit", help="show rejected filters from the audit trail"))
-    a.add_argument("--since", help="ISO 8601 time or a duration (1h, 30m, 2d)")
+    a = with_config(sub.add_parser("audit", help="show refused calls from the audit trail"))
+    a.add_argument("--since", help="from this time: ISO 8601 or a duration ago (1h, 30m, 2d)")
+    a.add_argument("--until", help="before this time: ISO 8601 or a duration ago (1h, 30m, 2d)")
     a.add_argument("--tenant")
+    a.add_argument("--principal", help="only events of this caller (the token's subject)")
     a.add_argument("--tool")
     a.add_argument("--reason")
     a.add_argument("--instance", help="only events written by this server instance (server.instance_id)")
@@ -109,6 +222,16 @@ def register(sub: Any, with_config: Any) -> None:
         choices=("file", "mongodb"),
         help="where to read (default: the file for audit.sink = 'file', else the audit_events collection)",
     )
-    a.add_argument("--json", action="store_true", help="machine output: the summary as a last JSON line too")
+    a.add_argument(
+        "--summary",
+        action="store_true",
+        help="a table of tenant x reason: count, first and last seen, the most frequent paths",
+    )
+    a.add_argument(
+        "--format",
+        choices=("table", "jsonl", "csv"),
+        help="output (default: table on a terminal, else jsonl: one event per line, the summary last)",
+    )
+    a.add_argument("--json", action="store_true", help="the same as --format jsonl")
     a.add_argument("--follow", action="store_true", help="keep printing new events (both sources)")
     a.set_defaults(func=cmd_audit)

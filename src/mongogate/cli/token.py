@@ -47,6 +47,12 @@ def register(sub: Any, with_config: Any) -> None:
     k = with_config(sub.add_parser("token", help="mint a development JWT (HS256 secret from the config)"))
     k.add_argument("--tenant", required=True)
     k.add_argument("--ttl", default="1h")
-    k.add_argument("--subject", default="dev")
+    k.add_argument(
+        "--sub",
+        "--subject",
+        dest="subject",
+        default="dev",
+        help="the token's subject (`sub`): the principal in audit events and logs (default: dev)",
+    )
     k.add_argument("--scope", action="append", default=[])
     k.set_defaults(func=cmd_token)

@@ -19,6 +19,7 @@ from typing import IO
 from urllib.parse import quote_plus
 
 from mongogate.errors import ConfigError
+from mongogate.safefs import check_dir_path
 
 STATE_FILE = "engine.json"
 CREDENTIALS_FILE = "engine.credentials"
@@ -37,6 +38,7 @@ def secure_dir(path: Path) -> None:
     already there (planted while it was open) is enough: another user's file or a symlink
     among mongogate's names would let them choose the password or where the rows are written.
     """
+    check_dir_path(path, what="server.data_dir")  # parents other users could change, a planted symlink
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = path.stat()
     if st.st_uid != os.getuid():

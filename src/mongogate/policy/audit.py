@@ -15,19 +15,17 @@ import contextlib
 import contextvars
 import json
 import logging
-import math
-import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
-from itertools import islice
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, NotRequired, TextIO, TypedDict, Unpack
 
+from mongogate.policy.audit_copy import MAX_PATH, MAX_VALUES, OFFENDING_VALUES, BoundedCopy, clip, resolve
+from mongogate.policy.audit_forbidden import EVERYTHING_CHECKABLE, find_forbidden
 from mongogate.policy.audit_read import follow, matcher, read_events, summarize
 from mongogate.policy.audit_sink import MongoSink
 from mongogate.policy.audit_writer import AuditWriter
-from mongogate.policy.render import to_json
 from mongogate.requests import current as current_request
 
 __all__ = [
@@ -42,11 +40,6 @@ __all__ = [
 
 Sink = Literal["file", "mongodb", "both"]
 log = logging.getLogger(__name__)
-
-_MAX_ITEMS = 50  # per object/array in a logged filter
-_MAX_DEPTH = 12
-_MAX_PATH = 512
-_MAX_VALUES = 500  # per logged filter
 
 
 class _Stderr:
@@ -66,7 +59,23 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class AuditLog:
+class Rejection(TypedDict):
+    """What a refused call's event is made of (``allowed``, ``root``: see ``find_forbidden``)."""
+
+    tool: str
+    tenant: str | None
+    principal: str | None
+    reason: str
+    path: str
+    filter: object
+    request_id: str | None
+    allowed: NotRequired[Collection[str] | None]
+    #: what the forbidden-name scan reads (default: ``filter``), and its name in paths
+    scan: NotRequired[object]
+    root: NotRequired[str]
+
+
+class AuditLog(BoundedCopy):
     """Thread-safe JSON Lines log. One call, one event, one line in each sink.
 
     From a running event loop a call only queues its line (``await synced()`` waits for the
@@ -126,6 +135,12 @@ class AuditLog:
         holder.append(cls(path, sink=sink, mongo=mongo, **kwargs))
         return holder[0]
 
+    def check(self) -> None:
+        """At start-up: refuse (ConfigError) an audit file or directory other users could redirect
+        or have planted (mongogate/safefs.py); later writes go where this check looked."""
+        if self._to_file or self.mongo is not None:  # the file is also the MongoDB sink's fallback
+            self._writer.check()
+
     @property
     def fallbacks(self) -> int:
         """Events the MongoDB sink could not take, written to the file instead."""
@@ -164,44 +179,52 @@ class AuditLog:
                 )
         self._writer.close()
 
-    def filter_rejected(
-        self,
-        *,
-        tool: str,
-        tenant: str | None,
-        principal: str | None,
-        reason: str,
-        path: str,
-        filter: object,
-        request_id: str | None,
-    ) -> dict[str, Any]:
+    def filter_rejected(self, **fields: Unpack[Rejection]) -> dict[str, Any]:
         """One event per refused call. Whatever is trimmed from the logged filter, the offending
-        node itself is kept (path, operator, bounded value) and ``trimmed`` says what was cut."""
-        copied, trimmed = self._bounded(filter, _MAX_VALUES)
+        node itself is kept (path, operator, bounded value), ``trimmed`` says what was cut, and
+        ``forbidden`` lists every ``$`` name the tool never allows (``allowed``: its spec's
+        names; by default everything a spec could allow) found anywhere in ``filter``."""
         _note_event()
-        return self.write(
-            {
-                "event": "filter_rejected",
-                "ts": now_iso(),
-                "tool": tool,
-                "tenant": tenant,
-                "principal": principal,
-                "reason": reason,
-                "path": _clip(str(path), _MAX_PATH),
-                "offending": self.offending(filter, str(path)),
-                "filter": copied,
-                "trimmed": trimmed,
-                "request_id": request_id,
-                "rpc_id": rpc_id(),
-            }
-        )
+        return self.write(self.rejection_event(**fields))
+
+    def rejection_event(
+        self, *, event: str = "filter_rejected", **fields: Unpack[Rejection]
+    ) -> dict[str, Any]:
+        """The event ``filter_rejected`` writes, built and not written (``mongogate try`` shows it)."""
+        filter, path, allowed = fields["filter"], str(fields["path"]), fields.get("allowed")
+        copied, trimmed = self._bounded(filter, MAX_VALUES)
+        scan, root = fields.get("scan", filter), fields.get("root", "filter")
+        found = find_forbidden(scan, EVERYTHING_CHECKABLE if allowed is None else allowed, root=root)
+        return {
+            "event": event,
+            "ts": now_iso(),
+            "tool": fields["tool"],
+            "tenant": fields["tenant"],
+            "principal": fields["principal"],
+            "reason": fields["reason"],
+            "path": clip(path, MAX_PATH),
+            "offending": self.offending(filter, path),
+            **found.as_fields(),
+            "filter": copied,
+            "trimmed": trimmed,
+            "request_id": fields["request_id"],
+            "rpc_id": rpc_id(),
+        }
+
+    def call_failed(self, **fields: Unpack[Rejection]) -> dict[str, Any]:
+        """A call the database failed (``storage_error``): its own event type, never counted as a
+        rejected filter (the filter was allowed). It still lists forbidden names, should there be any."""
+        _note_event()
+        event = self.rejection_event(event="storage_error", **fields)
+        del event["offending"]
+        return self.write(event)
 
     def offending(self, filter: object, path: str) -> dict[str, Any]:
         """The node at ``path`` (as PolicyViolation renders it) with a small bounded copy of its value."""
-        found, node, operator = _resolve(filter, path)
-        out: dict[str, Any] = {"path": _clip(path, _MAX_PATH), "operator": operator}
+        found, node, operator = resolve(filter, path)
+        out: dict[str, Any] = {"path": clip(path, MAX_PATH), "operator": operator}
         if found:
-            out["value"] = self._bounded(node, _OFFENDING_VALUES)[0]
+            out["value"] = self._bounded(node, OFFENDING_VALUES)[0]
         return out
 
     def query(
@@ -244,95 +267,6 @@ class AuditLog:
                 observe(event)
         return event
 
-    def safe(self, value: object) -> Any:
-        """A JSON-safe, bounded copy of ``value``: strings clipped (or scalars redacted to their
-        types), at most 50 entries per object or array, 12 levels and 500 values in all."""
-        return self._bounded(value, _MAX_VALUES)[0]
-
-    def _bounded(self, value: object, max_values: int) -> tuple[Any, dict[str, int]]:
-        """``safe``'s copy, and what it left out: keys, items, subtrees cut by depth, values over budget."""
-        budget = [max_values]
-        cut = {"keys": 0, "items": 0, "deep": 0, "values": 0}
-
-        def copy(v: object, depth: int) -> Any:
-            budget[0] -= 1
-            if budget[0] < 0:
-                cut["values"] += 1
-                return "…"
-            if isinstance(v, dict | list | tuple):
-                if depth >= _MAX_DEPTH:
-                    cut["deep"] += 1
-                    return "<object>" if isinstance(v, dict) else "<array>"
-                if isinstance(v, dict):
-                    out = {self.key(k): copy(x, depth + 1) for k, x in islice(v.items(), _MAX_ITEMS)}
-                    if len(v) > _MAX_ITEMS:
-                        out["…"] = f"{len(v) - _MAX_ITEMS} more keys"
-                        cut["keys"] += len(v) - _MAX_ITEMS
-                    return out
-                items = [copy(x, depth + 1) for x in islice(v, _MAX_ITEMS)]
-                if len(v) > _MAX_ITEMS:
-                    items.append(f"… {len(v) - _MAX_ITEMS} more items")
-                    cut["items"] += len(v) - _MAX_ITEMS
-                return items
-            return self.scalar(v)
-
-        copied = copy(value, 0)
-        return copied, {k: n for k, n in cut.items() if n}
-
-    def key(self, k: object) -> str:
-        return _clip(k if isinstance(k, str) else repr(k), self.max_value_chars)
-
-    def scalar(self, v: object) -> Any:
-        if self.redact_values:
-            return f"<{_scalar_type(v)}>"
-        if v is None or isinstance(v, bool) or (isinstance(v, int) and abs(v) < 2**63):
-            return v
-        if isinstance(v, float):
-            return v if math.isfinite(v) else str(v)
-        text = v if isinstance(v, str) else _render(v)
-        return _clip(text, self.max_value_chars)
-
-
-_OFFENDING_VALUES = 50  # the offending node's own copy is small: it is there to be read
-_PATH_PART = re.compile(r'\.([^.\[\]"\s]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
-
-
-def _resolve(root: object, path: str) -> tuple[bool, Any, str | None]:
-    """Follow a rendered path (``filter.$or[1].total["a.b"]``) into ``root``, the logged filter.
-
-    Returns (found, node, operator): the operator is the last ``$`` key on the path. Keys that
-    the path shortened ("…") match by prefix; a path outside the filter (``sort.x``) is not found.
-    """
-    head, _, rest = path.partition(".") if not path.startswith("filter[") else ("filter", "", path[6:])
-    if "[" in head:
-        head, bracket, tail = head.partition("[")
-        rest = bracket + tail + ("." + rest if rest else "")
-    else:
-        rest = "." + rest if rest else ""
-    keys: list[str | int] = []
-    for m in _PATH_PART.finditer(rest):
-        if m.group(2) is not None:
-            keys.append(int(m.group(2)))
-        else:
-            keys.append(json.loads(m.group(3)) if m.group(3) is not None else m.group(1))
-    operator = next((k for k in reversed(keys) if isinstance(k, str) and k.startswith("$")), None)
-    node: Any = root
-    if head != "filter":  # the caller logged the whole arguments (no filter argument)
-        keys.insert(0, head)
-    for key in keys:
-        if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
-            node = node[key]
-        elif isinstance(key, str) and isinstance(node, dict):
-            if key in node:
-                node = node[key]
-            elif key.endswith("…") and (hit := next((k for k in node if str(k).startswith(key[:-1])), None)):
-                node = node[hit]
-            else:
-                return False, None, operator
-        else:
-            return False, None, operator
-    return True, node, operator
-
 
 # Counts the audit events of the current tool call (see ``count_events``).
 _events: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
@@ -358,19 +292,3 @@ def count_events() -> Iterator[list[int]]:
         yield counter
     finally:
         _events.reset(token)
-
-
-def _scalar_type(value: object) -> str:
-    if value is None:
-        return "null"
-    return {bool: "bool", int: "int", float: "number", str: "string"}.get(type(value), type(value).__name__)
-
-
-def _render(value: object) -> str:
-    """bson types (and anything else) as text, never an error."""
-    rendered = to_json(value)
-    return rendered if isinstance(rendered, str) else json.dumps(rendered, default=str)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"

@@ -27,31 +27,39 @@ def parse_ts(value: object) -> datetime | None:
     return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts
 
 
+#: the filters that pick events by one field's value (``since``/``until`` are the time window)
+FIELD_FILTERS = ("tenant", "principal", "tool", "reason", "event", "instance")
+
+
+def field_filters(fields: dict[str, str | None]) -> dict[str, str]:
+    """The field filters that are set; an unknown name is a programming error."""
+    unknown = sorted(set(fields) - set(FIELD_FILTERS))
+    if unknown:
+        raise TypeError(f"unknown audit filter(s) {unknown}; known: {', '.join(FIELD_FILTERS)}")
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def matcher(
-    *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-    instance: str | None = None,
+    *, since: datetime | None = None, until: datetime | None = None, **fields: str | None
 ) -> Callable[[dict[str, Any]], bool]:
-    """A predicate for the CLI's filters (``since`` naive means UTC)."""
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
-    wanted = {"tenant": tenant, "tool": tool, "reason": reason, "event": event, "instance": instance}
-    checks = [(k, v) for k, v in wanted.items() if v is not None]
+    """A predicate for the CLI's filters (``since`` <= ts < ``until``; naive means UTC)."""
+    since, until = _aware(since), _aware(until)
+    checks = list(field_filters(fields).items())
 
     def match(e: dict[str, Any]) -> bool:
         if any(e.get(k) != v for k, v in checks):
             return False
-        if since is not None:
+        if since is not None or until is not None:
             ts = parse_ts(e.get("ts"))
-            if ts is None or ts < since:
+            if ts is None or (since is not None and ts < since) or (until is not None and ts >= until):
                 return False
         return True
 
     return match
+
+
+def _aware(ts: datetime | None) -> datetime | None:
+    return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
 
 
 def _parse_line(line: str) -> dict[str, Any] | None:
@@ -62,18 +70,10 @@ def _parse_line(line: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-def read_events(
-    path: Path,
-    *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-    instance: str | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Matching events in file order; malformed lines are skipped, a missing file yields nothing."""
-    match = matcher(since=since, tenant=tenant, tool=tool, reason=reason, event=event, instance=instance)
+def read_events(path: Path, **filters: Any) -> Iterator[dict[str, Any]]:
+    """Matching events in file order (``filters``: those of ``matcher``); malformed lines are
+    skipped, a missing file yields nothing."""
+    match = matcher(**filters)
     if not Path(path).exists():
         return
     with Path(path).open(encoding="utf-8", errors="replace") as f:
@@ -85,7 +85,7 @@ def read_events(
 
 def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Counts for ``mongogate audit``: rejections by reason, by tool and by tenant, plus totals."""
-    total = rejected = queries = 0
+    total = rejected = queries = storage_errors = 0
     by_reason: Counter[str] = Counter()
     by_tool: Counter[str] = Counter()
     by_tenant: Counter[str] = Counter()
@@ -98,9 +98,12 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
             by_tenant[str(e.get("tenant"))] += 1
         elif e.get("event") == "query":
             queries += 1
+        elif e.get("event") == "storage_error":  # the database failed an allowed call: not a rejection
+            storage_errors += 1
     return {
         "events": total,
         "rejected": rejected,
+        "storage_errors": storage_errors,
         "queries": queries,
         "by_reason": dict(by_reason.most_common()),
         "by_tool": dict(by_tool.most_common()),
@@ -111,20 +114,15 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
 def follow(
     path: Path,
     *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-    instance: str | None = None,
     from_start: bool = True,
     poll_s: float = 0.5,
     stop: Callable[[], bool] | None = None,
+    **filters: Any,
 ) -> Iterator[dict[str, Any]]:
     """Like ``tail -f``: matching events already there (if ``from_start``), then new ones as they
     arrive ("new" counts from this call). Polls; survives the file not existing yet and being
     truncated or replaced. Runs until ``stop()`` is true (or the consumer stops iterating)."""
-    match = matcher(since=since, tenant=tenant, tool=tool, reason=reason, event=event, instance=instance)
+    match = matcher(**filters)
     path = Path(path)
     st = _stat(path)
     inode = st.st_ino if st else None

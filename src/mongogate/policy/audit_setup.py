@@ -17,14 +17,17 @@ def audit_from_settings(settings: Settings, uri: str | None, instance: str | Non
         "instance": instance,
     }
     if a.sink == "file" or uri is None:
-        return AuditLog(settings.audit_path, **common)
-    return AuditLog.for_database(
-        settings.audit_path,
-        uri=uri,
-        db_name=settings.database.name,
-        sink=a.sink,
-        queue_size=a.queue_size,
-        timeout_ms=settings.database.timeout_ms,
-        retention_days=a.retention_days,
-        **common,
-    )
+        log = AuditLog(settings.audit_path, **common)
+    else:
+        log = AuditLog.for_database(
+            settings.audit_path,
+            uri=uri,
+            db_name=settings.database.name,
+            sink=a.sink,
+            queue_size=a.queue_size,
+            timeout_ms=settings.database.timeout_ms,
+            retention_days=a.retention_days,
+            **common,
+        )
+    log.check()  # a directory or file other users could redirect stops the server here
+    return log

@@ -25,7 +25,7 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
-from mongogate.policy.audit_read import parse_ts
+from mongogate.policy.audit_read import field_filters, parse_ts
 
 COLLECTION = "audit_events"
 TTL_INDEX = "ts_ttl"
@@ -39,6 +39,7 @@ INDEXES: tuple[tuple[str, list[tuple[str, int]]], ...] = (
     ("tool_ts", [("tool", ASCENDING), ("ts", DESCENDING)]),
     ("reason_ts", [("reason", ASCENDING), ("ts", DESCENDING)]),
     ("instance_ts", [("instance", ASCENDING), ("ts", DESCENDING)]),
+    ("principal_ts", [("principal", ASCENDING), ("ts", DESCENDING)]),
 )
 
 
@@ -84,18 +85,16 @@ def ensure_indexes(coll: Collection[Any], retention_days: int | None) -> None:
 
 
 def query_for(
-    *,
-    since: datetime | None = None,
-    tenant: str | None = None,
-    tool: str | None = None,
-    reason: str | None = None,
-    event: str | None = None,
-    instance: str | None = None,
+    *, since: datetime | None = None, until: datetime | None = None, **fields: str | None
 ) -> dict[str, Any]:
-    wanted = {"tenant": tenant, "tool": tool, "reason": reason, "event": event, "instance": instance}
-    q: dict[str, Any] = {k: v for k, v in wanted.items() if v is not None}
+    q: dict[str, Any] = dict(field_filters(fields))
+    window: dict[str, Any] = {}
     if since is not None:
-        q["ts"] = {"$gte": since if since.tzinfo else since.replace(tzinfo=UTC)}
+        window["$gte"] = _aware(since)
+    if until is not None:
+        window["$lt"] = _aware(until)
+    if window:
+        q["ts"] = window
     return q
 
 

@@ -5,6 +5,11 @@ submitted from plain code (no running loop: the CLI, a worker thread, a test) re
 is written, as before. The file is opened once and kept open while events keep coming; the
 thread closes it and exits after ``idle_s`` without events, and starts again on the next one.
 ``close()`` (also run at interpreter exit for every live writer) writes everything queued.
+
+The directory is reached and checked once (mongogate/safefs.py: no parent other users could
+change, nobody else may write it) and its descriptor kept: the file is always (re)opened
+relative to it, with ``O_NOFOLLOW``, created ``O_EXCL`` or appended to only when it is ours.
+A directory renamed or re-pointed after the check is never followed.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
 import sys
 import threading
 import weakref
@@ -20,7 +26,8 @@ from pathlib import Path
 from queue import Empty, SimpleQueue
 from typing import Any, TextIO
 
-from mongogate.engine.files import private_file
+from mongogate.errors import ConfigError
+from mongogate.safefs import check_private_file, open_dir, open_private_append
 
 #: a queued item: a line to write (or None: nothing, only the callback), and what to call after
 _Item = tuple[str | None, Callable[[], None] | None]
@@ -40,8 +47,24 @@ class AuditWriter:
         self._lock = threading.Lock()  # guards starting and stopping the thread
         self._thread: threading.Thread | None = None
         self._file: TextIO | None = None
+        #: the checked directory's descriptor, kept for the writer's life (closed when it is collected)
+        self._dir: list[int] = []
+        self._dir_lock = threading.Lock()  # its own: _drain_inline writes while _lock is held
+        weakref.finalize(self, _close_fds, self._dir)
         self.opened = 0  # how many times the file was opened (for tests and the benchmark)
         _live.add(self)
+
+    def check(self) -> None:
+        """At start-up: refuse (ConfigError) a directory or file this writer would not write.
+        Also takes the directory's descriptor, so later writes go where this check looked."""
+        check_private_file(self.path, what="audit.path")
+        self._directory()
+
+    def _directory(self) -> int:
+        with self._dir_lock:
+            if not self._dir:
+                self._dir.append(open_dir(self.path.parent, what="audit.path"))
+            return self._dir[0]
 
     # -- producers --------------------------------------------------------------------------
 
@@ -155,13 +178,13 @@ class AuditWriter:
 
     def _to_file(self, text: str, stream: TextIO | None) -> None:
         try:
-            if self._file is None:
-                private_file(self.path)  # created 0600 (tightened if ours), only when first written
-                self._file = self.path.open("a", encoding="utf-8")
+            if self._file is None:  # created 0600 (or ours, tightened), only when first written
+                fd = open_private_append(self._directory(), self.path.name, self.path)
+                self._file = os.fdopen(fd, "a", encoding="utf-8")
                 self.opened += 1
             self._file.write(text)
             self._file.flush()
-        except OSError as e:  # reported, not raised: the stream still gets the events
+        except (OSError, ConfigError) as e:  # reported, not raised: the stream still gets the events
             self._close_file()
             if stream is not None:
                 with contextlib.suppress(OSError, ValueError):
@@ -172,6 +195,13 @@ class AuditWriter:
             with contextlib.suppress(OSError):
                 self._file.close()
             self._file = None
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
 
 
 def resolve_future(future: asyncio.Future[Any]) -> None:

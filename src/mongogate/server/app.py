@@ -18,18 +18,26 @@ from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
+from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
+from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
+from mongogate.recall.embedding import make_embedder
+from mongogate.recall.search import path_report
+from mongogate.recall.store import LongTermMemory
+from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.surface import UnknownTools, offer_tools_only
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
+from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -40,7 +48,8 @@ def crash_point_from(env: dict[str, str]) -> Callable[[str], None] | None:
     """Crash tests: `MONGOGATE_TEST_CRASH_AT=<point>` makes the process die (like kill -9) there.
 
     Points: begin_turn.after_lease, answer.after_commit, answer.after_write,
-    end_turn.after_reply_write. Unset in production; it only ever ends this process.
+    end_turn.after_reply_write, remember.after_write, forget.after_memory. Unset in production; it
+    only ever ends this process.
     """
     point = env.get("MONGOGATE_TEST_CRASH_AT")
     if not point:
@@ -103,6 +112,8 @@ def build_server(
     else:
         stdio_principal = principal_for_stdio(settings.auth, env, grant_scopes=scopes)
 
+    # Before anything is served: an audit file or directory other users could redirect (safefs.py)
+    check_private_file(settings.audit_path, what="audit.path")
     instance = settings.server.instance_id or default_instance_id()
     all_tools = frozenset(t.name for t in tools)
     metrics = (
@@ -125,6 +136,20 @@ def build_server(
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
+            recall = LongTermMemory(
+                db.memory,
+                settings.memory.long_term,
+                make_embedder(settings.memory.embedding),
+                memory.clock,
+                limits=settings.limits,
+            )
+            recall.fault = memory.fault
+            await recall.ensure_indexes()  # and the message search index: idempotent, every start
+            await ensure_search_index(memory)
+            report = await path_report(recall)  # which vector path runs, in the server log
+            log.info("%s", report[1])
+            for line in (report[0], *report[2:]):
+                log.debug("%s", line)
             rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
             audit = audit_from_settings(settings, rw_uri, instance)
             if metrics is not None:
@@ -137,6 +162,7 @@ def build_server(
                 principal=principal,
                 require_scopes=require_scopes,
                 audit=audit,
+                recall=recall,
             )
             for hook in registry.startup_hooks:
                 await hook(state)
@@ -153,15 +179,20 @@ def build_server(
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
-        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
+        middleware=[
+            ObserveCalls(metrics, all_tools),
+            UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
+            QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
+        ],
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
         lifespan=lifespan,
         token_verifier=verifier,
         auth=sdk_auth,
         log_level=settings.server.log_level,
     )
+    offer_tools_only(server)  # no prompts or resources advertised with nothing behind them
     if challenge is not None:
         server.install_challenge(challenge)
     if metrics is not None:

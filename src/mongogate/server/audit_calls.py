@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from mongogate.errors import MongogateError
-from mongogate.policy.audit import count_events
+from mongogate.policy.audit import Rejection, count_events
 from mongogate.requests import current as current_request
 from mongogate.requests import serving
 from mongogate.tools.state import AppState
@@ -29,11 +29,21 @@ _CODE = re.compile(r"\[([a-z_]{1,40})\]")
 _ARGUMENT = re.compile(r"\[invalid_input\] argument '?([^\s']{1,300})")  # tools/bounds.py names the node
 
 
-class QueryCallAudit:
-    """ServerMiddleware: audit a refused query-tool call that no check audited."""
+#: failures that are not a refusal of what the model sent: their own event type, counted apart
+NOT_REFUSALS = frozenset({"storage_error"})
 
-    def __init__(self, query_tools: frozenset[str]) -> None:
-        self.query_tools = query_tools
+
+class QueryCallAudit:
+    """ServerMiddleware: audit a refused query-tool call that no check audited.
+
+    ``allowed``: each tool's allowed ``$`` names (policy/audit_forbidden.py), so that the event
+    lists every other one in the arguments, whichever check refused the call."""
+
+    def __init__(
+        self, query_tools: Collection[str], allowed: Mapping[str, frozenset[str]] | None = None
+    ) -> None:
+        self.query_tools = frozenset(query_tools)
+        self.allowed = dict(allowed or {})
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
@@ -85,16 +95,24 @@ class QueryCallAudit:
             tenant, subject = principal.tenant, principal.subject
         except MongogateError:
             pass  # unauthenticated: still audited, without a tenant
+        request_id = ids.request_id if (ids := current_request()) is not None else None
+        root = "" if isinstance(arguments, Mapping) else "arguments"
         # On file before the client hears of the refusal (the writer thread; the loop never blocks).
-        app.audit.filter_rejected(
-            tool=tool,
-            tenant=tenant,
-            principal=subject,
-            reason=reason,
-            path=path,
-            filter=arguments,
-            request_id=ids.request_id if (ids := current_request()) is not None else None,
-        )
+        fields: Rejection = {
+            "tool": tool,
+            "tenant": tenant,
+            "principal": subject,
+            "reason": reason,
+            "path": path,
+            "filter": arguments,
+            "request_id": request_id,
+            "root": root,
+        }
+        if reason in NOT_REFUSALS:
+            app.audit.call_failed(**fields)
+        else:
+            fields["allowed"] = self.allowed.get(tool)
+            app.audit.filter_rejected(**fields)
         await app.audit.synced()
 
 
@@ -109,7 +127,15 @@ def _reason(result: HandlerResult) -> tuple[str, str]:
     content = result.get("content") if isinstance(result, Mapping) else getattr(result, "content", None)
     for item in content or []:
         text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-        if isinstance(text, str) and (m := _CODE.search(text[:200])):
-            arg = _ARGUMENT.search(text[:400])
-            return m.group(1), arg.group(1) if arg else "arguments"
+        if isinstance(text, str) and (found := refusal_of(text)) is not None:
+            return found
     return "tool_error", "arguments"
+
+
+def refusal_of(text: str) -> tuple[str, str] | None:
+    """(code, argument) of a tool error's text, as its audit event records them (None: no code)."""
+    m = _CODE.search(text[:200])
+    if m is None:
+        return None
+    arg = _ARGUMENT.search(text[:400])
+    return m.group(1), arg.group(1) if arg else "arguments"

@@ -120,7 +120,12 @@ class BearerChallenge:
     async def _send_401(self, send: Send, scope: Scope, box: list[str]) -> None:
         # A missing (or non-Bearer) credential gets the plain challenge; a refused one its reason.
         reason = (box[-1] if box else "invalid token") if _has_bearer(scope) else None
-        body_doc = {"error": "invalid_token", "error_description": reason or "authentication required"}
+        # The body says what the challenge says: no error code when no token was sent (§3.1)
+        body_doc = (
+            {"error": "invalid_token", "error_description": reason}
+            if reason is not None
+            else {"error_description": "authentication required: send Authorization: Bearer <token>"}
+        )
         body = json.dumps(body_doc).encode()
         await send(
             {

@@ -20,6 +20,7 @@ from mongogate.config import Settings
 from mongogate.errors import PolicyViolation
 from mongogate.policy.aggregate_run import run_pipeline
 from mongogate.policy.aggregate_schema import aggregate_input_schema, aggregate_output_schema
+from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.execute import QueryResult, run_query
 from mongogate.policy.render import Renderer, encode
 from mongogate.policy.schema import input_schema, output_schema
@@ -49,6 +50,7 @@ def _handler(
 ) -> Callable[[Call, QueryArgs], Awaitable[CallToolResult]]:
     """The body every query tool shares: run, audit a refusal (one event) or the query, encode."""
     log_queries = settings.audit.log_queries
+    allowed = allowed_names(spec)  # every other `$` name in a refused call is listed in its event
     # The collection handle of the last database seen (one per server lifespan), not one per call.
     cached: list[tuple[Database, AsyncCollection[Any]]] = []
 
@@ -65,6 +67,7 @@ def _handler(
             started = time.perf_counter()
             result = await run(collection(call.app.db), raw, principal.tenant)
         except PolicyViolation as e:
+            logged_filter = spec.kind == "find" and "filter" in raw
             if audit is not None:
                 audit.filter_rejected(
                     tool=spec.name,
@@ -72,8 +75,11 @@ def _handler(
                     principal=principal.subject,
                     reason=e.reason,
                     path=e.path,
-                    filter=raw.get("filter", raw) if spec.kind == "find" else raw,
+                    filter=raw.get("filter", raw) if logged_filter else raw,
                     request_id=call.request_id,
+                    allowed=allowed,
+                    scan=raw,  # every argument: a `$where` in `sort` is listed too
+                    root="",
                 )
                 await audit.synced()  # on file before the model hears of it; the loop keeps running
             raise

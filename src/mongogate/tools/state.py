@@ -16,6 +16,7 @@ from mongogate.tools.faults import WriteHealth
 
 if TYPE_CHECKING:
     from mongogate.policy.audit import AuditLog
+    from mongogate.recall.store import LongTermMemory
 
 
 @dataclass
@@ -30,5 +31,7 @@ class AppState:
     audit: AuditLog | None = None
     #: checkpoints; set by the run tools' startup hook (`ensure_run_indexes`), before any call
     runs: Runs | None = None
+    #: long-term memory (remember / recall); built by the server's lifespan with its indexes
+    recall: LongTermMemory | None = None
     #: whether the database refuses this server's writes for good (disk full); read by /readyz
     writes: WriteHealth = field(default_factory=WriteHealth)

@@ -1,0 +1,94 @@
+"""Plain values of long-term memory: who owns a memory, what a call returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from mongogate.errors import AuthError
+
+#: how `recall` ranks: both rankings fused (the default), or one of them alone (benchmarks)
+RecallMethod = Literal["fused", "text", "vector"]
+RememberStatus = Literal["created", "updated", "unchanged"]
+
+#: the `owner` stored on every memory of a tenant-wide scope (scope = "tenant")
+TENANT_OWNER = "*"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The invisible root above every namespace: the tenant, and the subject under scope "subject".
+
+    Stored on each memory as `tenant` and `owner` (`owner` is the subject, or `TENANT_OWNER`);
+    every query filters on both, so another scope's memory looks like one that does not exist.
+    """
+
+    tenant: str
+    owner: str = TENANT_OWNER
+
+
+@dataclass(frozen=True)
+class Remembered:
+    id: str
+    namespace: str
+    key: str | None
+    version: int
+    status: RememberStatus
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    id: str
+    namespace: str
+    key: str | None
+    text: str
+    metadata: dict[str, Any]
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    #: the fused (or single-method) relevance; None in listings
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class Recalled:
+    memories: list[MemoryItem]
+    #: which vector path ran: "vectorSearch" (a search index) or "scan" (exact, in mongogate)
+    vector_path: str
+    #: memories left out to keep the response under its byte cap
+    truncated: int = 0
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    memories: list[MemoryItem]
+    next_cursor: str | None
+    truncated: int = 0
+
+
+@dataclass(frozen=True)
+class Version:
+    version: int
+    text: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class History:
+    id: str
+    versions: list[Version] = field(default_factory=list)
+    #: older versions left out (at most `MAX_HISTORY` are returned, the newest ones)
+    truncated: int = 0
+
+
+def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:
+    """The caller's scope under `[memory.long_term] scope`; the tenant always from authentication.
+
+    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused.
+    """
+    if scope == "tenant":
+        return Scope(tenant)
+    if subject == TENANT_OWNER:
+        raise AuthError("the subject '*' is reserved under memory.long_term.scope = 'subject'")
+    return Scope(tenant, subject)

@@ -57,7 +57,10 @@ MEMORY_TOOL_NAMES = frozenset(
 )
 RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
 #: names of built-in tools: a query tool can never take one
-RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES
+RECALL_TOOL_NAMES = frozenset(
+    {"remember", "recall", "forget", "list_memories", "memory_history", "search_messages"}
+)
+RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES | RECALL_TOOL_NAMES
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 

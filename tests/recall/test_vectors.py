@@ -170,6 +170,7 @@ def test_vector_index_definition_declares_the_scope_as_filter_fields() -> None:
                 {"type": "filter", "path": "tenant"},
                 {"type": "filter", "path": "owner"},
                 {"type": "filter", "path": "namespace"},
+                {"type": "filter", "path": "ns_path"},
                 {"type": "filter", "path": "embedding_model"},
             ]
         },

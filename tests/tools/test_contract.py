@@ -102,7 +102,7 @@ async def demo(demo_settings: Settings) -> AsyncIterator[Client]:
 
 async def test_the_demo_configuration_has_no_strict_problems(demo: Client) -> None:
     tools = (await demo.list_tools()).tools
-    assert len(tools) == 15  # 8 memory, 5 run, find_orders, order_stats
+    assert len(tools) == 21  # 8 memory, 5 run, 6 long-term memory, find_orders, order_stats
     assert strict_problems(tools, demo.instructions) == []
 
 

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mongogate.server.app import build_server
 from mongogate.server.http import BackgroundHttpServer
 from mongogate.server.tokens import mint_dev_token
-from mongogate.specs import MEMORY_TOOL_NAMES, RUN_TOOL_NAMES
+from mongogate.specs import MEMORY_TOOL_NAMES, RECALL_TOOL_NAMES, RUN_TOOL_NAMES
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import failure, ok
 
@@ -50,7 +50,7 @@ async def test_whole_turn_in_process(engine_uri: str, db_name: str, tmp_path: Pa
 async def test_tools_have_schemas_and_annotations(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert set(tools) == MEMORY_TOOL_NAMES | RUN_TOOL_NAMES
+    assert set(tools) == MEMORY_TOOL_NAMES | RUN_TOOL_NAMES | RECALL_TOOL_NAMES
     for t in tools.values():
         assert t.input_schema.get("additionalProperties") is False
         assert "tenant" not in json.dumps(t.input_schema)

@@ -34,6 +34,7 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         idx = sorted(await store.messages.index_information())
         print(f"indexes: ok (messages: {', '.join(idx)})")
         print(retention_line(settings.memory))
+        await _check_long_term(db, settings, store)
         for spec in settings.query_tools:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
@@ -53,6 +54,22 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
     finally:
         await db.close()
     return 1 if problems else 0
+
+
+async def _check_long_term(db: Any, settings: Settings, store: Any) -> None:
+    """Long-term memory: its indexes (created, idempotent), the vector path and the search index."""
+    from mongogate.memory.search import ensure_search_index
+    from mongogate.recall.embedding import make_embedder
+    from mongogate.recall.search import path_report
+    from mongogate.recall.store import LongTermMemory
+
+    ltm = LongTermMemory(db.memory, settings.memory.long_term, make_embedder(settings.memory.embedding))
+    await ltm.ensure_indexes()
+    await ensure_search_index(store)
+    idx = sorted(await ltm.memories.index_information())
+    print(f"long-term memory indexes: ok (memories: {', '.join(idx)})")
+    for line in await path_report(ltm):
+        print(line)
 
 
 async def _check_indexes(db: Any, settings: Settings) -> int:

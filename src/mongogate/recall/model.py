@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from mongogate.errors import AuthError
+
 #: how `recall` ranks: both rankings fused (the default), or one of them alone (benchmarks)
 RecallMethod = Literal["fused", "text", "vector"]
 RememberStatus = Literal["created", "updated", "unchanged"]
@@ -76,3 +78,17 @@ class Version:
 class History:
     id: str
     versions: list[Version] = field(default_factory=list)
+    #: older versions left out (at most `MAX_HISTORY` are returned, the newest ones)
+    truncated: int = 0
+
+
+def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:
+    """The caller's scope under `[memory.long_term] scope`; the tenant always from authentication.
+
+    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused.
+    """
+    if scope == "tenant":
+        return Scope(tenant)
+    if subject == TENANT_OWNER:
+        raise AuthError("the subject '*' is reserved under memory.long_term.scope = 'subject'")
+    return Scope(tenant, subject)

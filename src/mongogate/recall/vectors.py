@@ -50,7 +50,8 @@ __all__ = [
 #: the memory document's field that holds its vector
 FIELD = "embedding"
 #: fields a `$vectorSearch` filter may use: the scope first, then what recall narrows by
-FILTER_FIELDS = ("tenant", "owner", "namespace", "embedding_model")
+#: (`ns_path`: the namespace and its ancestors, so "a/b" finds memories in "a/b/c" too)
+FILTER_FIELDS = ("tenant", "owner", "namespace", "ns_path", "embedding_model")
 #: the projection that reads a `$vectorSearch` result's similarity
 SCORE = {"$meta": "vectorSearchScore"}
 #: Atlas's bounds: numCandidates <= 10,000 and limit <= numCandidates

@@ -18,11 +18,15 @@ from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
+from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
+from mongogate.recall.embedding import make_embedder
+from mongogate.recall.search import path_report
+from mongogate.recall.store import LongTermMemory
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
@@ -30,6 +34,7 @@ from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
+from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 
@@ -40,7 +45,8 @@ def crash_point_from(env: dict[str, str]) -> Callable[[str], None] | None:
     """Crash tests: `MONGOGATE_TEST_CRASH_AT=<point>` makes the process die (like kill -9) there.
 
     Points: begin_turn.after_lease, answer.after_commit, answer.after_write,
-    end_turn.after_reply_write. Unset in production; it only ever ends this process.
+    end_turn.after_reply_write, remember.after_write, forget.after_memory. Unset in production; it
+    only ever ends this process.
     """
     point = env.get("MONGOGATE_TEST_CRASH_AT")
     if not point:
@@ -125,6 +131,18 @@ def build_server(
             memory = MemoryStore(db.memory, settings.memory, clock_from(env))
             memory.fault = crash_point_from(env)
             await memory.ensure_indexes()
+            recall = LongTermMemory(
+                db.memory,
+                settings.memory.long_term,
+                make_embedder(settings.memory.embedding),
+                memory.clock,
+                limits=settings.limits,
+            )
+            recall.fault = memory.fault
+            await recall.ensure_indexes()  # and the message search index: idempotent, every start
+            await ensure_search_index(memory)
+            for line in await path_report(recall):  # which vector path runs, in the server log
+                log.info("%s", line)
             rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
             audit = audit_from_settings(settings, rw_uri, instance)
             if metrics is not None:
@@ -137,6 +155,7 @@ def build_server(
                 principal=principal,
                 require_scopes=require_scopes,
                 audit=audit,
+                recall=recall,
             )
             for hook in registry.startup_hooks:
                 await hook(state)
@@ -153,7 +172,7 @@ def build_server(
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
         middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
         lifespan=lifespan,
         token_verifier=verifier,

@@ -26,7 +26,9 @@ StartupHook = Callable[["AppState"], Awaitable[None]]
 
 
 class ToolRegistry:
-    def __init__(self, specs: Iterable[QueryToolSpec] = (), *, run_tools: bool = True) -> None:
+    def __init__(
+        self, specs: Iterable[QueryToolSpec] = (), *, run_tools: bool = True, recall_tools: bool = True
+    ) -> None:
         self._specs: dict[str, QueryToolSpec] = {}
         self._factories: list[ToolFactory] = []
         self.startup_hooks: list[StartupHook] = []
@@ -37,6 +39,10 @@ class ToolRegistry:
 
             self.add_tools(runs.run_tools)
             self.on_startup(runs.ensure_run_indexes)
+        if recall_tools:  # long-term memory: remember, recall, forget, ...; built by the lifespan
+            from mongogate.tools.recall_tools import recall_tools as recall_factory
+
+            self.add_tools(recall_factory)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ToolRegistry:

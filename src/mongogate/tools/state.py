@@ -15,6 +15,7 @@ from mongogate.runs import Runs
 
 if TYPE_CHECKING:
     from mongogate.policy.audit import AuditLog
+    from mongogate.recall.store import LongTermMemory
 
 
 @dataclass
@@ -29,3 +30,5 @@ class AppState:
     audit: AuditLog | None = None
     #: checkpoints; set by the run tools' startup hook (`ensure_run_indexes`), before any call
     runs: Runs | None = None
+    #: long-term memory (remember / recall); built by the server's lifespan with its indexes
+    recall: LongTermMemory | None = None

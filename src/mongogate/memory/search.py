@@ -1,0 +1,105 @@
+"""`search_messages`: exact-term search over the caller's conversation messages (a `$text` index).
+
+Messages are the tenant's, like sessions: every query filters on `tenant`, so another tenant's
+session id finds nothing and is `not_found`, exactly like one that never existed. The result is
+ranked by textScore, then newest first, and cut to a byte cap (`truncated`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pymongo.errors import PyMongoError
+
+from mongogate.clock import as_utc
+from mongogate.errors import InvalidInput, StorageError
+from mongogate.memory.model import session_not_found
+from mongogate.values import Doc, check_int
+
+if TYPE_CHECKING:
+    from mongogate.memory.store import MemoryStore
+
+MESSAGE_TEXT_INDEX = "message_content_text"
+SEARCH_DEFAULT = 10
+SEARCH_MAX = 50
+MAX_QUERY_CHARS = 1000
+_OVERHEAD = 160  # a rough JSON size of a hit's fixed fields
+
+
+@dataclass(frozen=True)
+class Hit:
+    session_id: str
+    seq: int
+    role: str
+    content: str
+    created_at: datetime
+    score: float
+
+
+@dataclass(frozen=True)
+class Hits:
+    messages: list[Hit]
+    truncated: int = 0
+
+
+async def ensure_search_index(store: MemoryStore) -> None:
+    """The text index on messages.content (idempotent; `serve` and `check` create it)."""
+    try:
+        await store.messages.create_index(
+            [("content", "text")], name=MESSAGE_TEXT_INDEX, default_language="none"
+        )
+    except PyMongoError as e:
+        raise StorageError("could not create the message search index") from e
+
+
+async def search_messages(
+    store: MemoryStore,
+    tenant: str,
+    query: object,
+    *,
+    session_id: object = None,
+    limit: object = None,
+    max_bytes: int = 256 * 1024,
+) -> Hits:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("query must be a non-empty string: the words or identifier to find")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"query is {len(query)} characters; at most {MAX_QUERY_CHARS}")
+    n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
+    filt: Doc = {"tenant": tenant, "$text": {"$search": query}}
+    sid = None
+    if session_id is not None:
+        sid = store.check_id(session_id, "session_id")
+        filt["session_id"] = sid
+    score = {"$meta": "textScore"}
+    try:
+        found = store.messages.find(filt, {"score": score}, sort=[("score", score)], limit=n)
+        ranked = [(d["_id"], float(d.get("score") or 0.0)) async for d in found]
+        docs: dict[object, Doc] = {}
+        if ranked:
+            fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
+            got = store.messages.find({"tenant": tenant, "_id": {"$in": [i for i, _ in ranked]}}, fields)
+            docs = {d["_id"]: d async for d in got}
+        elif (
+            sid is not None
+            and await store.sessions.find_one({"_id": sid, "tenant": tenant}, {"_id": 1}) is None
+        ):
+            raise session_not_found(sid)
+    except PyMongoError as e:
+        raise StorageError("could not search the messages") from e
+    hits = [
+        Hit(
+            str(d["session_id"]), int(d["seq"]), str(d["role"]), str(d["content"]), as_utc(d["created_at"]), s
+        )
+        for i, s in ranked
+        if (d := docs.get(i)) is not None
+    ]
+    hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
+    total = 0
+    for i, h in enumerate(hits):
+        total += len(h.content.encode("utf-8")) + _OVERHEAD
+        if total > max_bytes:
+            return Hits(hits[:i], len(hits) - i)
+    return Hits(hits)

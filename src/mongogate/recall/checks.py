@@ -1,0 +1,189 @@
+"""Bounds on every argument of long-term memory, checked before any embedding or database work.
+
+The tools layer measures arguments first (`tools/bounds.py`); these checks make the store safe
+when called directly too, and add what only a stored value needs: finite numbers, storable keys,
+namespaces without control characters. Every refusal is `InvalidInput` naming the argument
+(and the path inside it) and what would work.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.errors import InvalidInput
+from mongogate.values import MAX_INT64, Doc, check_int
+
+#: namespace shape: segments joined by "/", each of letters, digits and `_ . - : @ +`
+MAX_NAMESPACE_DEPTH = 8
+MAX_SEGMENT_CHARS = 64
+MAX_NAMESPACE_CHARS = 256
+MAX_KEY_CHARS = 200
+MAX_ID_CHARS = 64
+DEFAULT_NAMESPACE = "default"
+_SEGMENT = re.compile(r"[\w.:@+-]+")
+NAMESPACE_RULES = (
+    f"segments joined by '/', at most {MAX_NAMESPACE_DEPTH} segments of at most {MAX_SEGMENT_CHARS} "
+    "letters, digits or _ . - : @ + each (no spaces or control characters)"
+)
+_MIN_INT64 = -MAX_INT64 - 1
+
+
+def _clip(value: object, n: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def check_namespace(value: object, what: str = "namespace") -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{what} must be a non-empty string: {NAMESPACE_RULES}")
+    if len(value) > MAX_NAMESPACE_CHARS:
+        raise InvalidInput(f"{what} is {len(value)} characters; at most {MAX_NAMESPACE_CHARS}")
+    parts = value.split("/")
+    if len(parts) > MAX_NAMESPACE_DEPTH:
+        raise InvalidInput(f"{what} {_clip(value)} has {len(parts)} segments; at most {MAX_NAMESPACE_DEPTH}")
+    for part in parts:
+        if not part or len(part) > MAX_SEGMENT_CHARS or not _SEGMENT.fullmatch(part):
+            raise InvalidInput(f"{what} {_clip(value)} is not a namespace; use {NAMESPACE_RULES}")
+    return value
+
+
+def namespace_path(namespace: str) -> list[str]:
+    """ "a/b/c" -> ["a", "a/b", "a/b/c"]: stored, so a prefix is one indexed equality."""
+    parts = namespace.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def check_key(value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_CHARS:
+        raise InvalidInput(f"key must be a string of 1 to {MAX_KEY_CHARS} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidInput(f"key {_clip(value)} holds control characters; use printable text")
+    return value
+
+
+def check_memory_id(value: object, what: str = "id") -> str:
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
+        raise InvalidInput(
+            f"{what} must be a memory id as remember returned it (1 to {MAX_ID_CHARS} characters)"
+        )
+    return value
+
+
+def check_text(value: object, settings: LongTermSettings) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("text must be a non-empty string: the fact to remember")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput("text is not valid Unicode (it holds a lone surrogate)") from None
+    if size > settings.max_text_bytes:
+        raise InvalidInput(
+            f"text is {size} bytes; at most {settings.max_text_bytes} (memory.long_term.max_text_bytes). "
+            "Remember a shorter fact, or split it into several memories"
+        )
+    return value
+
+
+def check_query(value: object, settings: LongTermSettings) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("query must be a non-empty string: what to look for")
+    if len(value) > settings.max_query_chars:
+        raise InvalidInput(
+            f"query is {len(value)} characters; at most {settings.max_query_chars} "
+            "(memory.long_term.max_query_chars)"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("query is not valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
+def check_recall_limit(value: object, settings: LongTermSettings) -> int:
+    return check_int(
+        value,
+        "limit",
+        1,
+        settings.max_recall_limit,
+        default=min(settings.default_recall_limit, settings.max_recall_limit),
+        hint="memories; memory.long_term.max_recall_limit",
+    )
+
+
+def check_ttl(value: object, settings: LongTermSettings) -> int | None:
+    if value is None:
+        return None
+    return check_int(value, "ttl_days", 1, settings.max_ttl_days, hint="days until the memory is erased")
+
+
+def check_metadata(value: object, limits: LimitsSettings, what: str = "metadata") -> Doc:
+    """A JSON object MongoDB stores as given: bounded, finite numbers, keys without '$', '.' or NUL."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{what} must be a JSON object")
+    budget = [limits.metadata_max_keys, limits.metadata_max_chars]
+    return dict(_value(value, what, 1, limits, budget))
+
+
+def _value(v: Any, path: str, depth: int, limits: LimitsSettings, budget: list[int]) -> Any:
+    if isinstance(v, Mapping | list | tuple):
+        if depth > limits.metadata_max_depth:
+            raise InvalidInput(
+                f"{path} is nested deeper than {limits.metadata_max_depth} levels "
+                "(limits.metadata_max_depth); use a flatter object"
+            )
+        budget[0] -= len(v)
+        if budget[0] < 0:
+            raise InvalidInput(
+                f"{path}: more than {limits.metadata_max_keys} keys and items in all "
+                "(limits.metadata_max_keys); keep metadata small"
+            )
+    if isinstance(v, Mapping):
+        out: Doc = {}
+        for k, x in v.items():
+            if not isinstance(k, str) or not k or k.startswith("$") or "." in k or "\x00" in k:
+                raise InvalidInput(
+                    f"{path}: key {_clip(k)} cannot be stored; use non-empty keys without a leading '$', "
+                    "'.' or NUL"
+                )
+            budget[1] -= len(k) + 4
+            out[k] = _value(x, f"{path}.{k}", depth + 1, limits, budget)
+        return out
+    if isinstance(v, list | tuple):
+        return [_value(x, f"{path}[{i}]", depth + 1, limits, budget) for i, x in enumerate(v)]
+    if isinstance(v, str):
+        budget[1] -= len(v) + 2
+    elif isinstance(v, bool) or v is None:
+        budget[1] -= 5
+    elif isinstance(v, int):
+        if not _MIN_INT64 <= v <= MAX_INT64:
+            raise InvalidInput(f"{path} is an integer outside the 64-bit range; send it as a string")
+        budget[1] -= 8
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            raise InvalidInput(f"{path} is {v!r}; use a finite number (NaN and Infinity cannot be matched)")
+        budget[1] -= 8
+    else:
+        raise InvalidInput(f"{path} holds a {type(v).__name__}; use JSON values")
+    if budget[1] < 0:
+        raise InvalidInput(
+            f"{path}: metadata is larger than {limits.metadata_max_chars} characters "
+            "(limits.metadata_max_chars); keep metadata small"
+        )
+    return v
+
+
+def check_metadata_filter(value: object, limits: LimitsSettings) -> Doc:
+    """Exact values to match: top-level keys of metadata, each a string, number, boolean or null."""
+    filt = check_metadata(value, limits, "metadata")
+    for k, v in filt.items():
+        if isinstance(v, dict | list):
+            raise InvalidInput(
+                f"metadata.{k}: a filter value must be a string, number, boolean or null (exact match)"
+            )
+    return filt

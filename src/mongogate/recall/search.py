@@ -1,0 +1,202 @@
+"""`recall`: the caller's memories ranked by exact term and by meaning, the two rankings fused.
+
+- Exact terms: `find` with `$text` (textScore), scoped and filtered like every read. It works on
+  every MongoDB and on the embedded engine (which refuses `$text` inside an aggregate).
+- Meaning: the query's embedding against the stored ones of the SAME model only
+  (`embedding_model` is part of the filter): `$vectorSearch` where the deployment has the search
+  index (`vector_search` "atlas", or "auto" and the probe finds it), else an exact scan in
+  mongogate of the scope's newest `max_scan` vectors.
+- Fusion: reciprocal rank fusion (`recall/rank.py`) over both candidate lists.
+
+An embedder that fails at recall time does not fail the call: the exact-term ranking still
+answers and `vector_path` says "unavailable" (the tool's notice tells the model).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pymongo import DESCENDING
+from pymongo.errors import OperationFailure, PyMongoError
+
+from mongogate.errors import EmbeddingUnavailable, StorageError
+from mongogate.recall import checks
+from mongogate.recall.model import Recalled, RecallMethod, Scope
+from mongogate.recall.pages import ITEM_FIELDS, cap_items, item_of
+from mongogate.recall.rank import fuse
+from mongogate.recall.vectors import has_vector_search, scan_top, vector_search_stage
+from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    from mongogate.recall.store import LongTermMemory
+
+log = logging.getLogger(__name__)
+
+#: candidates each ranking contributes to the fusion, per memory asked for
+CANDIDATES_PER_RESULT = 4
+MIN_CANDIDATES = 20
+MAX_CANDIDATES = 200
+_logged: set[str] = set()
+
+
+def candidates(limit: int) -> int:
+    return max(MIN_CANDIDATES, min(MAX_CANDIDATES, limit * CANDIDATES_PER_RESULT))
+
+
+async def vector_path(store: LongTermMemory) -> str:
+    """ "vectorSearch" (a search index answers) or "scan" (exact, in mongogate)."""
+    mode = store.settings.vector_search
+    if mode == "scan":
+        return "scan"
+    if mode == "atlas":
+        return "vectorSearch"
+    found = await has_vector_search(store.memories, store.settings.vector_index_name)
+    return "vectorSearch" if found else "scan"
+
+
+def log_path(path: str, store: LongTermMemory) -> None:
+    """The server log says which vector path ran: once per process and path, then at debug."""
+    if path not in _logged:
+        _logged.add(path)
+        log.info(
+            "recall: vector path %s (memory.long_term.vector_search=%s, model %s)",
+            path,
+            store.settings.vector_search,
+            store.embedder.model,
+        )
+    else:
+        log.debug("recall: vector path %s", path)
+
+
+async def recall(
+    store: LongTermMemory,
+    scope: Scope,
+    query: object,
+    *,
+    namespace: object = None,
+    limit: object = None,
+    metadata: object = None,
+    method: RecallMethod = "fused",
+) -> Recalled:
+    text = checks.check_query(query, store.settings)
+    n = checks.check_recall_limit(limit, store.settings)
+    filt = checks.check_metadata_filter(metadata, store.limits)
+    base = store.scoped(scope, namespace, store.clock.now())
+    base |= {f"metadata.{k}": v for k, v in filt.items()}
+    depth = candidates(n)
+    text_ranked: list[tuple[str, float]] = []
+    vector_ranked: list[tuple[str, float]] = []
+    path = "none"
+    try:
+        if method in ("fused", "text"):
+            text_ranked = await by_text(store, base, text, depth)
+        if method in ("fused", "vector"):
+            try:
+                vector = await store.embed_one(text)
+            except EmbeddingUnavailable:
+                if method == "vector":
+                    raise
+                log.warning("recall: the embedder failed; exact-term ranking only")
+                path = "unavailable"
+            else:
+                path = await vector_path(store)
+                log_path(path, store)
+                if path == "vectorSearch":
+                    vector_ranked = await by_vector_search(store, scope, base, vector, depth)
+                else:
+                    vector_ranked = await by_scan(store, base, vector, depth)
+        if method == "fused":
+            ranked = fuse([[i for i, _ in text_ranked], [i for i, _ in vector_ranked]])[:n]
+        else:
+            ranked = (text_ranked or vector_ranked)[:n]
+        ids = [i for i, _ in ranked]
+        found = store.memories.find({**base, "_id": {"$in": ids}}, ITEM_FIELDS) if ids else None
+        docs = {str(d["_id"]): d async for d in found} if found is not None else {}
+    except PyMongoError as e:
+        raise StorageError("could not recall memories") from e
+    items = [item_of(docs[i], round(score, 6)) for i, score in ranked if i in docs]
+    kept, truncated = cap_items(items, store.settings.max_response_bytes)
+    return Recalled(kept, path, truncated)
+
+
+async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:
+    score = {"$meta": "textScore"}
+    found = store.memories.find(
+        {**base, "$text": {"$search": query}}, {"score": score}, sort=[("score", score)], limit=depth
+    )
+    rows = [(str(d["_id"]), float(d.get("score") or 0.0)) async for d in found]
+    return sorted(rows, key=lambda r: (-r[1], r[0]))
+
+
+async def by_scan(
+    store: LongTermMemory, base: Doc, vector: list[float], depth: int
+) -> list[tuple[str, float]]:
+    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them)."""
+    found = store.memories.find(
+        {**base, "embedding_model": store.embedder.model},
+        {"embedding": 1},
+        sort=[("updated_at", DESCENDING), ("_id", DESCENDING)],
+        limit=store.settings.max_scan,
+    )
+    docs = [(str(d["_id"]), d["embedding"]) async for d in found if d.get("embedding") is not None]
+    return scan_top(vector, docs, depth)
+
+
+async def by_vector_search(
+    store: LongTermMemory, scope: Scope, base: Doc, vector: list[float], depth: int
+) -> list[tuple[str, float]]:
+    """`$vectorSearch` filtered on the index's filter fields, then the rest of the scope filter."""
+    pre: Doc = {"tenant": scope.tenant, "owner": scope.owner, "embedding_model": store.embedder.model}
+    if "ns_path" in base:
+        pre["ns_path"] = base["ns_path"]
+    stage = vector_search_stage(
+        index=store.settings.vector_index_name,
+        query=vector,
+        filter=pre,
+        limit=depth,
+        num_candidates=min(10_000, depth * 10),
+    )
+    pipeline: list[dict[str, Any]] = [
+        stage,
+        {"$project": {"_id": 1, "score": {"$meta": "vectorSearchScore"}, **{k: 1 for k in _POST}}},
+        {"$match": {k: v for k, v in base.items() if k not in pre}},
+        {"$project": {"_id": 1, "score": 1}},
+    ]
+    try:
+        cursor = await store.memories.aggregate(pipeline)
+        return [(str(d["_id"]), float(d["score"])) async for d in cursor]
+    except OperationFailure as e:
+        raise StorageError(
+            "could not run $vectorSearch",
+            advice=f"create the search index {store.settings.vector_index_name!r} (mongogate check "
+            "prints it) or set memory.long_term.vector_search = 'scan'",
+        ) from e
+
+
+_POST = ("metadata", "expires_at")
+
+
+async def path_report(store: LongTermMemory) -> list[str]:
+    """What `mongogate check` prints, and the server logs at start: which vector path runs, why,
+    and the exact search index to create (it exists, or not)."""
+    from mongogate.recall.vectors import vector_index_definition
+
+    s = store.settings
+    exists = await has_vector_search(store.memories, s.vector_index_name)
+    path = await vector_path(store)
+    why = {
+        "scan": f"an exact scan in mongogate of up to {s.max_scan} vectors per recall "
+        "(memory.long_term.max_scan)",
+        "vectorSearch": f"$vectorSearch on the search index {s.vector_index_name!r}",
+    }[path]
+    definition = json.dumps(vector_index_definition(s, store.embedder.dimensions), sort_keys=True)
+    return [
+        f"long-term memory: scope {s.scope}, embedder {store.embedder.model} ({store.embedder.dimensions} "
+        f"dimensions), quota {s.max_per_scope} memories per scope",
+        f"long-term memory vector path: {path} (memory.long_term.vector_search = {s.vector_search}): {why}",
+        f"long-term memory vector index {s.vector_index_name!r}: {'exists' if exists else 'missing'}; "
+        "the definition to create on Atlas or MongoDB Community 8.2+ (db.memories.createSearchIndex):",
+        f"  {definition}",
+    ]

@@ -1,0 +1,385 @@
+"""Long-term memory: one document per memory, scoped by (tenant, owner), found again by recall.
+
+Correctness rests on the database, not on read-then-write in mongogate:
+- a keyed memory is unique on (tenant, owner, namespace, key) and a memory without a key on
+  (tenant, owner, namespace, text_hash) (two partial unique indexes), so two concurrent
+  `remember`s, or a retry after a lost reply, can never make a second memory;
+- a new version is a conditional update on the version read (`{_id, version: v}`), written after
+  the previous text is in the history (an idempotent upsert on (memory_id, version)), so the
+  history never misses a version that was replaced and never holds one that was not stored;
+- every read and write filters on `tenant` and `owner` first: another scope's memory is absent.
+
+The text is embedded before anything is written: a failing embedder stores nothing
+(`EmbeddingUnavailable`, retryable). Ranking lives in `recall/search.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
+from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.errors import EmbeddingUnavailable, InvalidInput, NotFound, QuotaExceeded, StorageError
+from mongogate.recall import checks
+from mongogate.recall.embedding import Embedder
+from mongogate.recall.model import (
+    History,
+    MemoryPage,
+    Recalled,
+    RecallMethod,
+    Remembered,
+    Scope,
+    Version,
+)
+from mongogate.recall.pages import ITEM_FIELDS, cap_items, decode_cursor, encode_cursor, item_of, live
+from mongogate.recall.vectors import pack
+from mongogate.values import Doc, check_int
+
+log = logging.getLogger(__name__)
+
+KEY_INDEX = "scope_namespace_key_unique"
+TEXT_HASH_INDEX = "scope_namespace_text_unique"
+TEXT_INDEX = "memory_text"
+TTL_INDEX = "expires_at_ttl"
+#: memories per list_memories page, and the versions memory_history returns at most
+PAGE_DEFAULT = 20
+PAGE_MAX = 100
+MAX_HISTORY = 100
+#: rounds of read-then-conditional-write before a busy key is reported (retryable)
+_ATTEMPTS = 8
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class LongTermMemory:
+    def __init__(
+        self,
+        db: AsyncDatabase[Doc],
+        settings: LongTermSettings,
+        embedder: Embedder,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        limits: LimitsSettings | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.embedder = embedder
+        self.clock = clock
+        self.limits = limits or LimitsSettings()
+        self.memories: AsyncCollection[Doc] = db["memories"]
+        self.versions: AsyncCollection[Doc] = db["memory_versions"]
+        #: test seam: called at named points between a write and its reply (crash tests)
+        self.fault: Callable[[str], None] | None = None
+
+    def at(self, point: str) -> None:
+        if self.fault is not None:
+            self.fault(point)
+
+    async def ensure_indexes(self) -> None:
+        """Idempotent: `serve` and `check` run it at every start."""
+        scope_ns = [("tenant", ASCENDING), ("owner", ASCENDING), ("namespace", ASCENDING)]
+        try:
+            await self.memories.create_index(
+                [*scope_ns, ("key", ASCENDING)],
+                name=KEY_INDEX,
+                unique=True,
+                partialFilterExpression={"keyed": True},
+            )
+            await self.memories.create_index(
+                [*scope_ns, ("text_hash", ASCENDING)],
+                name=TEXT_HASH_INDEX,
+                unique=True,
+                partialFilterExpression={"keyed": False},
+            )
+            await self.memories.create_index(
+                [
+                    ("tenant", ASCENDING),
+                    ("owner", ASCENDING),
+                    ("updated_at", DESCENDING),
+                    ("_id", DESCENDING),
+                ],
+                name="scope_updated",
+            )
+            await self.memories.create_index(
+                [("tenant", ASCENDING), ("owner", ASCENDING), ("ns_path", ASCENDING)], name="scope_ns_path"
+            )
+            await self.memories.create_index([("text", "text")], name=TEXT_INDEX, default_language="none")
+            await self.memories.create_index(
+                [("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0
+            )
+            await self.versions.create_index(
+                [("memory_id", ASCENDING), ("version", ASCENDING)], name="memory_version_unique", unique=True
+            )
+            await self.versions.create_index(
+                [("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0
+            )
+        except PyMongoError as e:
+            raise StorageError("could not create the long-term memory indexes") from e
+
+    # -- remember -----------------------------------------------------------------------------
+
+    async def remember(
+        self,
+        scope: Scope,
+        text: object,
+        *,
+        namespace: object = checks.DEFAULT_NAMESPACE,
+        key: object = None,
+        metadata: object = None,
+        ttl_days: object = None,
+    ) -> Remembered:
+        """Store one memory; a repeat (or a retry after a lost reply) is `unchanged`, never a copy."""
+        body = checks.check_text(text, self.settings)
+        ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
+        k = None if key is None else checks.check_key(key)
+        meta = checks.check_metadata(metadata, self.limits)
+        ttl = checks.check_ttl(ttl_days, self.settings)
+        digest = text_hash(body)
+        vector = await self.embed_one(body)  # before any write: a failure stores nothing
+        ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": ns}
+        ident |= {"keyed": True, "key": k} if k is not None else {"keyed": False, "text_hash": digest}
+        try:
+            for _ in range(_ATTEMPTS):
+                now = self.clock.now()
+                expires = None if ttl is None else now + timedelta(days=ttl)
+                found = await self.memories.find_one(ident, {"embedding": 0})
+                self.at("remember.after_read")
+                if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
+                    await self._erase(scope, str(found["_id"]))  # expired: as if it were not there
+                    continue
+                if found is None:
+                    await self._check_quota(scope, now)
+                    doc: Doc = {
+                        "_id": uuid.uuid4().hex,
+                        **ident,
+                        "key": k,
+                        "text": body,
+                        "text_hash": digest,
+                        "ns_path": checks.namespace_path(ns),
+                        "metadata": meta,
+                        "version": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                        "expires_at": expires,
+                        **self._vector_fields(vector),
+                    }
+                    try:
+                        await self.memories.insert_one(doc)
+                    except DuplicateKeyError:
+                        continue  # a concurrent remember created it first: read it again
+                    self.at("remember.after_write")
+                    return Remembered(doc["_id"], ns, k, 1, "created")
+                if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
+                    return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
+                if await self._new_version(scope, found, body, digest, meta, vector, now, expires):
+                    self.at("remember.after_write")
+                    return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
+        except PyMongoError as e:
+            raise StorageError("could not store the memory") from e
+        raise StorageError(
+            "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
+        )
+
+    async def embed_one(self, text: str) -> list[float]:
+        vectors = await self.embedder.embed([text])
+        if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimensions:
+            raise EmbeddingUnavailable(
+                f"the embedding model {self.embedder.model!r} answered with the wrong shape; "
+                "nothing was stored"
+            )
+        return vectors[0]
+
+    def _vector_fields(self, vector: list[float]) -> Doc:
+        return {
+            "embedding": pack(vector),
+            "embedding_model": self.embedder.model,
+            "embedding_dims": self.embedder.dimensions,
+        }
+
+    async def _new_version(
+        self,
+        scope: Scope,
+        found: Doc,
+        body: str,
+        digest: str,
+        meta: Doc,
+        vector: list[float],
+        now: datetime,
+        expires: datetime | None,
+    ) -> bool:
+        """The previous text into the history first (idempotent), then the update on that version."""
+        v = int(found["version"])
+        mid = str(found["_id"])
+        entry: Doc = {
+            "memory_id": mid,
+            "tenant": scope.tenant,
+            "owner": scope.owner,
+            "version": v,
+            "text": found["text"],
+            "metadata": found.get("metadata") or {},
+            "updated_at": found["updated_at"],
+            "expires_at": expires,
+        }
+        with contextlib.suppress(DuplicateKeyError):  # a concurrent update wrote this same entry
+            await self.versions.update_one(
+                {"memory_id": mid, "version": v}, {"$setOnInsert": entry}, upsert=True
+            )
+        changed = await self.memories.update_one(
+            {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, "version": v},
+            {
+                "$set": {
+                    "text": body,
+                    "text_hash": digest,
+                    "metadata": meta,
+                    "version": v + 1,
+                    "updated_at": now,
+                    "expires_at": expires,
+                    **self._vector_fields(vector),
+                }
+            },
+        )
+        if changed.matched_count == 1 and expires != found.get("expires_at"):
+            await self.versions.update_many({"memory_id": mid}, {"$set": {"expires_at": expires}})
+        return changed.matched_count == 1
+
+    async def _check_quota(self, scope: Scope, now: datetime) -> None:
+        held = await self.memories.count_documents(
+            {"tenant": scope.tenant, "owner": scope.owner, **live(now)}, limit=self.settings.max_per_scope
+        )
+        if held >= self.settings.max_per_scope:
+            raise QuotaExceeded(
+                f"this scope holds {held} memories, the most memory.long_term.max_per_scope allows; "
+                "nothing was written. forget memories you no longer need, or update one by its key"
+            )
+
+    # -- forget, list, history ----------------------------------------------------------------
+
+    async def forget(
+        self, scope: Scope, *, id: object = None, namespace: object = None, key: object = None
+    ) -> bool:
+        """Erase one memory and its history; False when there is none (for this scope)."""
+        if id is not None and (namespace is not None or key is not None):
+            raise InvalidInput("forget takes either id, or namespace and key; not both")
+        if id is not None:
+            query: Doc = {"_id": checks.check_memory_id(id)}
+        elif key is not None:
+            ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
+            query = {"namespace": ns, "keyed": True, "key": checks.check_key(key)}
+        else:
+            raise InvalidInput(
+                "forget needs id (from remember, recall or list_memories), or namespace and key"
+            )
+        try:
+            gone = await self.memories.find_one_and_delete(
+                {"tenant": scope.tenant, "owner": scope.owner, **query}, {"_id": 1, "expires_at": 1}
+            )
+            mid = str(gone["_id"]) if gone is not None else query.get("_id")
+            self.at("forget.after_memory")
+            if mid is not None:  # by id: also what a forget interrupted here left behind
+                await self.versions.delete_many(
+                    {"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner}
+                )
+        except PyMongoError as e:
+            raise StorageError("could not forget the memory; call forget again") from e
+        if gone is None:
+            return False
+        expired = gone.get("expires_at") and as_utc(gone["expires_at"]) <= self.clock.now()
+        return not expired
+
+    async def _erase(self, scope: Scope, mid: str) -> None:
+        await self.memories.delete_one({"_id": mid, "tenant": scope.tenant, "owner": scope.owner})
+        await self.versions.delete_many({"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner})
+
+    def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
+        query: Doc = {"tenant": scope.tenant, "owner": scope.owner}
+        if namespace is not None:
+            query["ns_path"] = checks.check_namespace(namespace)
+        return query | live(now)
+
+    async def list(
+        self, scope: Scope, *, namespace: object = None, limit: object = None, cursor: object = None
+    ) -> MemoryPage:
+        """Newest first (last written), through the (scope, updated_at, _id) index."""
+        n = check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="memories per page")
+        query = self.scoped(scope, namespace, self.clock.now())
+        if cursor is not None:
+            at, last = decode_cursor(cursor)
+            query = {
+                "$and": [
+                    query,
+                    {"$or": [{"updated_at": {"$lt": at}}, {"updated_at": at, "_id": {"$lt": last}}]},
+                ]
+            }
+        try:
+            found = self.memories.find(
+                query, ITEM_FIELDS, sort=[("updated_at", DESCENDING), ("_id", DESCENDING)], limit=n + 1
+            )
+            docs = [d async for d in found]
+        except PyMongoError as e:
+            raise StorageError("could not list the memories") from e
+        items, truncated = cap_items([item_of(d) for d in docs[:n]], self.settings.max_response_bytes)
+        more = (len(docs) > n or truncated) and items
+        nxt = encode_cursor(items[-1].updated_at, items[-1].id) if more else None
+        return MemoryPage(items, nxt, truncated)
+
+    async def history(self, scope: Scope, id: object) -> History:
+        """Every version, oldest first, the current one last; another scope's id is `not_found`."""
+        mid = checks.check_memory_id(id)
+        now = self.clock.now()
+        try:
+            current = await self.memories.find_one(
+                {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, **live(now)},
+                {"text": 1, "version": 1, "updated_at": 1},
+            )
+            if current is None:
+                raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
+            older = self.versions.find(
+                {
+                    "memory_id": mid,
+                    "tenant": scope.tenant,
+                    "owner": scope.owner,
+                    "version": {"$lt": current["version"]},
+                },
+                {"version": 1, "text": 1, "updated_at": 1},
+                sort=[("version", DESCENDING)],
+                limit=MAX_HISTORY,
+            )
+            docs = [d async for d in older]
+        except PyMongoError as e:
+            raise StorageError("could not read the memory's history") from e
+        versions = [
+            Version(int(d["version"]), str(d["text"]), as_utc(d["updated_at"])) for d in reversed(docs)
+        ]
+        versions.append(Version(int(current["version"]), str(current["text"]), as_utc(current["updated_at"])))
+        left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
+        return History(mid, versions, max(left_out, 0))
+
+    # -- recall -------------------------------------------------------------------------------
+
+    async def recall(
+        self,
+        scope: Scope,
+        query: object,
+        *,
+        namespace: object = None,
+        limit: object = None,
+        metadata: object = None,
+        method: RecallMethod = "fused",
+    ) -> Recalled:
+        from mongogate.recall.search import recall  # ranking lives beside, to keep this module short
+
+        return await recall(
+            self, scope, query, namespace=namespace, limit=limit, metadata=metadata, method=method
+        )

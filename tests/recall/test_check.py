@@ -1,0 +1,46 @@
+"""`mongogate check` says which vector path runs, prints the exact search index definition, and
+whether it exists (the embedded engine has no search indexes: the exact scan runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mongogate.config import LongTermSettings
+from mongogate.recall.embedding import LOCAL_DIMENSIONS
+from mongogate.recall.vectors import vector_index_definition
+from tests.helpers import EXE, ROOT
+
+
+@pytest.fixture
+def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    return e | {
+        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
+        "MONGOGATE_DATABASE__URI": engine_uri,
+        "MONGOGATE_DATABASE__NAME": db_name,
+        "MONGOGATE_AUTH__TENANT": "acme",
+    }
+
+
+@pytest.mark.parametrize("mode", ["auto", "scan"])
+def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str) -> None:
+    env = env | {"MONGOGATE_MEMORY__LONG_TERM__VECTOR_SEARCH": mode}
+    r = subprocess.run([*EXE, "check"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any(
+        ln.startswith("long-term memory indexes: ok") and "memory_text" in ln and "expires_at_ttl" in ln
+        for ln in lines
+    )
+    assert f"long-term memory vector path: scan (memory.long_term.vector_search = {mode})" in r.stdout
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("long-term memory vector index"))
+    assert "'mongogate_memory_vectors': missing" in lines[i]
+    printed = json.loads(lines[i + 1])
+    assert printed == vector_index_definition(LongTermSettings(), LOCAL_DIMENSIONS)
+    fields = {f["path"]: f["type"] for f in printed["definition"]["fields"]}
+    assert fields["embedding"] == "vector" and {"tenant", "owner", "embedding_model"} <= set(fields)

@@ -42,18 +42,10 @@ class Fusion:
     vector_weight: float = 1.0
     #: a text hit's weight is multiplied by (share of query terms it holds) ** this
     exactness_power: float = 2.0
-    #: candidates each ranking contributes: max(limit, this)
-    candidates: int = 20
 
     def __post_init__(self) -> None:
         for name in ("k", "text_weight", "vector_weight", "exactness_power"):
             _check(getattr(self, name), f"Fusion.{name}")
-        if self.candidates < 1:
-            raise ValueError(f"Fusion.candidates={self.candidates!r}: give 1 or more")
-
-    def depth(self, limit: int) -> int:
-        """How many candidates to ask each ranking for, for a recall of `limit`."""
-        return max(limit, self.candidates)
 
 
 DEFAULT_FUSION = Fusion()
@@ -95,18 +87,15 @@ def fuse_recall(
     fusion: Fusion = DEFAULT_FUSION,
 ) -> list[tuple[str, float]]:
     """`recall`'s ranking: `$text` hits `(id, text)` (any order) and the vector ranking (ids,
-    best first) fused, best first. Only the first `fusion.candidates` of each count."""
-    exact = text_ranking(query, text_hits)[: fusion.candidates]
+    best first) fused, best first. The caller cuts each to its candidate depth."""
+    exact = text_ranking(query, text_hits)
     levels = sorted({share for _, share in exact}, reverse=True)
     text_side = [
         (doc_id, levels.index(share) + 1, fusion.text_weight * share**fusion.exactness_power)
         for doc_id, share in exact
         if share > 0
     ]
-    vector_side = [
-        (doc_id, rank, fusion.vector_weight)
-        for rank, doc_id in enumerate(vector_ids[: fusion.candidates], start=1)
-    ]
+    vector_side = [(doc_id, rank, fusion.vector_weight) for rank, doc_id in enumerate(vector_ids, start=1)]
     return _sum([text_side, vector_side], fusion.k)
 
 

@@ -6,6 +6,7 @@ Where each example is exercised:
 - agents.py: here, a short `mongogate worker` run, then `worker --status`; its ticks in
   tests/scheduler/test_agents.py;
 - http_client.py: tests/test_cli.py, against `serve --http --demo` (what `make run` starts);
+- long_term_memory.py: here, run as a user runs it (two stdio server processes in a row);
 - mongogate.toml: tests/test_cli.py (`check`, `tools`, `serve`) and the API-key entry here.
 """
 
@@ -29,6 +30,7 @@ COVERED = {
     "agents.py": "test_agents_example_runs_in_a_worker",
     "embed.py": "test_embed_example_serves_its_tool_over_stdio",
     "http_client.py": "tests/test_cli.py::test_serve_http_demo_runs_the_example_client",
+    "long_term_memory.py": "test_long_term_memory_example_recalls_in_a_new_session",
     "mcp_servers.json": "test_mcp_servers_json_entries_start_and_answer",
     "mongogate.toml": "tests/test_cli.py::test_check_reports_and_exits_zero",
 }
@@ -131,3 +133,21 @@ def test_agents_example_runs_in_a_worker(env: dict[str, str]) -> None:
     assert status.returncode == 0, status.stderr
     keys = sorted(json.loads(line)["agent_key"] for line in status.stdout.splitlines())
     assert keys == ["heartbeat", "message-digest", "stale-runs"]
+
+
+def test_long_term_memory_example_recalls_in_a_new_session(env: dict[str, str]) -> None:
+    """Remembered by one server process, recalled by the next: by meaning and by exact identifier."""
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES / "long_term_memory.py")],
+        env=env | {"MONGOGATE_AUTH__TENANT": "acme"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr + run.stdout
+    out = run.stdout
+    assert "remember home_city: created (version 1)" in out
+    assert "recall 'Which city does the user live in?': The user lives in Lisbon since March." in out
+    assert "recall 'SN-48213-QX': The user's laptop has serial number SN-48213-QX." in out
+    assert "search_messages 'Lisbon': ['I moved to Lisbon.']" in out

@@ -285,3 +285,22 @@ async def test_forget_needs_id_or_namespace_and_key(ltm: LongTermMemory) -> None
 
 def test_limits_default_is_the_shared_metadata_bounds() -> None:
     assert LimitsSettings().metadata_max_keys == 64
+
+
+async def test_forget_interrupted_before_the_history_is_finished_by_the_next_forget(
+    ltm: LongTermMemory,
+) -> None:
+    a = await ltm.remember(ACME, "v1", key="k")
+    await ltm.remember(ACME, "v2", key="k")
+
+    def crash(point: str) -> None:
+        if point == "forget.after_memory":
+            raise KeyboardInterrupt  # the process stops here: the memory is gone, its history not yet
+
+    ltm.fault = crash
+    with pytest.raises(KeyboardInterrupt):
+        await ltm.forget(ACME, id=a.id)
+    ltm.fault = None
+    assert await ltm.versions.count_documents({"memory_id": a.id}) == 1
+    assert await ltm.forget(ACME, id=a.id) is False  # already gone, and now its history too
+    assert await ltm.versions.count_documents({"memory_id": a.id}) == 0

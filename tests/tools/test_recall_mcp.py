@@ -193,3 +193,34 @@ async def test_server_log_says_which_vector_path_ran(
         for m in said
     )
     assert any(m.startswith("recall: vector path scan") for m in said)
+
+
+async def test_a_failing_database_is_a_retryable_storage_error(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: Any
+) -> None:
+    """The engine's failCommand failpoint fails the next insert into memories once, as a server would."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        await mongo.admin.command(
+            {
+                "configureFailPoint": "failCommand",
+                "mode": {"times": 1},
+                "data": {"failCommands": ["insert"], "errorCode": 2, "namespace": f"{db_name}.memories"},
+            }
+        )
+        text = await failure(c, "remember", text="The gate code is 1234.")
+        assert (
+            text.startswith("[storage_error] (retryable) could not store the memory") and "(request " in text
+        )
+        assert (await ok(c, "list_memories"))["memories"] == []
+        assert (await ok(c, "remember", text="The gate code is 1234."))["status"] == "created"
+
+
+@pytest.mark.parametrize("query", ["-only", "---", '""', "{}", '"unbalanced'])
+async def test_search_messages_odd_queries_are_answered(
+    engine_uri: str, db_name: str, tmp_path: Path, query: str
+) -> None:
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        sid = (await ok(c, "create_session"))["session_id"]
+        await ok(c, "append", session_id=sid, turn_id="t", role="user", content="only unbalanced words")
+        found = await ok(c, "search_messages", query=query)
+        assert len(found["messages"]) <= 1

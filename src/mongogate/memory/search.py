@@ -7,6 +7,7 @@ ranked by textScore, then newest first, and cut to a byte cap (`truncated`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -44,6 +45,14 @@ class Hits:
     truncated: int = 0
 
 
+_WORD = re.compile(r"\w", re.UNICODE)
+
+
+def searchable(query: str) -> bool:
+    """`$text` needs one term that is not negated (`-word`); phrases in quotes count."""
+    return any(_WORD.search(t.replace('"', "")) and not t.startswith("-") for t in query.split())
+
+
 async def ensure_search_index(store: MemoryStore) -> None:
     """The text index on messages.content (idempotent; `serve` and `check` create it)."""
     try:
@@ -68,6 +77,8 @@ async def search_messages(
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"query is {len(query)} characters; at most {MAX_QUERY_CHARS}")
     n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
+    if not searchable(query):  # only negations or punctuation: the engine would refuse it
+        return Hits([])
     filt: Doc = {"tenant": tenant, "$text": {"$search": query}}
     sid = None
     if session_id is not None:

@@ -141,8 +141,10 @@ def build_server(
             recall.fault = memory.fault
             await recall.ensure_indexes()  # and the message search index: idempotent, every start
             await ensure_search_index(memory)
-            for line in await path_report(recall):  # which vector path runs, in the server log
-                log.info("%s", line)
+            report = await path_report(recall)  # which vector path runs, in the server log
+            log.info("%s", report[1])
+            for line in (report[0], *report[2:]):
+                log.debug("%s", line)
             rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
             audit = audit_from_settings(settings, rw_uri, instance)
             if metrics is not None:

@@ -166,13 +166,16 @@ async def fused(
 async def by_scan(
     store: LongTermMemory, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
-    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them)."""
-    found = store.memories.find(
-        {**base, "embedding_model": store.embedder.model},
-        {"embedding": 1},
-        sort=[("updated_at", DESCENDING), ("_id", DESCENDING)],
-        limit=store.settings.max_scan,
-    )
+    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them).
+
+    When the quota (`max_per_scope`) keeps every scope within `max_scan`, nothing can be cut,
+    so the find is not sorted: on the embedded engine the sort made the scan about a quarter
+    slower (benchmarks/recall.py, "vector paths")."""
+    s = store.settings
+    cut: dict[str, Any] = {}
+    if s.max_per_scope > s.max_scan:
+        cut = {"sort": [("updated_at", DESCENDING), ("_id", DESCENDING)], "limit": s.max_scan}
+    found = store.memories.find({**base, "embedding_model": store.embedder.model}, {"embedding": 1}, **cut)
     docs = [(str(d["_id"]), d["embedding"]) async for d in found if d.get("embedding") is not None]
     return scan_top(vector, docs, depth)
 

@@ -1,4 +1,4 @@
-"""`mongogate memory reembed [--dry-run] [--batch-size N]`: long-term memory maintenance.
+"""`mongogate memory reembed [--dry-run] [--batch-size N] [--json]`: long-term memory maintenance.
 
 `reembed` gives every memory a vector from the configured `[memory.embedding]` model (after a
 model change, or for memories stored without one), resumable and idempotent: run it again
@@ -56,14 +56,13 @@ def _batch_size(text: str) -> int:
 
 
 def register(sub: Any, with_config: Any) -> None:
-    m = sub.add_parser("memory", help="long-term memory maintenance (reembed)")
-    actions = m.add_subparsers(dest="action", required=True)
-    r = with_config(
-        actions.add_parser(
-            "reembed", help="re-embed memories not embedded by the configured model (resumable, idempotent)"
-        )
+    m = with_config(sub.add_parser("memory", help="long-term memory maintenance: reembed"))
+    m.add_argument(
+        "action",
+        choices=("reembed",),
+        help="reembed: new vectors for memories not embedded by the configured model (resumable)",
     )
-    r.add_argument("--dry-run", action="store_true", help="only count what would be re-embedded, per model")
-    r.add_argument("--batch-size", type=_batch_size, default=64, help="memories per read and write (64)")
-    r.add_argument("--json", action="store_true", help="one JSON line instead of text")
-    r.set_defaults(func=cmd_memory)
+    m.add_argument("--dry-run", action="store_true", help="only count what would be re-embedded, per model")
+    m.add_argument("--batch-size", type=_batch_size, default=64, help="memories per read and write (64)")
+    m.add_argument("--json", action="store_true", help="one JSON line instead of text")
+    m.set_defaults(func=cmd_memory)

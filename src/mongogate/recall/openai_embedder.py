@@ -79,7 +79,7 @@ class OpenAIEmbedder:
         try:
             with anyio.fail_after(timeout):
                 status, raw = await self._post(body, headers, cap)
-        except TimeoutError:
+        except (TimeoutError, httpx2.TimeoutException):  # the deadline, or the client's own timeout
             what = f"did not answer within {timeout:g} s (memory.embedding.timeout_s)"
             raise self._unavailable(what) from None
         except httpx2.HTTPError as e:

@@ -6,11 +6,9 @@ The first test failed before the fix: the embedded engine ignores a textScore so
 
 from __future__ import annotations
 
-import anyio
 import pytest
 
 from mongogate.recall.model import Scope
-from mongogate.recall.search import both
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
@@ -62,24 +60,3 @@ async def test_fused_recall_puts_the_exact_identifier_and_the_paraphrase_answer_
     assert (await ltm.recall(ACME, "ORD-58213", limit=1)).memories[0].id == ids["ord1"]
     # "work" matches the laptop by text alone (fourth by meaning): plain RRF put it first
     assert (await ltm.recall(ACME, "what days do I work out?", limit=1)).memories[0].id == ids["gym"]
-
-
-async def test_the_two_rankings_run_side_by_side_and_a_failure_is_raised_as_itself() -> None:
-    started = anyio.Event()
-    cancelled = []
-
-    async def slow() -> None:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            cancelled.append(True)
-            raise
-
-    async def failing() -> None:
-        await started.wait()  # the other one is running: they overlap
-        raise ValueError("the database failed")
-
-    with pytest.raises(ValueError, match="the database failed"):  # not an ExceptionGroup
-        await both(slow, failing)
-    assert cancelled == [True]

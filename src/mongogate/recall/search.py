@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from pymongo import DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
@@ -93,35 +91,24 @@ async def recall(
     text_ranked: list[tuple[str, float]] = []
     vector_ranked: list[tuple[str, float]] = []
     path = "none"
-
-    async def by_terms() -> None:
-        nonlocal text_ranked
-        text_ranked = await by_text(store, base, text, depth)
-
-    async def by_meaning() -> None:
-        nonlocal path, vector_ranked
-        try:
-            vector = await store.embed_one(text)
-        except EmbeddingUnavailable:
-            if method == "vector":
-                raise
-            log.warning("recall: the embedder failed; exact-term ranking only")
-            path = "unavailable"
-            return
-        path = await vector_path(store)
-        log_path(path, store)
-        if path == "vectorSearch":
-            vector_ranked = await by_vector_search(store, scope, base, vector, depth)
-        else:
-            vector_ranked = await by_scan(store, base, vector, depth)
-
     try:
-        if method == "fused":  # the two rankings are independent reads: side by side
-            await both(by_terms, by_meaning)
-        elif method == "text":
-            await by_terms()
-        else:
-            await by_meaning()
+        if method in ("fused", "text"):
+            text_ranked = await by_text(store, base, text, depth)
+        if method in ("fused", "vector"):
+            try:
+                vector = await store.embed_one(text)
+            except EmbeddingUnavailable:
+                if method == "vector":
+                    raise
+                log.warning("recall: the embedder failed; exact-term ranking only")
+                path = "unavailable"
+            else:
+                path = await vector_path(store)
+                log_path(path, store)
+                if path == "vectorSearch":
+                    vector_ranked = await by_vector_search(store, scope, base, vector, depth)
+                else:
+                    vector_ranked = await by_scan(store, base, vector, depth)
         if method == "fused":
             ranked = await fused(store, base, text, text_ranked, vector_ranked, n)
         else:
@@ -134,23 +121,6 @@ async def recall(
     items = [item_of(docs[i], round(score, 6)) for i, score in ranked if i in docs]
     kept, truncated = cap_items(items, store.settings.max_response_bytes)
     return Recalled(kept, path, truncated)
-
-
-Step = Callable[[], Coroutine[Any, Any, None]]
-
-
-async def both(a: Step, b: Step) -> None:
-    """Run `a` and `b` concurrently; a failure of either is raised as itself (not as an
-    exception group), after the other was cancelled."""
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(a)
-            tg.start_soon(b)
-    except BaseExceptionGroup as group:
-        first: BaseException = group
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise first from None
 
 
 async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:

@@ -169,8 +169,8 @@ async def by_scan(
     """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them).
 
     When the quota (`max_per_scope`) keeps every scope within `max_scan`, nothing can be cut,
-    so the find is not sorted: on the embedded engine the sort made the scan about a quarter
-    slower (benchmarks/recall.py, "vector paths")."""
+    so the find is not sorted: on the embedded engine the sorted find took about 1.6x as long
+    at 1,000 and at 10,000 memories (benchmarks/RESULTS.md, "recall")."""
     s = store.settings
     cut: dict[str, Any] = {}
     if s.max_per_scope > s.max_scan:

@@ -44,3 +44,14 @@ def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str)
     assert printed == vector_index_definition(LongTermSettings(), LOCAL_DIMENSIONS)
     fields = {f["path"]: f["type"] for f in printed["definition"]["fields"]}
     assert fields["embedding"] == "vector" and {"tenant", "owner", "embedding_model"} <= set(fields)
+
+
+def test_check_fails_when_atlas_is_forced_and_the_index_is_missing(env: dict[str, str]) -> None:
+    env = env | {"MONGOGATE_MEMORY__LONG_TERM__VECTOR_SEARCH": "atlas"}
+    r = subprocess.run([*EXE, "check"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "long-term memory vector path: vectorSearch (memory.long_term.vector_search = atlas)" in r.stdout
+    assert (
+        "PROBLEM vector_search = 'atlas' but the search index 'mongogate_memory_vectors' is missing"
+        in r.stdout
+    )

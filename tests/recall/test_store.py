@@ -304,3 +304,35 @@ async def test_forget_interrupted_before_the_history_is_finished_by_the_next_for
     assert await ltm.versions.count_documents({"memory_id": a.id}) == 1
     assert await ltm.forget(ACME, id=a.id) is False  # already gone, and now its history too
     assert await ltm.versions.count_documents({"memory_id": a.id}) == 0
+
+
+def test_scope_rule_tenant_or_subject() -> None:
+    from mongogate.errors import AuthError
+    from mongogate.recall.model import TENANT_OWNER, scope_for
+
+    assert scope_for("tenant", "acme", "alice") == Scope("acme", TENANT_OWNER)
+    assert scope_for("subject", "acme", "alice") == Scope("acme", "alice")
+    with pytest.raises(AuthError):  # would read as the tenant-wide owner
+        scope_for("subject", "acme", TENANT_OWNER)
+
+
+async def test_ensure_indexes_is_idempotent(ltm: LongTermMemory) -> None:
+    before = await ltm.memories.index_information()
+    await ltm.ensure_indexes()
+    assert await ltm.memories.index_information() == before
+    assert before["scope_namespace_key_unique"]["unique"] is True
+    assert before["scope_namespace_key_unique"]["partialFilterExpression"] == {"keyed": True}
+
+
+async def test_history_is_cut_to_the_newest_versions_within_the_byte_cap(
+    mongo: AsyncMongoClient[dict[str, object]], db_name: str, embedder: BrokenEmbedder
+) -> None:
+    ltm = LongTermMemory(mongo[db_name], LongTermSettings(max_response_bytes=4096), embedder)
+    await ltm.ensure_indexes()
+    m = None
+    for i in range(1, 7):
+        m = await ltm.remember(ACME, f"version {i} " + "y" * 1000, key="big")
+    assert m is not None and m.version == 6
+    h = await ltm.history(ACME, m.id)
+    assert 1 <= len(h.versions) < 6 and h.truncated == 6 - len(h.versions)
+    assert [v.version for v in h.versions] == list(range(7 - len(h.versions), 7))  # newest, oldest first

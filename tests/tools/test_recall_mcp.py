@@ -111,6 +111,9 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("list_memories", {"cursor": "bogus"}, "[invalid_input] cursor"),
     ("list_memories", {"limit": 101}, "[invalid_input] limit"),
     ("memory_history", {"id": "0" * 32}, "[not_found] no memory"),
+    ("memory_history", {"id": "0" * 65}, "[invalid_input] id must be a memory id"),
+    ("forget", {"id": "0" * 65}, "[invalid_input] id must be a memory id"),
+    ("forget", {"namespace": "a b", "key": "k"}, "[invalid_input] namespace"),
     ("search_messages", {"query": " "}, "[invalid_input] query"),
     ("search_messages", {"query": "x", "session_id": "a:b"}, "[invalid_input] session_id"),
 ]
@@ -224,3 +227,16 @@ async def test_search_messages_odd_queries_are_answered(
         await ok(c, "append", session_id=sid, turn_id="t", role="user", content="only unbalanced words")
         found = await ok(c, "search_messages", query=query)
         assert len(found["messages"]) <= 1
+
+
+async def test_forced_vector_search_without_its_index_says_what_to_do(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    settings = make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"vector_search": "atlas"}})
+    async with Client(build_server(settings)) as c:
+        await ok(c, "remember", text="The boiler was serviced in May.")
+        text = await failure(c, "recall", query="boiler")
+        assert text.startswith(
+            "[storage_error] (retryable) could not run $vectorSearch: create the search index"
+        )
+        assert "vector_search = 'scan'" in text

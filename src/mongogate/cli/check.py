@@ -34,7 +34,7 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         idx = sorted(await store.messages.index_information())
         print(f"indexes: ok (messages: {', '.join(idx)})")
         print(retention_line(settings.memory))
-        await _check_long_term(db, settings, store)
+        problems += await _check_long_term(db, settings, store)
         for spec in settings.query_tools:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
@@ -56,12 +56,15 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
     return 1 if problems else 0
 
 
-async def _check_long_term(db: Any, settings: Settings, store: Any) -> None:
-    """Long-term memory: its indexes (created, idempotent), the vector path and the search index."""
+async def _check_long_term(db: Any, settings: Settings, store: Any) -> int:
+    """Long-term memory: its indexes (created, idempotent), the vector path and the search index.
+
+    A missing search index is a problem only when `vector_search = "atlas"` insists on it."""
     from mongogate.memory.search import ensure_search_index
     from mongogate.recall.embedding import make_embedder
     from mongogate.recall.search import path_report
     from mongogate.recall.store import LongTermMemory
+    from mongogate.recall.vectors import has_vector_search
 
     ltm = LongTermMemory(db.memory, settings.memory.long_term, make_embedder(settings.memory.embedding))
     await ltm.ensure_indexes()
@@ -70,6 +73,14 @@ async def _check_long_term(db: Any, settings: Settings, store: Any) -> None:
     print(f"long-term memory indexes: ok (memories: {', '.join(idx)})")
     for line in await path_report(ltm):
         print(line)
+    s = settings.memory.long_term
+    if s.vector_search == "atlas" and not await has_vector_search(ltm.memories, s.vector_index_name):
+        print(
+            f"long-term memory: PROBLEM vector_search = 'atlas' but the search index {s.vector_index_name!r} "
+            "is missing: create it (above) or set vector_search = 'auto'"
+        )
+        return 1
+    return 0
 
 
 async def _check_indexes(db: Any, settings: Settings) -> int:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput
-from mongogate.recall.model import MemoryItem
+from mongogate.recall.model import MemoryItem, Version
 from mongogate.values import Doc
 
 #: what a memory document shows as an item (never its vector)
@@ -38,6 +38,16 @@ def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem]
         if total > max_bytes:
             return items[:i], len(items) - i
     return items, 0
+
+
+def newest_within(versions: list[Version], max_bytes: int) -> list[Version]:
+    """The newest versions (kept oldest first) whose texts fit in `max_bytes`; the current one always."""
+    total = 0
+    for i in range(len(versions) - 1, -1, -1):
+        total += len(versions[i].text.encode("utf-8")) + _ITEM_OVERHEAD
+        if total > max_bytes and i < len(versions) - 1:
+            return versions[i + 1 :]
+    return versions
 
 
 def encode_cursor(at: datetime, memory_id: str) -> str:

@@ -91,24 +91,13 @@ async def recall(
     text_ranked: list[tuple[str, float]] = []
     vector_ranked: list[tuple[str, float]] = []
     path = "none"
-    try:
+    try:  # one after the other: at once measured no faster on the embedded engine
         if method in ("fused", "text"):
             text_ranked = await by_text(store, base, text, depth)
         if method in ("fused", "vector"):
-            try:
-                vector = await store.embed_one(text)
-            except EmbeddingUnavailable:
-                if method == "vector":
-                    raise
-                log.warning("recall: the embedder failed; exact-term ranking only")
-                path = "unavailable"
-            else:
-                path = await vector_path(store)
-                log_path(path, store)
-                if path == "vectorSearch":
-                    vector_ranked = await by_vector_search(store, scope, base, vector, depth)
-                else:
-                    vector_ranked = await by_scan(store, base, vector, depth)
+            path, vector_ranked = await by_meaning(
+                store, scope, base, text, depth, required=method == "vector"
+            )
         if method == "fused":
             ranked = await fused(store, base, text, text_ranked, vector_ranked, n)
         else:
@@ -121,6 +110,24 @@ async def recall(
     items = [item_of(docs[i], round(score, 6)) for i, score in ranked if i in docs]
     kept, truncated = cap_items(items, store.settings.max_response_bytes)
     return Recalled(kept, path, truncated)
+
+
+async def by_meaning(
+    store: LongTermMemory, scope: Scope, base: Doc, text: str, depth: int, *, required: bool
+) -> tuple[str, list[tuple[str, float]]]:
+    """The vector path that ran and its ranking; "unavailable" when the embedder failed (unless required)."""
+    try:
+        vector = await store.embed_one(text)
+    except EmbeddingUnavailable:
+        if required:
+            raise
+        log.warning("recall: the embedder failed; exact-term ranking only")
+        return "unavailable", []
+    path = await vector_path(store)
+    log_path(path, store)
+    if path == "vectorSearch":
+        return path, await by_vector_search(store, scope, base, vector, depth)
+    return path, await by_scan(store, base, vector, depth)
 
 
 async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:

@@ -41,7 +41,15 @@ from mongogate.recall.model import (
     Scope,
     Version,
 )
-from mongogate.recall.pages import ITEM_FIELDS, cap_items, decode_cursor, encode_cursor, item_of, live
+from mongogate.recall.pages import (
+    ITEM_FIELDS,
+    cap_items,
+    decode_cursor,
+    encode_cursor,
+    item_of,
+    live,
+    newest_within,
+)
 from mongogate.recall.vectors import pack
 from mongogate.values import Doc, check_int
 
@@ -363,6 +371,7 @@ class LongTermMemory:
             Version(int(d["version"]), str(d["text"]), as_utc(d["updated_at"])) for d in reversed(docs)
         ]
         versions.append(Version(int(current["version"]), str(current["text"]), as_utc(current["updated_at"])))
+        versions = newest_within(versions, self.settings.max_response_bytes)
         left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
         return History(mid, versions, max(left_out, 0))
 

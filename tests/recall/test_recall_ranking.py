@@ -54,9 +54,12 @@ async def test_fused_recall_puts_the_exact_identifier_and_the_paraphrase_answer_
         ("gym", "Gym sessions are on Mondays and Thursdays at 7pm."),
         ("laptop", "The work laptop is a ThinkPad with a German keyboard."),
         ("logs", "Application logs are deleted after a month."),
+        ("shoes", "Running shoes are in the hallway closet."),
+        ("yoga", "Yoga class moved to the community hall."),
     ]:
         ids[name] = (await ltm.remember(ACME, text)).id
     assert (await ltm.recall(ACME, "ORD-58231", limit=1)).memories[0].id == ids["ord2"]
     assert (await ltm.recall(ACME, "ORD-58213", limit=1)).memories[0].id == ids["ord1"]
-    # "work" matches the laptop by text alone (fourth by meaning): plain RRF put it first
+    # "work" matches the laptop by text alone (fifth by meaning, a clear margin below the gym):
+    # plain RRF put it first
     assert (await ltm.recall(ACME, "what days do I work out?", limit=1)).memories[0].id == ids["gym"]

@@ -56,6 +56,7 @@ COVERED = {
     ".venv/bin/python -m pytest -m 'not install'": "the suite",
     ".venv/bin/python benchmarks/turn_soak.py": "README: a few minutes, not in CI",
     "mongogate check": "tests/test_cli.py and tests/tools/test_count.py (check against an engine)",
+    "mongogate memory reembed": "tests/recall/test_reembed.py (the command line, against an engine)",
     "make setup": "the first step of make test and make run",
     ".venv/bin/python examples/frameworks/pydantic_ai_agent.py": "tests/test_frameworks.py",
     "python -m mongogate.engine run --detach": "prose: what a mongogate process spawns; tests/test_engine.py",

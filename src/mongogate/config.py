@@ -7,6 +7,7 @@ the file > defaults, merged key by key. Relative paths in the file are relative 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
@@ -157,6 +158,28 @@ def _https_or_loopback(url: str) -> bool:
     return parts.scheme == "http" and parts.hostname in ("127.0.0.1", "::1", "localhost")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _endpoint_problem(url: str, *, key: bool) -> str | None:
+    """Why an embeddings base URL is unusable, or None. An API key never travels over plain
+    http to another machine; without a key, http to a local-network server (Ollama, vLLM) is fine."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as e:
+        return f"not a URL ({e})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "give an http(s):// base URL such as https://api.openai.com/v1"
+    if parts.username or parts.password or parts.query or parts.fragment:
+        return "no credentials, query or fragment in the URL (the key comes from api_key_env)"
+    if key and not _https_or_loopback(url):
+        return "an API key is only sent over https:// (http:// only to 127.0.0.1, ::1 or localhost)"
+    return None
+
+
 class AuthSettings(Section):
     mode: Literal["none", "jwt", "api_keys"] = "none"
     tenant: str | None = None
@@ -222,6 +245,38 @@ class EmbeddingSettings(Section):
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     #: texts per embeddings request
     batch_size: int = Field(default=64, ge=1, le=2048)
+    #: send `dimensions` in the request (OpenAI's text-embedding-3 models shorten their vectors to
+    #: it; many local servers refuse the field); off: only check the answer's size
+    request_dimensions: bool = False
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> EmbeddingSettings:
+        remote = ("url", "model", "dimensions", "api_key_env")
+        if self.provider == "local":
+            stray = [f for f in remote if getattr(self, f) is not None]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)} set with provider 'local' (the built-in model takes none); "
+                    'set provider = "openai" to use an embeddings endpoint'
+                )
+            return self
+        missing = [f for f in ("url", "model", "dimensions") if getattr(self, f) is None]
+        if missing:
+            raise ValueError(
+                f"provider 'openai' needs {', '.join(missing)} (e.g. url = \"https://api.openai.com/v1\", "
+                'model = "text-embedding-3-small", dimensions = 1536)'
+            )
+        problem = _endpoint_problem(str(self.url), key=self.api_key_env is not None)
+        if problem:
+            raise ValueError(f"url {self.url!r}: {problem}")
+        if not 1 <= len(str(self.model)) <= 200 or any(not c.isprintable() for c in str(self.model)):
+            raise ValueError("model must be 1 to 200 printable characters")
+        if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
+            raise ValueError(
+                f"api_key_env {self.api_key_env!r} must be the NAME of an environment variable "
+                "(letters, digits, _), e.g. OPENAI_API_KEY; the key itself never goes in the file"
+            )
+        return self
 
 
 class LongTermSettings(Section):

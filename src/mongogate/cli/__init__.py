@@ -1,4 +1,4 @@
-"""`mongogate serve | check | tools | try | audit | token | worker | engine`.
+"""`mongogate serve | check | tools | try | audit | token | worker | engine | memory`.
 
 One module per command (each has `register(sub, with_config)`); this one only parses and
 dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
@@ -17,7 +17,7 @@ from mongogate.errors import MongogateError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mongogate.cli import audit, check, engine, serve, token, try_tool
+    from mongogate.cli import audit, check, engine, memory, serve, token, try_tool
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return sp
 
-    for module in (serve, check, try_tool, audit, token, engine):
+    for module in (serve, check, try_tool, audit, token, engine, memory):
         module.register(sub, with_config)
 
     from mongogate.scheduler.worker import add_worker_parser

@@ -74,4 +74,6 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     """The embedder `[memory.embedding]` selects."""
     if settings.provider == "local":
         return LocalEmbedder()
-    raise NotImplementedError("provider 'openai' (recall/openai_embedder.py) is being written")
+    from mongogate.recall.openai_embedder import OpenAIEmbedder
+
+    return OpenAIEmbedder(settings)

@@ -1,14 +1,115 @@
-"""Fusing rankings. Minimal version; the ranking helper's tuned one replaces it at merge."""
+"""Fusing the exact-term ranking and the meaning ranking into one.
+
+Reciprocal rank fusion (`fuse`): a memory at rank r of ranking i earns `weights[i] / (k + r)`,
+and the sums decide. Ranks compare where the raw scores do not (a `$text` score grows with
+repeated terms and differs between MongoDB and the embedded engine; a cosine sits in [-1, 1]).
+
+`recall` uses `fuse_recall`, RRF with one refinement measured on the labelled set of
+benchmarks/recall.py (docs/DECISIONS.md, "Recall ranking"): a text hit counts in proportion
+to how exact it is. `$text` matches any one term, so a question in other words matches
+memories that share one incidental word with it ("work" in "what days do I work out?"), and
+plain RRF let those beat the vector ranking's right answer. Weighting each text hit by the
+share of the query's terms it holds (squared), with equal shares sharing a rank, keeps an
+exact identifier on top and lets a one-word overlap count little.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mongogate.recall.terms import coverage, terms
+
+__all__ = ["DEFAULT_FUSION", "DEFAULT_K", "Fusion", "fuse", "fuse_recall", "text_ranking"]
+
+#: RRF's constant in `fuse` (Cormack, Clarke and Büttcher use 60)
+DEFAULT_K = 60
 
 
-def fuse(rankings: Sequence[Sequence[str]], *, k: int = 60) -> list[tuple[str, float]]:
-    """Reciprocal rank fusion: sum of 1 / (k + rank) over the rankings, best first, ties by id."""
+def _check(value: float, what: str) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{what}={value!r}: give a finite number >= 0")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """The knobs of `fuse_recall`; the defaults were chosen on the labelled set."""
+
+    #: RRF's constant: small values give rank 1 a clear lead over rank 2
+    k: float = 5.0
+    text_weight: float = 1.0
+    vector_weight: float = 1.0
+    #: a text hit's weight is multiplied by (share of query terms it holds) ** this
+    exactness_power: float = 2.0
+
+    def __post_init__(self) -> None:
+        for name in ("k", "text_weight", "vector_weight", "exactness_power"):
+            _check(getattr(self, name), f"Fusion.{name}")
+
+
+DEFAULT_FUSION = Fusion()
+
+
+def fuse(
+    rankings: Sequence[Sequence[str]], *, k: float = DEFAULT_K, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Every id of `rankings` (each best first), by reciprocal rank fusion, best first.
+
+    Deterministic: equal scores go to the id with the better best rank, then by id. An id
+    repeated within one ranking counts at its first (best) place only.
+    """
+    _check(k, "k")
+    if weights is None:
+        weights = [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
+    for w in weights:
+        _check(w, "a weight")
+    scored: list[list[tuple[str, int, float]]] = []
+    for ranking, weight in zip(rankings, weights, strict=True):
+        scored.append([(doc_id, rank, weight) for rank, doc_id in enumerate(ranking, start=1)])
+    return _sum(scored, k)
+
+
+def text_ranking(query: str, hits: Sequence[tuple[str, str]]) -> list[tuple[str, float]]:
+    """`$text` hits `(id, text)` ordered by how exact they are: (id, share of the query's terms
+    the memory holds), most exact first; equal shares keep the order they came in."""
+    qt = terms(query)
+    shares = [(doc_id, coverage(qt, text)) for doc_id, text in hits]
+    return sorted(shares, key=lambda pair: -pair[1])
+
+
+def fuse_recall(
+    query: str,
+    text_hits: Sequence[tuple[str, str]],
+    vector_ids: Sequence[str],
+    fusion: Fusion = DEFAULT_FUSION,
+) -> list[tuple[str, float]]:
+    """`recall`'s ranking: `$text` hits `(id, text)` (any order) and the vector ranking (ids,
+    best first) fused, best first. The caller cuts each to its candidate depth."""
+    exact = text_ranking(query, text_hits)
+    levels = sorted({share for _, share in exact}, reverse=True)
+    text_side = [
+        (doc_id, levels.index(share) + 1, fusion.text_weight * share**fusion.exactness_power)
+        for doc_id, share in exact
+        if share > 0
+    ]
+    vector_side = [(doc_id, rank, fusion.vector_weight) for rank, doc_id in enumerate(vector_ids, start=1)]
+    return _sum([text_side, vector_side], fusion.k)
+
+
+def _sum(rankings: Sequence[Sequence[tuple[str, int, float]]], k: float) -> list[tuple[str, float]]:
+    """Sum `gain / (k + rank)` per id over rankings of (id, rank, gain); first place per ranking."""
     scores: dict[str, float] = {}
+    best: dict[str, int] = {}
     for ranking in rankings:
-        for rank, doc_id in enumerate(ranking, start=1):
-            scores[doc_id] = scores.get(doc_id, 0.0) + 1.0 / (k + rank)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        seen: set[str] = set()
+        for doc_id, rank, gain in ranking:
+            if doc_id in seen:
+                continue
+            seen.add(doc_id)
+            scores[doc_id] = scores.get(doc_id, 0.0) + gain / (k + rank)
+            best[doc_id] = min(best.get(doc_id, rank), rank)
+    order = sorted(scores, key=lambda d: (-scores[d], best[d], d))
+    return [(d, scores[d]) for d in order]

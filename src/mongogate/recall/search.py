@@ -6,7 +6,8 @@
   (`embedding_model` is part of the filter): `$vectorSearch` where the deployment has the search
   index (`vector_search` "atlas", or "auto" and the probe finds it), else an exact scan in
   mongogate of the scope's newest `max_scan` vectors.
-- Fusion: reciprocal rank fusion (`recall/rank.py`) over both candidate lists.
+- Fusion: reciprocal rank fusion over both candidate lists, a text hit weighted by the share of
+  the query's terms it holds (`recall/rank.py`, `fuse_recall`; tuned on benchmarks/recall.py).
 
 An embedder that fails at recall time does not fail the call: the exact-term ranking still
 answers and `vector_path` says "unavailable" (the tool's notice tells the model).
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 from pymongo import DESCENDING
@@ -26,7 +26,8 @@ from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import checks
 from mongogate.recall.model import Recalled, RecallMethod, Scope
 from mongogate.recall.pages import ITEM_FIELDS, cap_items, item_of
-from mongogate.recall.rank import fuse
+from mongogate.recall.rank import fuse_recall
+from mongogate.recall.terms import text_search
 from mongogate.recall.vectors import has_vector_search, scan_top, vector_search_stage
 from mongogate.values import Doc
 
@@ -98,7 +99,7 @@ async def recall(
                 store, scope, base, text, depth, required=method == "vector"
             )
         if method == "fused":
-            ranked = fuse([[i for i, _ in text_ranked], [i for i, _ in vector_ranked]])[:n]
+            ranked = await fused(store, base, text, text_ranked, vector_ranked, n)
         else:
             ranked = (text_ranked or vector_ranked)[:n]
         ids = [i for i, _ in ranked]
@@ -129,39 +130,59 @@ async def by_meaning(
     return path, await by_scan(store, base, vector, depth)
 
 
-_WORD = re.compile(r"\w", re.UNICODE)
-
-
-def text_terms(query: str) -> str | None:
-    """The query as plain terms for `$search`: no phrases, no negation (a question such as "who
-    said -20 degrees?" is not `$text` syntax), None when no term is left to search for."""
-    terms = [t.replace('"', "").lstrip("-") for t in query.split()]
-    kept = [t for t in terms if _WORD.search(t)]
-    return " ".join(kept) if kept else None
-
-
 async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:
-    terms = text_terms(query)
-    if terms is None:
+    """The `$text` ranking, best `depth` first. The search string is the query's words without
+    stop words (`terms.text_search`), so `$text` syntax in a query is never interpreted.
+
+    Sorted here, not by the engine: the embedded engine ignores a textScore sort, so a `limit`
+    there would cut arbitrary matches (the best one included); matches are read up to
+    `max_scan` (ids and scores only)."""
+    search = text_search(query)
+    if not search:
         return []
     score = {"$meta": "textScore"}
     found = store.memories.find(
-        {**base, "$text": {"$search": terms}}, {"score": score}, sort=[("score", score)], limit=depth
+        {**base, "$text": {"$search": search}},
+        {"score": score},
+        sort=[("score", score)],
+        limit=store.settings.max_scan,
     )
     rows = [(str(d["_id"]), float(d.get("score") or 0.0)) async for d in found]
-    return sorted(rows, key=lambda r: (-r[1], r[0]))
+    return sorted(rows, key=lambda r: (-r[1], r[0]))[:depth]
+
+
+async def fused(
+    store: LongTermMemory,
+    base: Doc,
+    query: str,
+    text_ranked: list[tuple[str, float]],
+    vector_ranked: list[tuple[str, float]],
+    n: int,
+) -> list[tuple[str, float]]:
+    """Both rankings fused (`rank.fuse_recall`), which weighs each text hit by how many of the
+    query's terms its text holds: one more read, of the text candidates' texts."""
+    texts: dict[str, str] = {}
+    if text_ranked:
+        ids = [i for i, _ in text_ranked]
+        found = store.memories.find({**base, "_id": {"$in": ids}}, {"text": 1})
+        texts = {str(d["_id"]): str(d.get("text", "")) async for d in found}
+    text_hits = [(i, texts[i]) for i, _ in text_ranked if i in texts]
+    return fuse_recall(query, text_hits, [i for i, _ in vector_ranked])[:n]
 
 
 async def by_scan(
     store: LongTermMemory, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
-    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them)."""
-    found = store.memories.find(
-        {**base, "embedding_model": store.embedder.model},
-        {"embedding": 1},
-        sort=[("updated_at", DESCENDING), ("_id", DESCENDING)],
-        limit=store.settings.max_scan,
-    )
+    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them).
+
+    When the quota (`max_per_scope`) keeps every scope within `max_scan`, nothing can be cut,
+    so the find is not sorted: on the embedded engine the sorted find took about 1.6x as long
+    at 1,000 and at 10,000 memories (benchmarks/RESULTS.md, "recall")."""
+    s = store.settings
+    cut: dict[str, Any] = {}
+    if s.max_per_scope > s.max_scan:
+        cut = {"sort": [("updated_at", DESCENDING), ("_id", DESCENDING)], "limit": s.max_scan}
+    found = store.memories.find({**base, "embedding_model": store.embedder.model}, {"embedding": 1}, **cut)
     docs = [(str(d["_id"]), d["embedding"]) async for d in found if d.get("embedding") is not None]
     return scan_top(vector, docs, depth)
 

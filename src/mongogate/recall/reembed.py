@@ -1,0 +1,133 @@
+"""Re-embed memories after the embedding model changed (`mongogate memory reembed`).
+
+`recall` never compares vectors of two models, so after `[memory.embedding]` changes, the
+memories embedded by the old model are found by exact term only until they are re-embedded.
+This walks every memory whose `embedding_model` is not the configured one (or that has no
+embedding), in `_id` order and in batches, and writes each new vector with a conditional
+update on the `version` and `embedding_model` it read:
+
+- idempotent: a re-embedded memory no longer matches, so a second run finds nothing to do;
+- resumable: stopped anywhere (an embedder outage, Ctrl-C, a crash), the next run starts over
+  on what is still stale; nothing is half-written (one update per memory sets vector, model
+  and size together);
+- safe beside a serving mongogate: a memory changed between the read and the write (a new
+  `version`, or embedded anew by `remember`) is skipped, never overwritten with the vector of
+  its old text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pymongo import ASCENDING, UpdateOne
+from pymongo.errors import PyMongoError
+
+from mongogate.errors import StorageError
+from mongogate.recall.embedding import Embedder
+from mongogate.recall.vectors import pack
+
+log = logging.getLogger(__name__)
+
+__all__ = ["COLLECTION", "ReembedReport", "reembed", "stale_counts"]
+
+COLLECTION = "memories"
+#: what a batch reads of each memory
+_FIELDS = {"_id": 1, "text": 1, "version": 1, "embedding_model": 1}
+
+Doc = dict[str, Any]
+#: a test failpoint: runs after a batch is embedded and before it is written
+BeforeWrite = Callable[[list[Doc]], Awaitable[None]]
+
+
+@dataclass
+class ReembedReport:
+    model: str
+    #: memories read that needed a new vector
+    seen: int = 0
+    #: written with the configured model
+    reembedded: int = 0
+    #: changed by someone else between the read and the write (left to its writer)
+    skipped: int = 0
+    #: memories still not embedded by the configured model after this run
+    remaining: int = 0
+
+    def lines(self) -> list[str]:
+        """What `mongogate memory reembed` prints."""
+        out = [f"re-embedded {self.reembedded} of {self.seen} memories with {self.model}"]
+        if self.skipped:
+            out.append(f"skipped {self.skipped} changed while re-embedding (left to their writer)")
+        left = self.remaining
+        out.append(f"{left} memories still to re-embed" if left else "nothing left to re-embed")
+        return out
+
+
+def _stale(model: str) -> Doc:
+    # `$ne` also matches memories without the field (never embedded, or marked for embedding)
+    return {"embedding_model": {"$ne": model}}
+
+
+async def stale_counts(db: Any, model: str) -> dict[str, int]:
+    """Memories not embedded by `model`, per model they were embedded by ("(none)": not at all)."""
+    try:
+        cursor = await db[COLLECTION].aggregate(
+            [{"$match": _stale(model)}, {"$group": {"_id": "$embedding_model", "n": {"$sum": 1}}}]
+        )
+        rows = await cursor.to_list(length=None)
+    except PyMongoError as e:
+        raise StorageError("counting memories to re-embed") from e
+    return {str(r["_id"]) if r["_id"] is not None else "(none)": int(r["n"]) for r in rows}
+
+
+async def reembed(
+    db: Any, embedder: Embedder, *, batch_size: int = 64, before_write: BeforeWrite | None = None
+) -> ReembedReport:
+    """Re-embed every memory of `db` not embedded by `embedder.model`; `EmbeddingUnavailable`
+    stops the run (what was written stays written; run again to go on)."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be 1 or more")
+    report = ReembedReport(model=embedder.model)
+    coll = db[COLLECTION]
+    last: str | None = None
+    while True:
+        query = _stale(embedder.model)
+        if last is not None:  # in _id order, each memory read once per run
+            query = {"$and": [query, {"_id": {"$gt": last}}]}
+        try:
+            batch = await coll.find(query, _FIELDS, sort=[("_id", ASCENDING)], limit=batch_size).to_list()
+        except PyMongoError as e:
+            raise StorageError("reading memories to re-embed") from e
+        if not batch:
+            break
+        last = batch[-1]["_id"]
+        report.seen += len(batch)
+        vectors = await embedder.embed([str(d.get("text", "")) for d in batch])
+        if before_write is not None:
+            await before_write(batch)
+        writes = [
+            UpdateOne(
+                {"_id": d["_id"], "version": d.get("version"), "embedding_model": d.get("embedding_model")},
+                {
+                    "$set": {
+                        "embedding": pack(vec),
+                        "embedding_model": embedder.model,
+                        "embedding_dims": embedder.dimensions,
+                    }
+                },
+            )
+            for d, vec in zip(batch, vectors, strict=True)
+        ]
+        try:
+            result = await coll.bulk_write(writes, ordered=False)
+        except PyMongoError as e:
+            raise StorageError("writing re-embedded memories") from e
+        report.reembedded += result.modified_count
+        report.skipped += len(batch) - result.matched_count
+        log.info("re-embedded %d memories (%d so far)", result.modified_count, report.reembedded)
+    try:
+        report.remaining = await coll.count_documents(_stale(embedder.model))
+    except PyMongoError as e:
+        raise StorageError("counting memories to re-embed") from e
+    return report

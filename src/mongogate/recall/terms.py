@@ -1,0 +1,65 @@
+"""Query terms for the exact-term ranking: words, lower-cased, without English stop words.
+
+MongoDB's "english" text index drops stop words itself; the embedded engine's does not, so a
+question like "what is the dog's medicine?" matched every memory holding "the" or "is".
+Searching for the remaining terms only behaves the same on both, and rebuilding the search
+string from words keeps `$text`'s own syntax (quoted phrases, `-negation`) out of a user's
+query: "ORD-58213" is the two terms "ord" and "58213", never "ord, but not 58213".
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STOP_WORDS", "coverage", "terms", "text_search"]
+
+#: the most terms a `$text` search is given (the longest queries are cut, not refused)
+MAX_TERMS = 32
+
+_STOP_TEXT = """
+    a about above after again against all am an and any are aren't as at be because been before being
+    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
+    during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
+    here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its
+    itself let's me more most mustn't my myself no nor not of off on once only or other ought our ours
+    ourselves out over own same shan't she she'd she'll she's should shouldn't so some such than that
+    that's the their theirs them themselves then there there's these they they'd they'll they're they've
+    this those through to too under until up very was wasn't we we'd we'll we're we've were weren't what
+    what's when when's where where's which while who who's whom why why's will with won't would wouldn't
+    you you'd you'll you're you've your yours yourself yourselves
+"""
+#: English stop words, as MongoDB's "english" text index drops them
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+# a word: letters/digits, with inner apostrophes ("don't", "Ahmed's") kept for the stop list
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+_POSSESSIVE = re.compile(r"'s$")
+
+
+def terms(text: str) -> list[str]:
+    """The distinct search terms of `text`, in order: words, lower-cased, stop words dropped."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for match in _WORD.finditer(text.lower()):
+        word = match.group(0)
+        if word in STOP_WORDS:
+            continue
+        word = _POSSESSIVE.sub("", word)
+        for part in word.split("'"):  # the engine's tokenizer splits on the apostrophe too
+            if part and part not in STOP_WORDS and part not in seen:
+                seen.add(part)
+                out.append(part)
+    return out
+
+
+def text_search(query: str) -> str:
+    """The `$search` string for `query` ("" when nothing is left to search for)."""
+    return " ".join(terms(query)[:MAX_TERMS])
+
+
+def coverage(query_terms: list[str], text: str) -> float:
+    """The share of `query_terms` that `text` holds (0.0 to 1.0): how exact a text match is."""
+    if not query_terms:
+        return 0.0
+    held = set(terms(text))
+    return sum(1 for t in query_terms if t in held) / len(query_terms)

@@ -1,0 +1,65 @@
+"""How `recall` ranks (recall/search.py with recall/rank.py), through the store, on the real model.
+
+The first test failed before the fix: the embedded engine ignores a textScore sort, so the
+`limit` the text query sent cut arbitrary matches, the best one included.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mongogate.recall.model import Scope
+from mongogate.recall.store import LongTermMemory
+
+pytestmark = pytest.mark.anyio
+
+ACME = Scope("acme")
+
+
+async def test_the_best_text_match_survives_more_matches_than_the_candidate_depth(
+    ltm: LongTermMemory,
+) -> None:
+    for i in range(25):  # 25 memories share the term "ord" with the query, in front of the target
+        await ltm.remember(ACME, f"ORD batch {i} was archived", namespace="orders")
+    target = await ltm.remember(ACME, "ORD-777 was refunded to the customer", namespace="orders")
+    got = await ltm.recall(ACME, "ORD-777", method="text", limit=1)
+    assert [m.id for m in got.memories] == [target.id]
+    fused = await ltm.recall(ACME, "ORD-777", limit=1)
+    assert [m.id for m in fused.memories] == [target.id]
+
+
+@pytest.mark.parametrize("query", ['"ORD-777" -refunded', "ORD-777 -customer", "ord-777 OR refunded"])
+async def test_text_search_syntax_in_a_query_is_just_words(ltm: LongTermMemory, query: str) -> None:
+    target = await ltm.remember(ACME, "ORD-777 was refunded to the customer")
+    await ltm.remember(ACME, "the fern needs water twice a week")
+    got = await ltm.recall(ACME, query, method="text")
+    assert [m.id for m in got.memories] == [target.id]  # "-refunded" did not exclude it
+
+
+async def test_a_query_of_stop_words_only_has_no_text_ranking_and_still_recalls_by_meaning(
+    ltm: LongTermMemory,
+) -> None:
+    await ltm.remember(ACME, "the fern needs water twice a week")
+    assert (await ltm.recall(ACME, "what is it that you are", method="text")).memories == []
+    assert len((await ltm.recall(ACME, "what is it that you are")).memories) == 1
+
+
+async def test_fused_recall_puts_the_exact_identifier_and_the_paraphrase_answer_first(
+    ltm: LongTermMemory,
+) -> None:
+    ids = {}
+    for name, text in [
+        ("ord1", "Order ORD-58213 was shipped by DHL on Monday."),
+        ("ord2", "Order ORD-58231 was refunded after the customer complained."),
+        ("gym", "Gym sessions are on Mondays and Thursdays at 7pm."),
+        ("laptop", "The work laptop is a ThinkPad with a German keyboard."),
+        ("logs", "Application logs are deleted after a month."),
+        ("shoes", "Running shoes are in the hallway closet."),
+        ("yoga", "Yoga class moved to the community hall."),
+    ]:
+        ids[name] = (await ltm.remember(ACME, text)).id
+    assert (await ltm.recall(ACME, "ORD-58231", limit=1)).memories[0].id == ids["ord2"]
+    assert (await ltm.recall(ACME, "ORD-58213", limit=1)).memories[0].id == ids["ord1"]
+    # "work" matches the laptop by text alone (fifth by meaning, a clear margin below the gym):
+    # plain RRF put it first
+    assert (await ltm.recall(ACME, "what days do I work out?", limit=1)).memories[0].id == ids["gym"]

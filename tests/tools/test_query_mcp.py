@@ -158,7 +158,7 @@ async def test_query_over_real_http_with_tokens(engine_uri: str, db_name: str, t
         for tenant, prefix in (("acme", "AC"), ("globex", "GL")):
             token = mint_dev_token(settings.auth, tenant=tenant, ttl_s=600)
             async with (
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as hc,
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
                 Client(streamable_http_client(http.url, http_client=hc)) as c,
             ):
                 r = await c.call_tool("find_orders", {"filter": {"status": "paid"}})

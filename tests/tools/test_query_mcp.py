@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from mongogate.config import Settings
-from mongogate.demo import FIND_ORDERS, seed_demo
+from mongogate.demo import FIND_ORDERS
 from mongogate.errors import ConfigError
 from mongogate.policy.audit import read_events
 from mongogate.policy.spec import QueryToolSpec
@@ -27,10 +27,14 @@ from tests.conftest import jwt_auth, make_settings
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(scope="module")
+def db_name(demo_db: str) -> str:
+    """Every test here only reads: they share the module's database, seeded once (demo_db)."""
+    return demo_db
+
+
 def registry(*specs: QueryToolSpec) -> ToolRegistry:
-    r = ToolRegistry(specs or (FIND_ORDERS,))
-    r.on_startup(seed_demo)
-    return r
+    return ToolRegistry(specs or (FIND_ORDERS,))
 
 
 def settings_for(engine_uri: str, db_name: str, tmp: Path, tenant: str = "acme", **kw: Any) -> Settings:

@@ -23,6 +23,7 @@ from pymongo.errors import PyMongoError
 
 from mongogate.config import Settings, load_settings
 from mongogate.db import EmbeddedEngine
+from mongogate.engine.files import ENGINE_LOCK, START_LOCK, STATE_FILE
 
 #: a real MongoDB (or any server not started by the suite) instead of the embedded engine
 EXTERNAL_URI = bool(os.environ.get("MONGODB_URI"))
@@ -30,8 +31,9 @@ EXTERNAL_URI = bool(os.environ.get("MONGODB_URI"))
 ENGINE_MODULES = frozenset(
     {"test_engine.py", "test_engine_processes.py", "test_engine_workers.py", "test_redteam_engine.py"}
 )
-#: what an engine process leaves in its data directory (mongogate.engine.files)
-ENGINE_FILES = ("engine.json", "engine.lock", "engine.start.lock", "mongogate.sqlite3")
+#: what an engine process leaves in its data directory (an in-thread EmbeddedEngine, which
+#: works beside any MONGODB_URI, leaves only its SQLite file)
+ENGINE_FILES = (STATE_FILE, ENGINE_LOCK, START_LOCK)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -87,7 +89,6 @@ def _stop_engine_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     design, until `engine.idle_stop_s`) are stopped when the session ends, not left behind."""
     yield
     from mongogate.engine import client as engine_client
-    from mongogate.engine.files import STATE_FILE
 
     for state in tmp_path_factory.getbasetemp().rglob(STATE_FILE):
         with contextlib.suppress(Exception):  # teardown: one that will not stop is not a test failure

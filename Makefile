@@ -10,7 +10,7 @@ FIND_PY = for c in python3.14 python3.13 "$$(pyenv prefix 3.13.0 2>/dev/null)/bi
             if command -v "$$c" >/dev/null 2>&1 && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then \
               echo "$$c"; exit 0; fi; done; exit 1
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test soak lint bench clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,10 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# the stress and soak variants (200-trial and 16-thread races) that `make test` runs small
+soak: setup
+	$(PY) -m pytest -q -m soak
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks examples

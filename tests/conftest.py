@@ -1,22 +1,81 @@
 """Shared fixtures: the embedded engine starts once per test session on a random port.
 
 Tests talk to it with real pymongo over the wire, exactly as production talks to MongoDB.
+With `MONGODB_URI` set they talk to that server instead, and the tests marked
+`embedded_engine` (they need the engine's process model: engine processes, data
+directories, engine.json) are skipped; `soak` tests run only with `-m soak` (`make soak`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, MongoClient
+from pymongo.errors import PyMongoError
 
 from mongogate.config import Settings, load_settings
 from mongogate.db import EmbeddedEngine
+from mongogate.engine.files import ENGINE_LOCK, START_LOCK, STATE_FILE
+
+#: a real MongoDB (or any server not started by the suite) instead of the embedded engine
+EXTERNAL_URI = bool(os.environ.get("MONGODB_URI"))
+#: modules whose every test is about the engine's process model: marked `embedded_engine` here
+ENGINE_MODULES = frozenset(
+    {"test_engine.py", "test_engine_processes.py", "test_engine_workers.py", "test_redteam_engine.py"}
+)
+#: what an engine process leaves in its data directory (an in-thread EmbeddedEngine, which
+#: works beside any MONGODB_URI, leaves only its SQLite file)
+ENGINE_FILES = (STATE_FILE, ENGINE_LOCK, START_LOCK)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Soak tests run only when `-m` names them (`make soak`), so `-m 'not install'` or a file
+    given by name still runs the small variants only; on MONGODB_URI, engine tests skip."""
+    if "soak" not in (config.getoption("markexpr") or ""):
+        soak = [item for item in items if item.get_closest_marker("soak") is not None]
+        if soak:
+            config.hook.pytest_deselected(items=soak)
+            items[:] = [item for item in items if item.get_closest_marker("soak") is None]
+    for item in items:  # the modules about the engine, and every test given an engine data directory
+        if item.path.name in ENGINE_MODULES or "data" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.embedded_engine)
+    if not EXTERNAL_URI:
+        return
+    skip = pytest.mark.skip(
+        reason="needs the embedded engine's process model (engine processes, data directories, "
+        "engine.json); MONGODB_URI points at another server"
+    )
+    for item in items:
+        if item.get_closest_marker("embedded_engine") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _engine_use_is_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that starts an engine process in its tmp_path must say so (`embedded_engine`),
+    or the run against MONGODB_URI would quietly test the embedded engine instead."""
+    marked = request.node.get_closest_marker("embedded_engine") is not None
+    tmp: Path | None = None
+    if not marked and "tmp_path" in request.fixturenames:
+        tmp = request.getfixturevalue("tmp_path")
+    yield
+    if tmp is not None:
+        found = sorted({p.name for name in ENGINE_FILES for p in tmp.rglob(name)})
+        if found:
+            pytest.fail(
+                f"this test started the embedded engine (found {', '.join(found)} under its tmp_path) "
+                "but is not marked: add @pytest.mark.embedded_engine, or give its server "
+                "database.uri = engine_uri",
+                pytrace=False,
+            )
 
 
 @pytest.fixture
@@ -30,7 +89,6 @@ def _stop_engine_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     design, until `engine.idle_stop_s`) are stopped when the session ends, not left behind."""
     yield
     from mongogate.engine import client as engine_client
-    from mongogate.engine.files import STATE_FILE
 
     for state in tmp_path_factory.getbasetemp().rglob(STATE_FILE):
         with contextlib.suppress(Exception):  # teardown: one that will not stop is not a test failure
@@ -51,10 +109,37 @@ def engine_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         engine.stop()
 
 
+@pytest.fixture(scope="session")
+def _dropper(engine_uri: str) -> Iterator[MongoClient[dict[str, Any]]]:
+    with MongoClient[dict[str, Any]](engine_uri, serverSelectionTimeoutMS=30_000) as client:
+        yield client
+
+
 @pytest.fixture
-def db_name() -> str:
-    """A fresh database per test, so tests never see each other's data."""
-    return f"t_{uuid.uuid4().hex[:12]}"
+def db_name(_dropper: MongoClient[dict[str, Any]]) -> Iterator[str]:
+    """A fresh database per test, so tests never see each other's data, dropped afterwards:
+    every operation of the embedded engine slows with the number of databases it holds
+    (0.2 s for a seeded server's start with 5, 1.6 s with 300), and a real server is left clean."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with contextlib.suppress(PyMongoError):  # clean-up, not the test's subject
+        _dropper.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def demo_db(_dropper: MongoClient[dict[str, Any]]) -> Iterator[str]:
+    """A database holding the demo orders and their index, seeded once per module, for tests
+    that only read: their servers start without seeding (a seeded start costs 3 to 5 times as
+    much). Dropped at the end of the module."""
+    from mongogate.demo import ORDERS_INDEX, demo_orders
+
+    name = f"demo_{uuid.uuid4().hex[:10]}"
+    orders = _dropper[name]["orders"]
+    orders.create_index(list(ORDERS_INDEX), name="tenant_created")  # as seed_demo creates it
+    orders.insert_many(demo_orders())
+    yield name
+    with contextlib.suppress(PyMongoError):
+        _dropper.drop_database(name)
 
 
 @pytest.fixture
@@ -103,3 +188,50 @@ def make_settings(engine_uri: str, db_name: str, tmp: Path, **overrides: Any) ->
 
 def jwt_auth() -> dict[str, Any]:
     return {"mode": "jwt", "jwt_secret": DEV_SECRET, "issuer": "mongogate-test", "audience": "mongogate"}
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """What a `mongogate ...` run printed and returned (the fields of subprocess.CompletedProcess)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Cli = Callable[..., CliRun]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
+    """`mongogate ARGS` in this process (`mongogate.cli.main`), for tests of arguments, settings
+    and their errors where no process boundary is under test: the environment given replaces
+    os.environ for the call, the working directory is the checkout, and the root logger that
+    `main` configures is put back afterwards."""
+    from mongogate.cli import main
+    from tests.helpers import ROOT
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+
+    def run(args: Sequence[str], env: Mapping[str, str] | None = None) -> CliRun:
+        with monkeypatch.context() as m:
+            if env is not None:
+                for k in set(os.environ) - set(env):
+                    m.delenv(k)
+                for k, v in env.items():
+                    m.setenv(k, v)
+            m.setenv("PYTHONUNBUFFERED", os.environ.get("PYTHONUNBUFFERED", "1"))  # main sets it
+            m.chdir(ROOT)
+            capsys.readouterr()
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse: --version, --help, usage errors
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+            finally:
+                root.handlers[:] = handlers
+                root.setLevel(level)
+            out, err = capsys.readouterr()
+        return CliRun(code, out, err)
+
+    yield run

@@ -6,6 +6,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,3 +103,32 @@ async def failure(c: Client, tool: str, **args: Any) -> str:
     text = r.content[0].text  # type: ignore[union-attr]
     assert isinstance(text, str)
     return text
+
+
+def stress(small: Any, soak: Any, names: str = "trials") -> pytest.MarkDecorator:
+    """One stress test, two sizes: `small` in `make test`, `soak` (marked `soak`) in `make soak`.
+
+    The same test body runs both, so the quick run exercises exactly the code paths of the long
+    one. Several names (`"threads,keys"`) take tuples, shown as `4x10` in the test id.
+    """
+
+    def param(v: Any, *marks: pytest.MarkDecorator) -> Any:
+        return (
+            pytest.param(*v, id="x".join(map(str, v)), marks=marks)
+            if isinstance(v, tuple)
+            else (pytest.param(v, id=str(v), marks=marks))
+        )
+
+    return pytest.mark.parametrize(names, [param(small), param(soak, pytest.mark.soak)])
+
+
+def cpu_s(*threads: threading.Thread) -> float:
+    """CPU seconds of the calling thread and of `threads`: a cost measured where the work runs.
+
+    Never `time.process_time()` in a process that also runs the embedded engine: the engine's
+    thread (and whatever it is still finishing for earlier tests) would be counted too."""
+    total = time.thread_time()
+    for t in threads:
+        assert t.ident is not None, f"thread {t.name} has not started"
+        total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+    return total

@@ -1,4 +1,6 @@
-"""The command line as a user runs it: real subprocesses, real HTTP, the real MCP client over stdio."""
+"""The command line as a user runs it: arguments, settings and their errors in-process
+(`mongogate.cli.main`, the `cli` fixture); serving, the entry point and stdio in real
+subprocesses, with real HTTP and the real MCP client over stdio."""
 
 from __future__ import annotations
 
@@ -14,11 +16,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.conftest import Cli
 from tests.helpers import EXE, INITIALIZE, ROOT, free_port
-
-
-def run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EXE, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 @pytest.fixture
@@ -32,23 +31,23 @@ def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
     return e
 
 
-def test_check_reports_and_exits_zero(env: dict[str, str]) -> None:
-    r = run(["check", "--config", "examples/mongogate.toml"], env)
+def test_check_reports_and_exits_zero(cli: Cli, env: dict[str, str]) -> None:
+    r = cli(["check", "--config", "examples/mongogate.toml"], env)
     assert r.returncode == 0, r.stderr
     assert "connection: ok" in r.stdout and "indexes: ok" in r.stdout
 
 
-def test_check_fails_on_bad_config(env: dict[str, str], tmp_path: Path) -> None:
+def test_check_fails_on_bad_config(cli: Cli, env: dict[str, str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[memory]\nmax_context_limit = "lots"\n[query_tools]\n')
-    r = run(["check", "--config", str(bad)], env)
+    r = cli(["check", "--config", str(bad)], env)
     assert r.returncode == 2
     assert str(bad) in r.stderr and "memory.max_context_limit" in r.stderr
 
 
-def test_check_fails_when_database_unreachable(env: dict[str, str]) -> None:
+def test_check_fails_when_database_unreachable(cli: Cli, env: dict[str, str]) -> None:
     env = env | {"MONGOGATE_DATABASE__URI": "mongodb://127.0.0.1:1/", "MONGOGATE_DATABASE__TIMEOUT_MS": "300"}
-    r = run(["check"], env)
+    r = cli(["check"], env)
     assert r.returncode == 3, r.stderr
     assert r.stderr.splitlines() == [
         "mongogate: cannot reach MongoDB at 127.0.0.1:1 (database.uri): no server answered within 300 ms "
@@ -58,11 +57,13 @@ def test_check_fails_when_database_unreachable(env: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("command", [["check"], ["serve"], ["serve", "--http", "--insecure-no-auth"]])
-def test_unreachable_host_is_one_line_with_the_uri_timeout(env: dict[str, str], command: list[str]) -> None:
+def test_unreachable_host_is_one_line_with_the_uri_timeout(
+    cli: Cli, env: dict[str, str], command: list[str]
+) -> None:
     """The URI's own serverSelectionTimeoutMS is used and named; `serve` does not blame privileges."""
     port = free_port()
     uri = f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=200"
-    r = run(
+    r = cli(
         [*command, "--port", str(free_port())] if "--http" in command else command,
         env
         | {
@@ -79,20 +80,22 @@ def test_unreachable_host_is_one_line_with_the_uri_timeout(env: dict[str, str], 
 
 
 @pytest.mark.parametrize("command", [["check"], ["serve"]])
-def test_non_mongodb_uri_is_a_config_error_naming_the_key(env: dict[str, str], command: list[str]) -> None:
-    r = run(command, env | {"MONGOGATE_DATABASE__URI": "postgres://x", "MONGOGATE_AUTH__TENANT": "acme"})
+def test_non_mongodb_uri_is_a_config_error_naming_the_key(
+    cli: Cli, env: dict[str, str], command: list[str]
+) -> None:
+    r = cli(command, env | {"MONGOGATE_DATABASE__URI": "postgres://x", "MONGOGATE_AUTH__TENANT": "acme"})
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "database.uri (from environment variable MONGOGATE_DATABASE__URI)" in r.stderr
     assert "mongodb:// or mongodb+srv://" in r.stderr
 
 
-def test_taken_port_is_one_line_before_any_banner(env: dict[str, str]) -> None:
+def test_taken_port_is_one_line_before_any_banner(cli: Cli, env: dict[str, str]) -> None:
     """A second `make run`: no banner, no token, no traceback; the port and --port; exit status 4."""
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        r = run(
+        r = cli(
             ["serve", "--http", "--demo", "--config", "examples/mongogate.toml", "--port", str(port)], env
         )
     assert r.returncode == 4, r.stderr
@@ -139,9 +142,9 @@ def test_version() -> None:
     assert r.returncode == 0 and r.stdout.strip() == f"mongogate {__version__}"
 
 
-def test_token_without_config_from_the_project_directory(env: dict[str, str]) -> None:
+def test_token_without_config_from_the_project_directory(cli: Cli, env: dict[str, str]) -> None:
     """The README's `mongogate token --tenant T`: the development server's config is found."""
-    r = run(["token", "--tenant", "globex"], env)
+    r = cli(["token", "--tenant", "globex"], env)
     assert r.returncode == 0, r.stderr
     from mongogate.config import load_settings
     from mongogate.server.auth import build_token_verifier
@@ -154,17 +157,17 @@ def test_token_without_config_from_the_project_directory(env: dict[str, str]) ->
     assert token is not None and (token.claims or {}).get("tenant") == "globex"
 
 
-def test_tools_lists_schemas(env: dict[str, str]) -> None:
-    r = run(["tools", "--config", "examples/mongogate.toml"], env)
+def test_tools_lists_schemas(cli: Cli, env: dict[str, str]) -> None:
+    r = cli(["tools", "--config", "examples/mongogate.toml"], env)
     assert r.returncode == 0, r.stderr
     assert "## find_orders  (read-only)" in r.stdout and "## load_context  (read-only)" in r.stdout
     assert '"additionalProperties": false' in r.stdout
 
 
-def test_http_refuses_to_serve_without_auth(env: dict[str, str]) -> None:
-    r = run(["serve", "--http"], env | {"MONGOGATE_AUTH__TENANT": "acme"})
+def test_http_refuses_to_serve_without_auth(cli: Cli, env: dict[str, str]) -> None:
+    r = cli(["serve", "--http"], env | {"MONGOGATE_AUTH__TENANT": "acme"})
     assert r.returncode == 2 and "refusing to serve HTTP without authentication" in r.stderr
-    r = run(
+    r = cli(
         ["serve", "--http", "--insecure-no-auth", "--host", "0.0.0.0"], env | {"MONGOGATE_AUTH__TENANT": "a"}
     )
     assert r.returncode == 2 and "loopback" in r.stderr
@@ -238,13 +241,13 @@ async def test_stdio_server_uses_configured_tenant(env: dict[str, str]) -> None:
         assert sid
 
 
-def test_stdio_without_tenant_exits_with_explanation(env: dict[str, str]) -> None:
-    r = run(["serve"], env)
+def test_stdio_without_tenant_exits_with_explanation(cli: Cli, env: dict[str, str]) -> None:
+    r = cli(["serve"], env)
     assert r.returncode == 2
     assert "MONGOGATE_AUTH__TENANT" in r.stderr and r.stdout == ""
 
 
-def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_path: Path) -> None:
+def test_audit_prints_matching_events_and_a_summary(cli: Cli, env: dict[str, str], tmp_path: Path) -> None:
     from mongogate.policy.audit import AuditLog
 
     path = tmp_path / "audit.jsonl"
@@ -263,14 +266,14 @@ def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_pat
             filter={},
             request_id="1",
         )
-    r = run(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h"], env)
+    r = cli(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h"], env)
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith('{"event"')]  # JSON Lines
     assert len(lines) == 2 and all('"tenant": "acme"' in line for line in lines)
-    r = run(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h", "--format", "table"], env)
+    r = cli(["audit", "--path", str(path), "--tenant", "acme", "--since", "1h", "--format", "table"], env)
     assert "2 rejected filter(s)" in r.stdout
     assert "by reason: operator_not_allowed 1, field_not_allowed 1" in r.stdout
-    r = run(["audit", "--path", str(path), "--reason", "too_deep", "--format", "table"], env)
+    r = cli(["audit", "--path", str(path), "--reason", "too_deep", "--format", "table"], env)
     assert "1 rejected filter(s)" in r.stdout and "by tool: find_orders 1" in r.stdout
 
 

@@ -89,6 +89,7 @@ async def test_memory_writes_carry_majority_journaled_concern_and_majority_reads
         await db.close()
 
 
+@pytest.mark.embedded_engine
 def test_stop_leaves_no_engine_thread(tmp_path: Path) -> None:
     before = set(threading.enumerate())
     engine = EmbeddedEngine(tmp_path)

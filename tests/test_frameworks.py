@@ -28,6 +28,7 @@ CASES = [
 ]
 
 
+@pytest.mark.embedded_engine  # the examples serve --demo on the engine of their data directory
 @pytest.mark.slow
 @pytest.mark.parametrize(("script", "module", "package"), CASES)
 def test_framework_runs_a_turn_a_correction_and_a_retry(

@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from mongogate import __version__
 from tests.helpers import ROOT
 
-pytestmark = [pytest.mark.install, pytest.mark.slow]
+pytestmark = [pytest.mark.install, pytest.mark.slow, pytest.mark.embedded_engine]
 
 
 def sh(args: list[str | Path], cwd: Path, env: dict[str, str]) -> str:

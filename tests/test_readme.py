@@ -40,6 +40,7 @@ COVERED = {
     "make run": "tests/test_cli.py::test_serve_http_demo_runs_the_example_client (its exact serve command)",
     "make test": "the whole suite (run by the lead and CI)",
     "make lint": "make lint",
+    "make soak": "the soak-marked tests (run by hand; README: not in CI)",
     "make bench": "benchmarks/ (README: not in CI)",
     "MONGODB_URI=mongodb://... make test": "real MongoDB runs: a placeholder URI",
     ".venv/bin/python -m build": "tests/test_install.py",

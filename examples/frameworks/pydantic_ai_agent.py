@@ -89,7 +89,11 @@ def mongogate_stdio(data_dir: str) -> StdioTransport:
 
 
 async def main(data_dir: str) -> int:
-    toolset: MCPToolset[Any] = MCPToolset(mongogate_stdio(data_dir), max_retries=2)
+    # `serve --demo` may start the embedded engine and seed the demo data before it answers
+    # `initialize`: on a busy machine that takes longer than the library's 5 s default.
+    toolset: MCPToolset[Any] = MCPToolset(
+        mongogate_stdio(data_dir), max_retries=2, init_timeout=60, read_timeout=120
+    )
     agent = Agent(FunctionModel(model), toolsets=[toolset])
     turn_id = uuid.uuid4().hex[:12]
     async with agent:

@@ -1,19 +1,18 @@
-"""`mongogate check` shows the retention setting (a real subprocess against the embedded engine)."""
+"""`mongogate check` shows the retention setting (in-process, against the shared engine)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import EXE, ROOT
+from tests.conftest import Cli
 
 
 @pytest.mark.parametrize(("days", "expected"), [(None, "retention: off"), ("30", "retention: 30 day(s)")])
 def test_check_shows_retention(
-    tmp_path: Path, engine_uri: str, db_name: str, days: str | None, expected: str
+    cli: Cli, tmp_path: Path, engine_uri: str, db_name: str, days: str | None, expected: str
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
     env |= {
@@ -23,13 +22,6 @@ def test_check_shows_retention(
     }
     if days is not None:
         env["MONGOGATE_MEMORY__RETENTION_DAYS"] = days
-    r = subprocess.run(
-        [*EXE, "check", "--config", "examples/mongogate.toml"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    r = cli(["check", "--config", "examples/mongogate.toml"], env)
     assert r.returncode == 0, r.stderr
     assert expected in r.stdout, r.stdout

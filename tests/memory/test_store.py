@@ -12,6 +12,7 @@ from pymongo import AsyncMongoClient, monitoring
 from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, InvalidInput, NotFound
 from mongogate.memory.store import MemoryStore
+from tests.helpers import stress
 
 pytestmark = pytest.mark.anyio
 
@@ -69,8 +70,12 @@ async def test_two_turns_at_once_keep_all_four_messages(store: MemoryStore) -> N
     assert sorted(m.content for m in ctx.messages) == ["answer a", "answer b", "question a", "question b"]
 
 
-def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_name: str) -> None:
-    """Real threads, each with its own client and event loop, racing on one session."""
+@stress((4, 10), (16, 50), "threads,keys")
+def test_threads_sending_every_key_twice_get_distinct_seqs(
+    engine_uri: str, db_name: str, threads: int, keys: int
+) -> None:
+    """Real threads, each with its own client and event loop, racing on one session
+    (16 threads of 50 keys in make soak, 4 of 10 in make test)."""
     settings = MemorySettings()
 
     async def setup() -> str:
@@ -81,14 +86,14 @@ def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_
 
     sid = anyio.run(setup)
     errors: list[BaseException] = []
-    barrier = threading.Barrier(16)
+    barrier = threading.Barrier(threads)
 
     def worker(w: int) -> None:
         async def run() -> None:
             async with AsyncMongoClient[dict[str, Any]](engine_uri) as c:
                 s = MemoryStore(c[db_name], settings)
                 barrier.wait()
-                for i in range(50):
+                for i in range(keys):
                     for _ in range(2):  # every key is sent twice
                         await s.append("acme", sid, f"w{w}-t{i}", "user", f"m {w} {i}")
 
@@ -97,10 +102,10 @@ def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(16)]
-    for t in threads:
+    workers = [threading.Thread(target=worker, args=(w,)) for w in range(threads)]
+    for t in workers:
         t.start()
-    for t in threads:
+    for t in workers:
         t.join()
     assert not errors
 
@@ -110,7 +115,7 @@ def test_16_threads_every_key_twice_gives_800_distinct_seqs(engine_uri: str, db_
             return len(docs), len({d["seq"] for d in docs})
 
     count, distinct = anyio.run(check)
-    assert (count, distinct) == (800, 800)
+    assert (count, distinct) == (threads * keys, threads * keys)
 
 
 async def test_window_starts_at_a_user_message(store: MemoryStore) -> None:

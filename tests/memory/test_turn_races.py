@@ -1,4 +1,5 @@
-"""Issue 8.2: end_turn racing a new begin_turn at the instant the lease expires, 200 trials.
+"""Issue 8.2: end_turn racing a new begin_turn at the instant the lease expires: 200 trials in
+`make soak`, 20 (the same test) in `make test`.
 
 Two stores on two connections stand in for two servers; the ManualClock is moved to the exact
 expiry instant, and both calls are then in flight at once, so which one the engine applies
@@ -23,21 +24,21 @@ from mongogate.config import MemorySettings
 from mongogate.errors import LeaseLost
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import TurnEnd, Turns, TurnStart
+from tests.helpers import stress
 
-# 200 races are the point; on one busy core they need more than the suite's 120 s per-test cap.
+# 200 races (make soak) on one busy core need more than the suite's 120 s per-test cap.
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
-TRIALS = 200
 
-
-async def test_expiry_race_200_trials_no_violation(engine_uri: str, db_name: str) -> None:
+@stress(20, 200)
+async def test_expiry_race_no_violation(engine_uri: str, db_name: str, trials: int) -> None:
     clock = ManualClock()
     settings = MemorySettings()
     a_client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(engine_uri, tz_aware=True)
     b_client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(engine_uri, tz_aware=True)
     outcomes: Counter[str] = Counter()
     try:
-        for i in range(TRIALS):
+        for i in range(trials):
             if i == 0:
                 a = Turns(MemoryStore(a_client[db_name], settings, clock))
                 b = Turns(MemoryStore(b_client[db_name], settings, clock))
@@ -99,4 +100,4 @@ async def test_expiry_race_200_trials_no_violation(engine_uri: str, db_name: str
     finally:
         await a_client.close()
         await b_client.close()
-    print(f"expiry race, one process: {TRIALS} trials, {dict(outcomes)}")
+    print(f"expiry race, one process: {trials} trials, {dict(outcomes)}")

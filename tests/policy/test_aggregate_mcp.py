@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from mongogate.config import Settings
-from mongogate.demo import FIND_ORDERS, ORDER_STATS, demo_orders, seed_demo
+from mongogate.demo import FIND_ORDERS, ORDER_STATS, demo_orders
 from mongogate.policy.audit import read_events
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
@@ -22,10 +22,15 @@ pytestmark = pytest.mark.anyio
 NO_COUNT_TOOL = NO_COUNT.model_copy(update={"name": "stats_no_count"})
 
 
+@pytest.fixture(scope="module")
+def db_name(demo_db: str) -> str:
+    """Every test here only reads: they share the module's database, seeded once (demo_db)."""
+    return demo_db
+
+
 def server_for(engine_uri: str, db_name: str, tmp: Path) -> tuple[Settings, Any]:
     settings = make_settings(engine_uri, db_name, tmp)
     registry = ToolRegistry([FIND_ORDERS, ORDER_STATS, NO_COUNT_TOOL])
-    registry.on_startup(seed_demo)
     return settings, build_server(settings, registry)
 
 

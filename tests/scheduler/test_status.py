@@ -99,6 +99,7 @@ async def test_status_measures_lag_and_drift_from_the_original_slot(mongo: Clien
     assert after.ticks == 1 and after.last_worker == "w" and after.last_status == "ok"
 
 
+@pytest.mark.embedded_engine
 def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
     """`worker --status` in another process while this one uses the embedded engine's data dir."""
     import anyio

@@ -101,7 +101,7 @@ async def test_required_scopes_refuse_a_token_without_them(
         for scopes, allowed in (([], False), (["other"], False), (["orders:read"], True)):
             token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, scopes=scopes)
             async with (
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as hc,
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
                 Client(streamable_http_client(http.url, http_client=hc)) as c,
             ):
                 r = await c.call_tool("find_orders", {"filter": {}})
@@ -117,7 +117,7 @@ async def test_dns_rebinding_protection_stays_on(engine_uri: str, db_name: str, 
     settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth())
     token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600)
     with BackgroundHttpServer(build_server(settings, transport="http")) as http:
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as hc:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc:
             body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
             evil = await hc.post(
                 http.url, json=body, headers={"Host": "evil.example", "Accept": "application/json"}

@@ -57,7 +57,7 @@ async def test_a_flood_of_readyz_shares_one_database_ping(
         n = 20
         codes: list[int] = []
         transport = httpx2.ASGITransport(app=app)
-        async with httpx2.AsyncClient(transport=transport, base_url="http://x") as hc:
+        async with httpx2.AsyncClient(transport=transport, base_url="http://x", timeout=60) as hc:
 
             async def probe() -> None:
                 codes.append((await hc.get("/readyz")).status_code)

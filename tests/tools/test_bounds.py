@@ -32,11 +32,11 @@ def test_sort_keys_capped_by_the_sortable_fields() -> None:
     schema = input_schema(FIND_ORDERS, PolicySettings())
     assert key_caps_from_schema(schema) == {"sort": len(FIND_ORDERS.fields)}
     check_arguments({"filter": {}, "sort": {"total": 1, "status": -1}}, LIMITS, schema=schema)
-    started = time.process_time()
+    started = time.thread_time()
     text = _refused(
         {"filter": {}, "sort": HUGE_SORT}, "argument 'sort' has 330000 keys; at most 4", schema=schema
     )
-    assert time.process_time() - started < 0.5  # the length is read, the keys are not
+    assert time.thread_time() - started < 0.5  # the length is read, the keys are not
     assert "Use only the listed fields" in text
 
 
@@ -89,9 +89,9 @@ async def test_hostile_arguments_refused_through_mcp(engine_uri: str, db_name: s
     ]
     async with Client(build_server(settings, ToolRegistry([FIND_ORDERS])), mode="legacy") as c:
         for tool, args in bombs:
-            started = time.process_time()
+            started = time.thread_time()  # client and server share this thread; the engine's is not counted
             r = await c.call_tool(tool, args)
-            spent = time.process_time() - started  # both sides of the call, framing included
+            spent = time.thread_time() - started  # both sides of the call, framing included
             assert r.is_error and "[invalid_input]" in r.content[0].text, (tool, r.content)  # type: ignore[union-attr]
             assert spent < 0.5, (tool, spent)
         ok = await c.call_tool("create_session", {"metadata": {"team": "a", "n": 1}})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ from mongogate.policy.query_indexes import create_index_command, index_status, m
 from mongogate.server.app import build_server
 from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
-from tests.conftest import make_settings
-from tests.helpers import EXE, ROOT
+from tests.conftest import Cli, make_settings
 
 pytestmark = pytest.mark.anyio
 Doc = dict[str, Any]
@@ -136,12 +134,8 @@ def test_index_must_start_with_the_tenant_field() -> None:
     assert spec.index == [("userId", 1)]
 
 
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*EXE, *args], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
-
-
 def test_check_verifies_indexes_and_serve_refuses_a_missing_one(
-    engine_uri: str, db_name: str, tmp_path: Path
+    cli: Cli, engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
     config = tmp_path / "tools.toml"
     config.write_text(
@@ -159,11 +153,11 @@ def test_check_verifies_indexes_and_serve_refuses_a_missing_one(
         "MONGOGATE_DATABASE__NAME": db_name,
         "MONGOGATE_AUTH__TENANT": "acme",
     }
-    r = _cli(["check", "--config", str(config)], env)
+    r = cli(["check", "--config", str(config)], env)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "query tool by_total: PROBLEM index" in r.stdout
     assert 'db.getCollection("orders").createIndex({"userId": 1, "total": -1})' in r.stdout
     assert "query tool stats: WARNING no `index` declared" in r.stdout
-    r = _cli(["serve", "--config", str(config)], env)
+    r = cli(["serve", "--config", str(config)], env)
     assert r.returncode == 2 and "by_total" in r.stderr and "--allow-missing-indexes" in r.stderr
     assert r.stdout == ""

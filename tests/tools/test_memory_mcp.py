@@ -153,10 +153,10 @@ async def test_whole_turn_over_real_http(engine_uri: str, db_name: str, tmp_path
     token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600)
     with BackgroundHttpServer(build_server(settings, transport="http")) as http:
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as hc,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
             Client(streamable_http_client(http.url, http_client=hc)) as c,
         ):
             await whole_turn(c)
-        async with httpx2.AsyncClient() as anon:
+        async with httpx2.AsyncClient(timeout=60) as anon:
             r = await anon.post(http.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")

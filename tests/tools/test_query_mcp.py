@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from mongogate.config import Settings
-from mongogate.demo import FIND_ORDERS, seed_demo
+from mongogate.demo import FIND_ORDERS
 from mongogate.errors import ConfigError
 from mongogate.policy.audit import read_events
 from mongogate.policy.spec import QueryToolSpec
@@ -27,10 +27,14 @@ from tests.conftest import jwt_auth, make_settings
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(scope="module")
+def db_name(demo_db: str) -> str:
+    """Every test here only reads: they share the module's database, seeded once (demo_db)."""
+    return demo_db
+
+
 def registry(*specs: QueryToolSpec) -> ToolRegistry:
-    r = ToolRegistry(specs or (FIND_ORDERS,))
-    r.on_startup(seed_demo)
-    return r
+    return ToolRegistry(specs or (FIND_ORDERS,))
 
 
 def settings_for(engine_uri: str, db_name: str, tmp: Path, tenant: str = "acme", **kw: Any) -> Settings:
@@ -158,7 +162,7 @@ async def test_query_over_real_http_with_tokens(engine_uri: str, db_name: str, t
         for tenant, prefix in (("acme", "AC"), ("globex", "GL")):
             token = mint_dev_token(settings.auth, tenant=tenant, ttl_s=600)
             async with (
-                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as hc,
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
                 Client(streamable_http_client(http.url, http_client=hc)) as c,
             ):
                 r = await c.call_tool("find_orders", {"filter": {"status": "paid"}})

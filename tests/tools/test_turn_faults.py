@@ -58,6 +58,7 @@ async def test_server_killed_after_taking_the_lease_the_retry_takes_over(env: di
         assert replay["answered"] is True and replay["answer"] == "hi"
 
 
+@pytest.mark.embedded_engine  # its own engine process, to check the lock file afterwards
 @pytest.mark.parametrize("attempt", range(3))
 def test_stdio_client_that_vanishes_is_a_quiet_normal_exit(env: dict[str, str], attempt: int) -> None:
     """Issue 8.5: the client dies with a call in flight: exit 0, no traceback, lock file not stale."""

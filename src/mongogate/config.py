@@ -260,6 +260,12 @@ class LimitsSettings(Section):
     """`create_session.metadata`: 16 KiB, 64 keys, 4 levels by default."""
     metadata_max_keys: int = Field(default=64, ge=1)
     metadata_max_depth: int = Field(default=4, ge=1, le=50)
+    tenant_concurrency: int = Field(default=4, ge=1, le=10_000)
+    """Tool calls one tenant runs at once on a server process (all its tokens and sessions together)."""
+    tenant_queue: int = Field(default=32, ge=0, le=100_000)
+    """Calls of a tenant waiting for one of its slots; one more is refused at once with [busy]."""
+    tenant_queue_timeout_ms: int = Field(default=5000, ge=0, le=600_000)
+    """How long a call waits for a slot of its tenant before [busy] (0: never wait)."""
 
 
 class SchedulerSettings(Section):

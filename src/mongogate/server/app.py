@@ -29,6 +29,7 @@ from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
@@ -151,7 +152,12 @@ def build_server(
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
-        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
+        # TenantConcurrency next: a [busy] refusal is logged and counted, and is no audit event
+        middleware=[
+            ObserveCalls(metrics, all_tools),
+            TenantConcurrency(settings.limits),
+            QueryCallAudit(query_tools),
+        ],
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=tools,

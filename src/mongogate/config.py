@@ -129,6 +129,11 @@ class ServerSettings(Section):
     max_json_tokens: int = Field(default=100_000, ge=1000)
     """Most JSON objects, arrays and keys (`{`, `[`, `:`) in one request body; a denser body gets 413
     before it is parsed, so parsing never holds the event loop for more than about 50 ms."""
+    max_sessions_per_principal: int = Field(default=32, ge=1, le=100_000)
+    """Live MCP sessions (Mcp-Session-Id) of one principal; opening one more ends its least recently
+    used idle one, or is refused with 429 [busy] when every one has a request in flight."""
+    session_idle_timeout_s: float = Field(default=600.0, gt=0, le=86_400)
+    """An MCP session with no request in flight for this long ends (its id then answers 404)."""
 
 
 class ApiKeyEntry(Section):

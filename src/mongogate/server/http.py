@@ -30,6 +30,7 @@ from mongogate.errors import ConfigError
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
 from mongogate.server.metrics import with_metrics
+from mongogate.server.session_cap import SessionCap
 from mongogate.server.startup import run_bound
 from mongogate.server.stateless import NoStreamsWhenStateless
 
@@ -50,7 +51,10 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_request_bytes,
         stateless_http=settings.stateless,  # no Mcp-Session-Id: any process answers any request
+        session_idle_timeout=settings.session_idle_timeout_s,
     )
+    if not settings.stateless:  # a per-principal cap on live sessions (server/session_cap.py)
+        SessionCap(server.session_manager, settings.max_sessions_per_principal)
     # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
     mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
     body = BodyDeadline(mcp, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)

@@ -26,7 +26,6 @@ import contextlib
 import os
 import platform
 import shlex
-import statistics
 import sys
 import tempfile
 import time

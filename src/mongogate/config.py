@@ -134,6 +134,12 @@ class ServerSettings(Section):
     used idle one, or is refused with 429 [busy] when every one has a request in flight."""
     session_idle_timeout_s: float = Field(default=600.0, gt=0, le=86_400)
     """An MCP session with no request in flight for this long ends (its id then answers 404)."""
+    probe_concurrency: int = Field(default=8, ge=1, le=1000)
+    """`/healthz` and `/readyz` requests in flight at once: their own budget, answered even when
+    `max_connections` is reached (503 beyond it)."""
+    max_pending_heads_per_address: int = Field(default=16, ge=1, le=100_000)
+    """Connections of one client address still sending their request head; one more closes that
+    address's oldest such connection with 429."""
 
 
 class ApiKeyEntry(Section):

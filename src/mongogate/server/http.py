@@ -29,6 +29,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
+from mongogate.server import memory_return
 from mongogate.server.conn_budget import TOO_MANY_HEADS, BudgetGate, ConnectionBudget, address_of
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
@@ -146,6 +147,7 @@ class GuardedConfig(uvicorn.Config):
     """uvicorn's Config carrying the limits GuardedH11Protocol reads."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings, host: str, port: int) -> None:
+        memory_return.configure()  # large bodies' memory is handed back once freed
         self.budget = ConnectionBudget(
             settings.max_connections, settings.probe_concurrency, settings.max_pending_heads_per_address
         )

@@ -18,11 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp import Client
 from pymongo import MongoClient
 
-from mongogate.config import DatabaseSettings
+from mongogate.config import DatabaseSettings, load_settings
 from mongogate.db import Database
 from mongogate.engine import client as engine_client
+from mongogate.server.app import build_server
 
 NOBODY = 65534
 CAP_S = 60
@@ -112,3 +114,25 @@ async def test_a_running_process_finds_the_engine_again_after_stop_and_a_restart
         assert await db.query["notes"].count_documents({}) == 1
     finally:
         await db.close()
+
+
+@pytest.mark.anyio
+async def test_a_running_server_answers_again_once_the_engine_is_back(data: Path) -> None:
+    """The same through a whole MCP server (its lifespan holds the Database): after `engine stop`
+    and a restart by another process, its next tool call succeeds; the server is not restarted."""
+    settings = load_settings(
+        None,
+        database={"name": "srv", "timeout_ms": 5000},
+        server={"data_dir": str(data)},
+        auth={"mode": "none", "tenant": "acme"},
+    )
+    async with Client(build_server(settings)) as c:
+        made = await c.call_tool("create_session", {})
+        assert not made.is_error, made.content
+        assert engine_client.stop(data)
+        _restart_elsewhere(data)
+        listed = await c.call_tool("list_sessions", {})
+        assert not listed.is_error, listed.content
+        assert [s["session_id"] for s in (listed.structured_content or {})["sessions"]] == [
+            (made.structured_content or {})["session_id"]
+        ]

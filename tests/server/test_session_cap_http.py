@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver.tools import Tool
 
 from mongogate.config import Settings
@@ -124,6 +126,12 @@ async def test_with_every_session_busy_one_more_is_refused_busy(
                 text = r.json()["error"]["message"]
                 assert text.startswith("[busy] (retryable) ")
                 assert "server.max_sessions_per_principal = 2" in text
+                # a client of the newest protocol keeps no session: the cap never refuses it
+                async with (
+                    httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=60) as hc2,
+                    Client(streamable_http_client(url, http_client=hc2)) as modern,
+                ):
+                    assert not (await modern.call_tool("list_sessions", {})).is_error
                 hold.go.set()
             assert [h.status_code for h in held] == [200, 200]
             assert [await _ping(hc, url, alice, s) for s in sessions] == [200, 200]  # neither was ended

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,14 @@ def principal_key(scope: Scope) -> str:
         return "local"
     claims = getattr(token, "claims", None) or {}
     return json.dumps([claims.get("tenant"), token.subject or token.client_id])
+
+
+def _may_open_session(scope: Scope) -> bool:
+    """The SDK's own routing: a request of a newer protocol (a version header outside the 2025
+    handshake versions) keeps no server-side session, so the session cap never refuses it."""
+    header = MCP_PROTOCOL_VERSION_HEADER.encode("ascii").lower()
+    pv = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == header), None)
+    return pv is None or pv in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 class SessionCap:
@@ -104,7 +114,7 @@ class SessionCap:
             finally:
                 self._leave(sid)
             return
-        if sid is not None or scope.get("method") != "POST":
+        if sid is not None or scope.get("method") != "POST" or not _may_open_session(scope):
             await inner(scope, receive, send)
             return
         principal = principal_key(scope)

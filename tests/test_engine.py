@@ -24,7 +24,7 @@ from mongogate.cli import main
 from mongogate.config import DatabaseSettings
 from mongogate.db import Database
 from mongogate.engine import client as engine_client
-from mongogate.engine.files import STATE_FILE
+from mongogate.engine.files import STATE_FILE, socket_uri
 
 CAP_S = 60.0
 
@@ -55,15 +55,16 @@ def test_engine_refuses_connections_without_credentials_and_keeps_its_files_priv
     out = capsys.readouterr().out
     state = engine_client.status(data)
     assert state is not None
-    assert f"pid {state.pid}, address 127.0.0.1:{state.port}" in out and "credentials: required" in out
+    assert (
+        f"pid {state.pid}, address {data.resolve() / 'engine.sock'}" in out and "credentials: required" in out
+    )
 
+    # the owner's own processes can reach the socket; without the password they get nothing
     anonymous: MongoClient[dict[str, object]] = MongoClient(
-        f"mongodb://127.0.0.1:{state.port}/?directConnection=true", serverSelectionTimeoutMS=5000
+        socket_uri(state.socket), serverSelectionTimeoutMS=5000
     )
     wrong: MongoClient[dict[str, object]] = MongoClient(
-        f"mongodb://mongogate:guess@127.0.0.1:{state.port}/?directConnection=true"
-        "&authMechanism=SCRAM-SHA-256",
-        serverSelectionTimeoutMS=5000,
+        socket_uri(state.socket, "guess"), serverSelectionTimeoutMS=5000
     )
     try:
         for attempt in (
@@ -129,7 +130,7 @@ def test_processes_racing_to_start_the_engine_end_with_one(data: Path) -> None:
     assert engine_client.status(data) is not None and engine_client.status(data).pid == pids[0]  # type: ignore[union-attr]
 
 
-def test_a_crashed_engine_is_restarted_by_the_next_process_on_its_port(data: Path) -> None:
+def test_a_crashed_engine_is_restarted_by_the_next_process_on_its_socket(data: Path) -> None:
     first = engine_client.lease(data, 300)
     first.release()
     client: MongoClient[dict[str, object]] = MongoClient(first.uri, serverSelectionTimeoutMS=5000)
@@ -142,7 +143,7 @@ def test_a_crashed_engine_is_restarted_by_the_next_process_on_its_port(data: Pat
     second.release()
     try:
         assert second.started and second.state.pid != first.state.pid
-        assert second.state.port == first.state.port  # reused: old clients reconnect by themselves
+        assert second.state.address == first.state.address  # the same socket: old clients reconnect
         assert client.e.notes.find_one({"_id": 1}) == {"_id": 1}
     finally:
         client.close()

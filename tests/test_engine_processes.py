@@ -55,7 +55,7 @@ def test_serve_check_worker_status_and_a_second_serve_share_one_data_dir(tmp_pat
 
         checked = run(env, "check")
         assert checked.returncode == 0, checked.stderr
-        assert f"engine: pid {state.pid} on 127.0.0.1:{state.port}" in checked.stdout
+        assert f"engine: pid {state.pid} on {state.address}" in checked.stdout
         assert "credentials required" in checked.stdout and "in use" not in checked.stderr
 
         worked = run(

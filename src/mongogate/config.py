@@ -131,6 +131,17 @@ class ServerSettings(Section):
     max_json_tokens: int = Field(default=100_000, ge=1000)
     """Most JSON objects, arrays and keys (`{`, `[`, `:`) in one request body; a denser body gets 413
     before it is parsed, so parsing never holds the event loop for more than about 50 ms."""
+    max_sessions_per_principal: int = Field(default=32, ge=1, le=100_000)
+    """Live MCP sessions (Mcp-Session-Id) of one principal; opening one more ends its least recently
+    used idle one, or is refused with 429 [busy] when every one has a request in flight."""
+    session_idle_timeout_s: float = Field(default=600.0, gt=0, le=86_400)
+    """An MCP session with no request in flight for this long ends (its id then answers 404)."""
+    probe_concurrency: int = Field(default=8, ge=1, le=1000)
+    """`/healthz` and `/readyz` requests in flight at once: their own budget, answered even when
+    `max_connections` is reached (503 beyond it)."""
+    max_pending_heads_per_address: int = Field(default=16, ge=1, le=100_000)
+    """Connections of one client address still sending their request head; one more closes that
+    address's oldest such connection with 429."""
 
 
 class ApiKeyEntry(Section):
@@ -363,6 +374,12 @@ class LimitsSettings(Section):
     `policy.max_response_bytes`); what does not fit is left out and reported (`truncated`). At
     least 6 x `memory.max_message_bytes` and `memory.max_state_bytes`, plus 64 KiB, so that any
     one stored message or state always fits."""
+    tenant_concurrency: int = Field(default=4, ge=1, le=10_000)
+    """Tool calls one tenant runs at once on a server process (all its tokens and sessions together)."""
+    tenant_queue: int = Field(default=32, ge=0, le=100_000)
+    """Calls of a tenant waiting for one of its slots; one more is refused at once with [busy]."""
+    tenant_queue_timeout_ms: int = Field(default=5000, ge=0, le=600_000)
+    """How long a call waits for a slot of its tenant before [busy] (0: never wait)."""
 
 
 class SchedulerSettings(Section):

@@ -2,8 +2,11 @@
 
 Without `database.uri`, every mongogate process on a data directory uses one engine process
 (`mongogate.engine`): found through `<data_dir>/engine.json`, started on demand, private
-(SCRAM-SHA-256 credentials kept in the directory, files 0600). A process whose engine crashed
-restarts it (on the same port, so its clients reconnect by themselves).
+(SCRAM-SHA-256 credentials kept in the directory, files 0600), listening on a Unix socket in
+that 0700 directory. The socket's path never changes, so when the engine stops (`mongogate
+engine stop`, idle, a crash) and any process starts it again, the clients of a running server
+reconnect by themselves (pymongo re-checks an unknown server every 0.5 s while a call waits).
+A process whose engine crashed restarts it.
 
 Memory, run and scheduler writes go through `memory`, which carries the configured write and
 read concerns (majority + journal by default); query tools read through `query`, whose read
@@ -113,8 +116,8 @@ class Database:
             try:
                 old = self.engine_state
                 self.engine_state = lease.state
-                if old is not None and old.port != lease.state.port:
-                    log.error("the embedded engine moved to port %d: restart this process", lease.state.port)
+                if old is not None and old.address != lease.state.address:  # an engine of an older version
+                    log.error("the embedded engine moved to %s: restart this process", lease.state.address)
                 with contextlib.suppress(StorageError):
                     await self.ping()
             finally:

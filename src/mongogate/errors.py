@@ -170,3 +170,11 @@ def unknown_key(key: str, known: Iterable[str]) -> str:
     if match:
         return f"unknown key {key!r}; did you mean {match[0]!r}?"
     return f"unknown key {key!r}; known keys: {', '.join(names)}"
+
+
+class Busy(MongogateError):
+    """The caller's tenant already runs as many calls as it may (limits.tenant_concurrency) and its
+    queue is full or the wait ran out; nothing was run, and a retry soon can succeed."""
+
+    code = "busy"
+    retryable = True

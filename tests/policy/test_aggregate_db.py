@@ -16,8 +16,10 @@ import pytest
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.monitoring import CommandListener, CommandStartedEvent, CommandSucceededEvent
 
+from mongogate.clock import ManualClock
 from mongogate.config import PolicySettings
 from mongogate.demo import DEMO_TENANTS, ORDER_STATS, ORDERS_INDEX, demo_orders
+from mongogate.errors import StorageError
 from mongogate.policy.aggregate_run import run_pipeline
 from mongogate.policy.aggregate_walk import check_pipeline
 from tests.policy.aggregate_ref import canonical, rendered, run_reference
@@ -314,3 +316,43 @@ async def test_other_tenants_and_hidden_fields_never_leave(wire: tuple[Any, Comm
         assert result.documents == [{"_id": None, "total": sum(d["total"] for d in mine), "n": len(mine)}]
     nobody = await run_pipeline(coll, ORDER_STATS, {"pipeline": pipeline}, "umbrella", LIMITS)
     assert nobody.documents == [] and nobody.truncated is False
+
+
+class _Elapses(Commands):
+    """Moves a ManualClock by ``ms`` when each aggregate reply arrives: the command "took" that long."""
+
+    def __init__(self, clock: ManualClock, ms: int) -> None:
+        super().__init__()
+        self.clock, self.ms = clock, ms
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        if event.command_name == "aggregate":
+            self.clock.advance(ms=self.ms)
+
+
+@pytest.mark.parametrize("took_ms", [700, 1000, 1500])
+async def test_the_max_groups_probe_gets_what_is_left_of_max_time_ms(
+    engine_uri: str, seeded: str, took_ms: int
+) -> None:
+    """Issue 19: the group-count probe had a fresh max_time_ms, so a call took about twice it.
+    The answer "takes" took_ms of a 1000 ms budget (a ManualClock moved by the reply): the probe
+    gets the rest as its maxTimeMS, and nothing is left, none runs and the budget error says so."""
+    clock = ManualClock()
+    commands = _Elapses(clock, took_ms)
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(engine_uri, tz_aware=True, event_listeners=[commands])
+    spec = ORDER_STATS.model_copy(update={"max_groups": 100, "max_time_ms": 1000})
+    per_day = {"$dateTrunc": {"date": "$createdAt", "unit": "day"}}
+    pipeline = [{"$group": {"_id": per_day, "n": {"$count": {}}}}, {"$count": "groups"}]
+    try:
+        coll = client[seeded]["orders"]
+        if took_ms >= 1000:
+            with pytest.raises(StorageError, match="exceeded its time budget of 1000 ms"):
+                await run_pipeline(coll, spec, {"pipeline": pipeline}, "acme", LIMITS, clock)
+            assert len(commands.seen) == 1  # the answer only: no probe past the budget
+        else:
+            result = await run_pipeline(coll, spec, {"pipeline": pipeline}, "acme", LIMITS, clock)
+            assert result.truncated is False
+            answer, probe = commands.seen
+            assert answer["maxTimeMS"] == 1000 and probe["maxTimeMS"] == 1000 - took_ms
+    finally:
+        await client.close()

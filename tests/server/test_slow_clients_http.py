@@ -86,6 +86,7 @@ def normal_client_is_served(http: BackgroundHttpServer) -> None:
 def test_stalled_connections_do_not_block_others(engine_uri: str, tmp_path: Path) -> None:
     """100 stalled connections stay open (long deadline) while a normal client is served."""
     limits: dict[str, Any] = {"header_timeout_s": 300, "body_timeout_s": 300, "max_connections": 500}
+    limits["max_pending_heads_per_address"] = 1000  # all from 127.0.0.1: test_conn_budget_http.py
     with serving(engine_uri, tmp_path, **limits) as http, ExitStack() as stack:
         for i in range(100):
             payload = head(http, complete=False) if i % 2 else head(http, length=len(INIT)) + INIT[:-1]
@@ -97,7 +98,8 @@ def test_stalled_connections_do_not_block_others(engine_uri: str, tmp_path: Path
 
 def test_stalled_connections_are_closed_by_the_deadlines(engine_uri: str, tmp_path: Path) -> None:
     """60 heads that never finish and 40 bodies missing their last byte are all closed."""
-    with serving(engine_uri, tmp_path, header_timeout_s=0.5, body_timeout_s=0.5, max_connections=500) as http:
+    limits: dict[str, Any] = {"header_timeout_s": 0.5, "body_timeout_s": 0.5, "max_connections": 500}
+    with serving(engine_uri, tmp_path, **limits, max_pending_heads_per_address=1000) as http:
         started = time.monotonic()
         heads = [connect(http, head(http, complete=False)) for _ in range(30)]
         silent = [connect(http, b"") for _ in range(30)]
@@ -116,7 +118,9 @@ def test_stalled_connections_are_closed_by_the_deadlines(engine_uri: str, tmp_pa
 
 
 def test_connection_cap_answers_503(engine_uri: str, tmp_path: Path) -> None:
-    with serving(engine_uri, tmp_path, header_timeout_s=300, max_connections=20) as http:
+    with serving(
+        engine_uri, tmp_path, header_timeout_s=300, max_connections=20, max_pending_heads_per_address=1000
+    ) as http:
         stalled = [connect(http, head(http, complete=False)) for _ in range(25)]
         wait_until(lambda: http.open_connections >= 25)
         with httpx2.Client(timeout=HANG_GUARD_S) as c:

@@ -10,11 +10,9 @@ vanished engine.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -33,6 +31,7 @@ from mongogate.engine.files import (
     private_file,
     read_state,
     secure_dir,
+    socket_path,
     tighten_all,
     try_lock,
     write_private,
@@ -47,16 +46,6 @@ ALREADY_RUNNING = 3
 DEFAULT_IDLE_STOP_S = 300.0
 #: how often the engine looks at its connection count
 POLL_S = 0.5
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is fine
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as e:
-            return e.errno not in (errno.EADDRINUSE, errno.EACCES)
-    return True
 
 
 def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
@@ -88,25 +77,22 @@ def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
         lock.flush()
         tighten_all(data_dir)
         password = credentials(data_dir)
-        engine = EmbeddedEngine(data_dir, password=password)
+        # A Unix socket in the 0700 directory (never a TCP port: any local user could reach that),
+        # at the same path every time, so clients of a stopped or crashed engine reconnect by
+        # themselves once any process has started it again (engine.lock is held: a socket file
+        # left there by a dead engine is ours to replace).
+        engine = EmbeddedEngine(data_dir, password=password, socket_path=socket_path(data_dir))
         private_file(engine.data_file)
-        # Reuse the last port when free: clients of a crashed engine reconnect by themselves.
-        previous = read_state(data_dir)
-        if previous is not None and _port_free(previous.port):
-            engine.port = previous.port
-        try:
-            engine.start()
-        except OSError:
-            engine.port = 0
-            engine.start()
+        engine.start()
         state = EngineState(
             pid=os.getpid(),
-            host="127.0.0.1",
-            port=engine.port,
+            host="",
+            port=0,
             data_file=str(engine.data_file.resolve()),
             auth=MECHANISM,
             idle_stop_s=idle_stop_s,
             started_at=time.time(),
+            socket=engine.address,
         )
         write_private(data_dir / STATE_FILE, state.as_dict())
         log.warning("engine pid %d on %s for %s", state.pid, state.address, data_dir)

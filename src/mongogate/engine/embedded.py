@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from mongogate.engine.files import DB_FILE, MECHANISM, USER
+from mongogate.engine.files import DB_FILE, MECHANISM, USER, socket_uri
 from mongogate.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -23,10 +23,14 @@ log = logging.getLogger(__name__)
 class EmbeddedEngine:
     """One mongoeco server; `password` makes every command but the handshake need SCRAM-SHA-256."""
 
-    def __init__(self, data_dir: Path, *, password: str | None = None, port: int = 0) -> None:
+    def __init__(
+        self, data_dir: Path, *, password: str | None = None, port: int = 0, socket_path: Path | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.password = password
         self.port = port
+        #: serve on this Unix domain socket instead of a loopback TCP port (engine.unix)
+        self.socket_path = socket_path
         self.uri: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -59,22 +63,33 @@ class EmbeddedEngine:
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="mongogate-embedded", daemon=True)
         self._thread.start()
-        server = AsyncMongoEcoProxyServer(
-            engine=SQLiteEngine(str(self.data_file), executor_workers=2),
-            host="127.0.0.1",
-            port=self.port,
-            auth_users=users,
-        )
+        sqlite = SQLiteEngine(str(self.data_file), executor_workers=2)
+        server: Any
+        if self.socket_path is not None:
+            from mongogate.engine.unix import UnixProxyServer
+
+            server = UnixProxyServer(self.socket_path, engine=sqlite, auth_users=users)
+        else:
+            server = AsyncMongoEcoProxyServer(
+                engine=sqlite, host="127.0.0.1", port=self.port, auth_users=users
+            )
         try:
             addr = asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=30)
         except BaseException:
             self.stop()
             raise
         self._server = server
-        self.port = int(addr.port)
-        self.uri = str(addr.uri)
-        log.info("embedded engine on 127.0.0.1:%d (data in %s)", self.port, self.data_file)
+        if self.socket_path is not None:
+            self.uri = socket_uri(self.socket_path)
+        else:
+            self.port = int(addr.port)
+            self.uri = str(addr.uri)
+        log.info("embedded engine on %s (data in %s)", self.address, self.data_file)
         return self.uri
+
+    @property
+    def address(self) -> str:
+        return str(self.socket_path) if self.socket_path is not None else f"127.0.0.1:{self.port}"
 
     def connections(self) -> int:
         """Open client connections (pymongo keeps at least its monitor's open while a client lives)."""

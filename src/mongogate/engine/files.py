@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
-from urllib.parse import quote_plus
+from urllib.parse import quote, quote_plus
 
 from mongogate.errors import ConfigError
 from mongogate.safefs import check_dir_path
@@ -27,6 +27,10 @@ ENGINE_LOCK = "engine.lock"
 START_LOCK = "engine.start.lock"
 LOG_FILE = "engine.log"
 DB_FILE = "mongogate.sqlite3"
+#: the engine listens here, inside the 0700 directory: no other local user can connect at all
+SOCKET_FILE = "engine.sock"
+#: the kernel's limit on a Unix socket path (``sun_path`` is 108 bytes with its NUL)
+MAX_SOCKET_PATH = 107
 USER = "mongogate"
 MECHANISM = "SCRAM-SHA-256"
 
@@ -116,6 +120,24 @@ def credentials(data_dir: Path) -> str:
     return password
 
 
+def socket_path(data_dir: Path) -> Path:
+    """The engine's socket in ``data_dir``; a path the kernel cannot bind is a start-up error."""
+    path = data_dir.resolve() / SOCKET_FILE
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise ConfigError(
+            f"server.data_dir {data_dir} is too long for the engine's socket ({len(os.fsencode(path))} bytes "
+            f"with /{SOCKET_FILE}; the limit is {MAX_SOCKET_PATH}): choose a shorter data directory"
+        )
+    return path
+
+
+def socket_uri(path: Path | str, password: str | None = None) -> str:
+    """``mongodb://`` for a Unix socket (pymongo reads a percent-encoded path ending in .sock)."""
+    who = f"{USER}:{quote_plus(password)}@" if password is not None else ""
+    auth = f"&authSource=admin&authMechanism={MECHANISM}" if password is not None else ""
+    return f"mongodb://{who}{quote(str(path), safe='')}/?directConnection=true{auth}"
+
+
 @dataclass(frozen=True)
 class EngineState:
     """What the engine process publishes in engine.json (no secret: the password stays in its own file)."""
@@ -127,12 +149,17 @@ class EngineState:
     auth: str
     idle_stop_s: float
     started_at: float
+    #: the Unix socket it listens on (host and port are then empty); "" for an engine of an older
+    #: version still running on a loopback port, which clients keep reaching that way until it stops
+    socket: str = ""
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.socket or f"{self.host}:{self.port}"
 
     def uri(self, password: str) -> str:
+        if self.socket:
+            return socket_uri(self.socket, password)
         return (
             f"mongodb://{USER}:{quote_plus(password)}@{self.host}:{self.port}/"
             f"?directConnection=true&authSource=admin&authMechanism={MECHANISM}"
@@ -155,6 +182,7 @@ def read_state(data_dir: Path) -> EngineState | None:
             auth=str(data["auth"]),
             idle_stop_s=float(data["idle_stop_s"]),  # type: ignore[arg-type]
             started_at=float(data["started_at"]),  # type: ignore[arg-type]
+            socket=str(data.get("socket", "")),
         )
     except (KeyError, TypeError, ValueError):
         return None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import AuthError, StorageError
 from mongogate.policy.aggregate_exprs import reject
 from mongogate.policy.aggregate_walk import GROUP_STAGES, CheckedPipeline, check_pipeline
@@ -110,10 +111,21 @@ def hint_of(spec: QueryToolSpec) -> dict[str, int] | None:
     return {k: d for k, d in spec.index} if spec.index else None
 
 
+def _over_budget(spec: QueryToolSpec) -> StorageError:
+    return StorageError(
+        f"aggregation tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
+        advice="add a $match first (for example a shorter date range) and retry",
+    )
+
+
 async def _aggregate(
-    collection: AsyncCollection[Any], spec: QueryToolSpec, pipeline: list[dict[str, Any]]
+    collection: AsyncCollection[Any],
+    spec: QueryToolSpec,
+    pipeline: list[dict[str, Any]],
+    max_time_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    options: dict[str, Any] = {"maxTimeMS": spec.max_time_ms, "allowDiskUse": False}
+    budget = spec.max_time_ms if max_time_ms is None else max_time_ms
+    options: dict[str, Any] = {"maxTimeMS": budget, "allowDiskUse": False}
     hint = hint_of(spec)
     if hint is not None:
         options["hint"] = hint
@@ -124,10 +136,7 @@ async def _aggregate(
         finally:
             await cursor.close()
     except ExecutionTimeout as e:
-        raise StorageError(
-            f"aggregation tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
-            advice="add a $match first (for example a shorter date range) and retry",
-        ) from e
+        raise _over_budget(spec) from e
     except OperationFailure as e:  # an answer from the database, not a lost connection
         raise PipelineRefused(
             f"aggregation tool {spec.name!r}: the database refused this pipeline",
@@ -161,16 +170,22 @@ async def run_pipeline(
     args: dict[str, Any],
     tenant: str,
     limits: PolicySettings,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> QueryResult:
     """Check, scope to ``tenant``, aggregate (limit + 1 to learn ``truncated``), render, cap bytes.
 
-    More than ``max_groups`` groups is not an error: the answer is ``truncated``."""
+    More than ``max_groups`` groups is not an error: the answer is ``truncated``. The whole call
+    stays within ``max_time_ms``: the group-count probe gets what the answer left of it."""
     q = prepare_pipeline(spec, args, tenant, limits)
+    started = clock.now()
     raw = await _aggregate(collection, spec, q.pipeline)
     more = len(raw) > q.limit or (q.grouped and len(raw) > spec.max_groups)
     if not more and q.probe is not None:
+        left = spec.max_time_ms - int((clock.now() - started).total_seconds() * 1000)
+        if left <= 0:
+            raise _over_budget(spec)
         # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
-        more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe))
+        more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe, left))
     # the row past max_groups only tells that there are more: it is never returned
     keep = min(q.limit, spec.max_groups) if q.grouped else q.limit
     docs = [render_output(doc, q.output) for doc in raw[:keep]]

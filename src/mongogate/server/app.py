@@ -36,6 +36,7 @@ from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.surface import UnknownTools, offer_tools_only
+from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
@@ -179,9 +180,11 @@ def build_server(
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
+        # TenantConcurrency after UnknownTools: a [busy] refusal is logged and counted, and is no audit event
         middleware=[
             ObserveCalls(metrics, all_tools),
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
+            TenantConcurrency(settings.limits),
             QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
         ],
         version=__version__,

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
+from mongogate.server.memory_return import body_ended
 
 log = logging.getLogger(__name__)
 
@@ -180,12 +181,13 @@ class BodyDeadline:
             return
         deadline = anyio.current_time() + self.timeout_s
         tokens = 0
+        received = 0
         done = False
         refusal: tuple[int, bytes] | None = None
         answered = False
 
         async def guarded_receive() -> Message:
-            nonlocal tokens, done, refusal
+            nonlocal tokens, done, refusal, received
             if done or refusal is not None:
                 return await receive() if refusal is None else self._cut()
             with anyio.move_on_after(deadline - anyio.current_time()) as waited:
@@ -195,7 +197,9 @@ class BodyDeadline:
                 refusal = (408, b"Request body not received in time (server.body_timeout_s)")
                 return self._cut()
             if message["type"] == "http.request":
-                tokens += json_tokens(message.get("body", b""))
+                chunk = message.get("body", b"")
+                received += len(chunk)
+                tokens += json_tokens(chunk)
                 if tokens > self.max_json_tokens:
                     log.warning("refused a request body with over %d JSON objects, arrays and keys", tokens)
                     text = (
@@ -214,9 +218,12 @@ class BodyDeadline:
                 answered = True  # our answer replaces the app's (a parse error)
                 await _plain(send, *refusal)
 
-        await self.app(scope, guarded_receive, guarded_send)
-        if refusal is not None and not answered:
-            await _plain(send, *refusal)
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+            if refusal is not None and not answered:
+                await _plain(send, *refusal)
+        finally:
+            body_ended(received)  # a large body's memory goes back to the system (memory_return.py)
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:

@@ -2,8 +2,10 @@
 
 The connection layer is bounded (``server.*`` settings): a request head must arrive within
 ``header_timeout_s``, its body within ``body_timeout_s``; at most ``max_connections`` are open
-(503 beyond); idle keep-alive connections close after ``keep_alive_timeout_s`` and any
-connection after ``keep_alive_max_requests`` requests. Host and Origin are checked for
+(503 beyond; probes have their own budget) and one address has at most
+``max_pending_heads_per_address`` heads unfinished (server/conn_budget.py); idle keep-alive
+connections close after ``keep_alive_timeout_s`` and any connection after
+``keep_alive_max_requests`` requests. Host and Origin are checked for
 whatever address the server binds (guards.HostOriginGuard).
 """
 
@@ -27,9 +29,12 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
+from mongogate.server import memory_return
+from mongogate.server.conn_budget import TOO_MANY_HEADS, BudgetGate, ConnectionBudget, address_of
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
 from mongogate.server.metrics import with_metrics
+from mongogate.server.session_cap import SessionCap
 from mongogate.server.startup import run_bound
 from mongogate.server.stateless import NoStreamsWhenStateless
 
@@ -50,7 +55,10 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.max_request_bytes,
         stateless_http=settings.stateless,  # no Mcp-Session-Id: any process answers any request
+        session_idle_timeout=settings.session_idle_timeout_s,
     )
+    if not settings.stateless:  # a per-principal cap on live sessions (server/session_cap.py)
+        SessionCap(server.session_manager, settings.max_sessions_per_principal)
     # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
     mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
     body = BodyDeadline(mcp, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
@@ -70,9 +78,17 @@ class GuardedH11Protocol(H11Protocol):
     _header_timer: asyncio.TimerHandle | None = None
     _waiting_cycle: object = None
     _served = 0
+    _address = "unknown"
+
+    @property
+    def _budget(self) -> ConnectionBudget | None:
+        return getattr(self.config, "budget", None)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._address = address_of(self.client)
+        if self._budget is not None:
+            self._budget.connections = self.connections
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -98,14 +114,30 @@ class GuardedH11Protocol(H11Protocol):
         self._waiting_cycle = self.cycle
         timeout = float(getattr(self.config, "header_timeout_s", 10.0))
         self._header_timer = self.loop.call_later(timeout, self._head_timed_out)
+        if self._budget is not None:  # may close this address's oldest unfinished head
+            self._budget.head_started(self._address, self)
 
     def _disarm(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+            if self._budget is not None:
+                self._budget.head_done(self._address, self)
+
+    def evict_pending(self) -> None:
+        """Too many unfinished heads from this address: this one, the oldest, is closed (429)."""
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        if not self.transport.is_closing():
+            log.warning("closed a connection from %s: too many unfinished request heads", self._address)
+            self.transport.write(TOO_MANY_HEADS)
+            self.transport.close()
 
     def _head_timed_out(self) -> None:
         self._header_timer = None
+        if self._budget is not None:
+            self._budget.head_done(self._address, self)
         if self.cycle is self._waiting_cycle and not self.transport.is_closing():
             self.transport.write(_TIMEOUT_RESPONSE)
             self.transport.close()
@@ -115,15 +147,19 @@ class GuardedConfig(uvicorn.Config):
     """uvicorn's Config carrying the limits GuardedH11Protocol reads."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings, host: str, port: int) -> None:
+        memory_return.configure()  # large bodies' memory is handed back once freed
+        self.budget = ConnectionBudget(
+            settings.max_connections, settings.probe_concurrency, settings.max_pending_heads_per_address
+        )
         super().__init__(
-            app,
+            BudgetGate(app, self.budget),
             host=host,
             port=port,
             log_level="warning",
             log_config=None,  # uvicorn's lines go through mongogate's handler (text or JSON, logs.py)
             lifespan="on",
             http=GuardedH11Protocol,
-            limit_concurrency=settings.max_connections,
+            limit_concurrency=None,  # BudgetGate: probes have their own budget (server/conn_budget.py)
             timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
         )
         self.header_timeout_s = settings.header_timeout_s

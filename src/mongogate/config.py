@@ -139,7 +139,7 @@ class ServerSettings(Section):
     probe_concurrency: int = Field(default=8, ge=1, le=1000)
     """`/healthz` and `/readyz` requests in flight at once: their own budget, answered even when
     `max_connections` is reached (503 beyond it)."""
-    max_pending_heads_per_address: int = Field(default=16, ge=1, le=100_000)
+    max_pending_heads_per_address: int = Field(default=64, ge=1, le=100_000)
     """Connections of one client address still sending their request head; one more closes that
     address's oldest such connection with 429."""
 

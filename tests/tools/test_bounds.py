@@ -93,6 +93,7 @@ async def test_hostile_arguments_refused_through_mcp(engine_uri: str, db_name: s
             r = await c.call_tool(tool, args)
             spent = time.thread_time() - started  # both sides of the call, framing included
             assert r.is_error and "[invalid_input]" in r.content[0].text, (tool, r.content)  # type: ignore[union-attr]
-            assert spent < 0.5, (tool, spent)
+            # the audit's forbidden-operator scan reads every key of a refused call once
+            assert spent < 1.5, (tool, spent)
         ok = await c.call_tool("create_session", {"metadata": {"team": "a", "n": 1}})
         assert not ok.is_error, ok.content

@@ -76,6 +76,10 @@ async def search_messages(
         raise InvalidInput("query must be a non-empty string: the words or identifier to find")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"query is {len(query)} characters; at most {MAX_QUERY_CHARS}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("query is not valid Unicode (it holds a lone surrogate)") from None
     n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
     if not searchable(query):  # only negations or punctuation: the engine would refuse it
         return Hits([])

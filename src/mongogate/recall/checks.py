@@ -37,6 +37,15 @@ def _clip(value: object, n: int = 40) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
+def storable(value: str, what: str) -> str:
+    """A string BSON can hold: UTF-8 has no lone surrogates (an in-process caller can pass one)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    return value
+
+
 def check_namespace(value: object, what: str = "namespace") -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{what} must be a non-empty string: {NAMESPACE_RULES}")
@@ -62,7 +71,7 @@ def check_key(value: object) -> str:
         raise InvalidInput(f"key must be a string of 1 to {MAX_KEY_CHARS} characters")
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise InvalidInput(f"key {_clip(value)} holds control characters; use printable text")
-    return value
+    return storable(value, "key")
 
 
 def check_memory_id(value: object, what: str = "id") -> str:
@@ -70,7 +79,7 @@ def check_memory_id(value: object, what: str = "id") -> str:
         raise InvalidInput(
             f"{what} must be a memory id as remember returned it (1 to {MAX_ID_CHARS} characters)"
         )
-    return value
+    return storable(value, what)
 
 
 def check_text(value: object, settings: LongTermSettings) -> str:
@@ -151,12 +160,14 @@ def _value(v: Any, path: str, depth: int, limits: LimitsSettings, budget: list[i
                     f"{path}: key {_clip(k)} cannot be stored; use non-empty keys without a leading '$', "
                     "'.' or NUL"
                 )
+            storable(k, f"{path}: a key")
             budget[1] -= len(k) + 4
             out[k] = _value(x, f"{path}.{k}", depth + 1, limits, budget)
         return out
     if isinstance(v, list | tuple):
         return [_value(x, f"{path}[{i}]", depth + 1, limits, budget) for i, x in enumerate(v)]
     if isinstance(v, str):
+        storable(v, path)
         budget[1] -= len(v) + 2
     elif isinstance(v, bool) or v is None:
         budget[1] -= 5

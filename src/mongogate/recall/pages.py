@@ -68,6 +68,10 @@ def decode_cursor(cursor: object) -> tuple[datetime, str]:
         raise bad from None
     if isinstance(ms, bool) or not isinstance(ms, int) or not isinstance(mid, str):
         raise bad
+    try:
+        mid.encode("utf-8")  # a JSON escape can decode to a lone surrogate, which BSON cannot hold
+    except UnicodeEncodeError:
+        raise bad from None
     return at, mid
 
 

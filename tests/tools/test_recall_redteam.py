@@ -1,0 +1,139 @@
+"""Red team of the long-term memory tools, as a hostile caller and as another tenant, over the SDK's
+real client (in-process, and over HTTP with real tokens). Each test names the attack; the ones that
+broke before their fix say so in their docstring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mongogate.server.app import build_server
+from mongogate.server.http import BackgroundHttpServer
+from mongogate.server.tokens import mint_dev_token
+from tests.conftest import jwt_auth, make_settings
+from tests.helpers import failure, ok
+
+pytestmark = pytest.mark.anyio
+
+SURROGATE = "\ud800"
+#: each entry point that takes a string the model chose; a lone surrogate cannot be stored or queried
+SURROGATES: list[tuple[str, dict[str, Any]]] = [
+    ("remember", {"text": "x", "metadata": {"a": SURROGATE}}),
+    ("remember", {"text": "x", "metadata": {"a": [1, {"b": SURROGATE}]}}),
+    ("remember", {"text": "x", "key": SURROGATE}),
+    ("recall", {"query": "x", "metadata": {"a": SURROGATE}}),
+    ("forget", {"id": SURROGATE}),
+    ("memory_history", {"id": SURROGATE}),
+    ("list_memories", {"cursor": "WzAsIlx1ZDgwMCJd"}),  # base64url of [0,"\ud800"]
+    ("search_messages", {"query": "x " + SURROGATE}),
+]
+
+
+@pytest.mark.parametrize(("tool", "args"), SURROGATES, ids=[f"{t}-{sorted(a)}" for t, a in SURROGATES])
+async def test_a_lone_surrogate_is_invalid_input_not_an_internal_error(
+    engine_uri: str, db_name: str, tmp_path: Path, tool: str, args: dict[str, Any]
+) -> None:
+    """Broke before the fix: `[internal] (retryable) ... failed unexpectedly` (BSON's UnicodeEncodeError).
+    An in-process client hands such strings over as they are (a JSON one cannot: the SDK's parser
+    refuses a lone surrogate escape with -32700)."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        text = await failure(c, tool, **args)
+        assert text.startswith("[invalid_input] ") and "(retryable)" not in text, text
+        assert (await ok(c, "list_memories"))["memories"] == []
+
+
+async def test_namespaces_are_literal_not_patterns_nor_folded(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Held: '.' and '+' are not regex, a full-width look-alike is another namespace."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        for ns in ("user", "uxer", "aa", "\uff55ser"):
+            await ok(c, "remember", text=f"fact kept in {ns}", namespace=ns)
+        for asked, seen in (("u.er", []), ("a+", []), ("\uff55ser", ["\uff55ser"]), ("user", ["user"])):
+            got = await ok(c, "recall", query="fact kept", namespace=asked, limit=10)
+            assert [m["namespace"] for m in got["memories"]] == seen, asked
+            listed = await ok(c, "list_memories", namespace=asked)
+            assert [m["namespace"] for m in listed["memories"]] == seen, asked
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [{"a": {"$ne": 1}}, {"$where": "1"}, {"a.b": 1}, {"$or": [{"a": 1}]}, {"a": {"b": 1}}, {"": 1}],
+)
+async def test_operators_in_a_metadata_filter_are_refused(
+    engine_uri: str, db_name: str, tmp_path: Path, metadata: dict[str, Any]
+) -> None:
+    """Held: a filter is exact top-level values; no operator, dotted path or object gets through."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        await ok(c, "remember", text="the secret plan", metadata={"a": 2, "b": {"c": 1}})
+        text = await failure(c, "recall", query="secret plan", metadata=metadata)
+        assert text.startswith("[invalid_input] ") and "metadata" in text, text
+
+
+def escaped_settings(engine_uri: str, db_name: str, tmp_path: Path) -> Any:
+    return make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"max_response_bytes": 16384}})
+
+
+async def test_another_tenant_over_http_meets_only_absence(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Held: with globex's token, acme's ids, cursor, key and session look like ones that never
+    existed, for every tool, and nothing globex does touches acme's memory."""
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth())
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+
+        def client(tenant: str) -> tuple[httpx2.AsyncClient, Client]:
+            token = mint_dev_token(settings.auth, tenant=tenant, subject=f"{tenant}-agent", ttl_s=600)
+            hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            return hc, Client(streamable_http_client(http.url, http_client=hc))
+
+        (hc1, acme_client), (hc2, globex_client) = client("acme"), client("globex")
+        async with hc1, hc2, acme_client as acme, globex_client as globex:
+            mine = await ok(
+                acme, "remember", text="Vault code ZX-9931 is in drawer 4.", namespace="ops", key="v"
+            )
+            await ok(acme, "remember", text="Vault code ZX-9931 moved to drawer 5.", namespace="ops", key="v")
+            await ok(acme, "remember", text="Second acme fact about ZX-9931.")
+            cursor = (await ok(acme, "list_memories", limit=1))["next_cursor"]
+            sid = (await ok(acme, "create_session"))["session_id"]
+            await ok(acme, "append", session_id=sid, turn_id="t", role="user", content="the word ZX-9931")
+
+            def same(a: str, b: str, secret: str, stand_in: str) -> None:
+                assert (
+                    a.replace(secret, "X").split(" (request ")[0]
+                    == b.replace(stand_in, "X").split(" (request ")[0]
+                )
+
+            fake = "0" * 32
+            same(
+                await failure(globex, "memory_history", id=mine["id"]),
+                await failure(globex, "memory_history", id=fake),
+                mine["id"],
+                fake,
+            )
+            assert await ok(globex, "forget", id=mine["id"]) == {"deleted": False}
+            assert await ok(globex, "forget", namespace="ops", key="v") == {"deleted": False}
+            assert (await ok(globex, "recall", query="ZX-9931 vault drawer", namespace="ops"))[
+                "memories"
+            ] == []
+            assert (await ok(globex, "recall", query="ZX-9931"))["memories"] == []
+            assert (await ok(globex, "list_memories", cursor=cursor))["memories"] == []
+            assert (await ok(globex, "search_messages", query="ZX-9931"))["messages"] == []
+            same(
+                await failure(globex, "search_messages", query="ZX-9931", session_id=sid),
+                await failure(globex, "search_messages", query="ZX-9931", session_id="s-" + "1" * 30),
+                sid,
+                "s-" + "1" * 30,
+            )
+            theirs = await ok(
+                globex, "remember", text="Vault code ZX-9931 is in drawer 4.", namespace="ops", key="v"
+            )
+            assert theirs["status"] == "created" and theirs["id"] != mine["id"]
+            h = await ok(acme, "memory_history", id=mine["id"])
+            assert [v["version"] for v in h["versions"]] == [1, 2]
+            assert len((await ok(acme, "list_memories"))["memories"]) == 2

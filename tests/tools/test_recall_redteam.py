@@ -47,6 +47,19 @@ async def test_a_lone_surrogate_is_invalid_input_not_an_internal_error(
         assert (await ok(c, "list_memories"))["memories"] == []
 
 
+@pytest.mark.parametrize("key", ["a\x85b", "a\x9bb", "line\u2028break", "\u202egnp.exe", "a\u2066b"])
+async def test_a_key_with_a_control_or_bidi_character_is_refused(
+    engine_uri: str, db_name: str, tmp_path: Path, key: str
+) -> None:
+    """Broke before the fix: C1 controls (NEL, CSI), line separators and bidi overrides were stored,
+    though a key promises "no control characters" (they break log lines and reverse what is read)."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        text = await failure(c, "remember", text="x", key=key)
+        assert text.startswith("[invalid_input] key"), text
+        assert (await ok(c, "list_memories"))["memories"] == []
+        assert (await ok(c, "remember", text="x", key="caf\u00e9-\U0001f600"))["status"] == "created"
+
+
 async def test_namespaces_are_literal_not_patterns_nor_folded(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,12 +67,25 @@ def namespace_path(namespace: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+#: bidirectional embeddings, overrides and isolates: they reorder what a reader sees
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def unprintable(c: str) -> bool:
+    """C0 and C1 controls (NEL, CSI...), line and paragraph separators, bidi controls."""
+    return unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI
+
+
 def check_key(value: object) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_KEY_CHARS:
         raise InvalidInput(f"key must be a string of 1 to {MAX_KEY_CHARS} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidInput(f"key {_clip(value)} holds control characters; use printable text")
-    return storable(value, "key")
+    storable(value, "key")
+    if any(unprintable(c) for c in value):
+        raise InvalidInput(
+            f"key {_clip(value)} holds control, line-separator or bidirectional-override characters; "
+            "use printable text"
+        )
+    return value
 
 
 def check_memory_id(value: object, what: str = "id") -> str:

@@ -60,6 +60,18 @@ async def test_a_key_with_a_control_or_bidi_character_is_refused(
         assert (await ok(c, "remember", text="x", key="caf\u00e9-\U0001f600"))["status"] == "created"
 
 
+@pytest.mark.parametrize("namespace", ["a/../b", "..", "./x", "a/.", "a/..."])
+async def test_dot_segments_in_a_namespace_are_refused(
+    engine_uri: str, db_name: str, tmp_path: Path, namespace: str
+) -> None:
+    """Broke before the fix: "a/../b" was stored, and read by an operator as the namespace "b";
+    recall(namespace="a") included it."""
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        assert (await failure(c, "remember", text="x", namespace=namespace)).startswith("[invalid_input] ")
+        assert (await failure(c, "recall", query="x", namespace=namespace)).startswith("[invalid_input] ")
+        assert (await ok(c, "remember", text="x", namespace="v1.2/a..b"))["status"] == "created"
+
+
 async def test_namespaces_are_literal_not_patterns_nor_folded(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:

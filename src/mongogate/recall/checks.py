@@ -28,7 +28,7 @@ DEFAULT_NAMESPACE = "default"
 _SEGMENT = re.compile(r"[\w.:@+-]+")
 NAMESPACE_RULES = (
     f"segments joined by '/', at most {MAX_NAMESPACE_DEPTH} segments of at most {MAX_SEGMENT_CHARS} "
-    "letters, digits or _ . - : @ + each (no spaces or control characters)"
+    "letters, digits or _ . - : @ + each (no spaces or control characters, no segment of only dots)"
 )
 _MIN_INT64 = -MAX_INT64 - 1
 
@@ -58,6 +58,8 @@ def check_namespace(value: object, what: str = "namespace") -> str:
     for part in parts:
         if not part or len(part) > MAX_SEGMENT_CHARS or not _SEGMENT.fullmatch(part):
             raise InvalidInput(f"{what} {_clip(value)} is not a namespace; use {NAMESPACE_RULES}")
+        if not part.strip("."):  # "a/../b" reads as "b" to an operator, and is not
+            raise InvalidInput(f"{what} {_clip(value)} has a segment of only dots; use {NAMESPACE_RULES}")
     return value
 
 

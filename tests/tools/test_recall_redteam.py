@@ -104,6 +104,36 @@ def escaped_settings(engine_uri: str, db_name: str, tmp_path: Path) -> Any:
     return make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"max_response_bytes": 16384}})
 
 
+async def test_memory_history_stays_under_the_byte_cap_when_the_text_needs_escaping(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Broke before the fix: the cap counted raw UTF-8, a control character is six bytes of JSON
+    (\\u0001): 7 versions, 84 KB in reply to a 16 KiB cap."""
+    async with Client(build_server(escaped_settings(engine_uri, db_name, tmp_path))) as c:
+        for i in range(8):
+            mid = (await ok(c, "remember", text=f"v{i}" + "\x01" * 2000, key="k"))["id"]
+        r = await c.call_tool("memory_history", {"id": mid})
+        assert not r.is_error and isinstance(r.structured_content, dict)
+        assert len(r.content[0].text.encode()) <= 16384  # type: ignore[union-attr]
+        assert r.structured_content["truncated"] is True
+        assert r.structured_content["versions"][-1]["text"].startswith("v7")
+
+
+async def test_search_messages_stays_under_the_byte_cap_when_the_text_needs_escaping(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Broke before the fix: same as memory_history, 85 KB in reply to a 16 KiB cap."""
+    async with Client(build_server(escaped_settings(engine_uri, db_name, tmp_path))) as c:
+        sid = (await ok(c, "create_session"))["session_id"]
+        for i in range(8):
+            content = "needle " + "\x01" * 2000
+            await ok(c, "append", session_id=sid, turn_id=f"t{i}", role="user", content=content)
+        r = await c.call_tool("search_messages", {"query": "needle", "limit": 20})
+        assert not r.is_error and isinstance(r.structured_content, dict)
+        assert len(r.content[0].text.encode()) <= 16384  # type: ignore[union-attr]
+        assert r.structured_content["truncated"] is True and r.structured_content["messages"]
+
+
 async def test_another_tenant_over_http_meets_only_absence(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ ranked by textScore, then newest first, and cut to a byte cap (`truncated`).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -114,7 +115,7 @@ async def search_messages(
     hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
     total = 0
     for i, h in enumerate(hits):
-        total += len(h.content.encode("utf-8")) + _OVERHEAD
+        total += len(json.dumps(h.content, ensure_ascii=False).encode("utf-8")) + _OVERHEAD  # as sent
         if total > max_bytes:
             return Hits(hits[:i], len(hits) - i)
     return Hits(hits)

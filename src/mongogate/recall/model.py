@@ -78,7 +78,7 @@ class Version:
 class History:
     id: str
     versions: list[Version] = field(default_factory=list)
-    #: older versions left out (at most `MAX_HISTORY` are returned, the newest ones)
+    #: older versions left out (at most `recall.history.MAX_HISTORY` are returned, the newest ones)
     truncated: int = 0
 
 

@@ -256,9 +256,17 @@ class LongTermMemory:
                 }
             },
         )
-        if changed.matched_count == 1 and expires != found.get("expires_at"):
+        if changed.matched_count == 0:
+            if await self.memories.count_documents({"_id": mid}, limit=1) == 0:
+                # forgotten (or erased) since the read: the entry just written would keep the
+                # forgotten text under an id no tool reaches
+                await self.versions.delete_many(
+                    {"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner}
+                )
+            return False
+        if expires != found.get("expires_at"):
             await self.versions.update_many({"memory_id": mid}, {"$set": {"expires_at": expires}})
-        return changed.matched_count == 1
+        return True
 
     async def _check_quota(self, scope: Scope, now: datetime) -> None:
         held = await self.memories.count_documents(

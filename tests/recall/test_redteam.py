@@ -14,6 +14,7 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LongTermSettings
 from mongogate.errors import NotFound
+from mongogate.recall import history as history_module
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import Remembered, Scope
 from mongogate.recall.store import LongTermMemory
@@ -71,6 +72,20 @@ async def test_a_forget_between_an_updates_read_and_write_leaves_no_forgotten_te
     assert await ltm.versions.count_documents({"memory_id": old.id}) == 0
     assert await ltm.versions.count_documents({"text": {"$regex": "31-7-22"}}) == 0
     assert [v.text for v in (await ltm.history(ACME, result[0].id)).versions] == ["The safe is now empty."]
+
+
+async def test_the_history_of_one_key_is_bounded(
+    ltm: LongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Broke before the fix: every update kept its old text forever, uncounted by the quota and
+    beyond what memory_history returns: one key rewritten in a loop filled the database."""
+    monkeypatch.setattr(history_module, "MAX_HISTORY", 3)
+    for i in range(7):
+        mid = (await ltm.remember(ACME, f"version {i + 1}", key="k")).id
+    assert await ltm.versions.count_documents({"memory_id": mid}) == 3
+    h = await ltm.history(ACME, mid)
+    assert [v.version for v in h.versions] == [4, 5, 6, 7] and h.truncated == 3
+    assert [v.text for v in h.versions] == [f"version {i}" for i in (4, 5, 6, 7)]
 
 
 async def test_a_memory_is_gone_at_the_exact_millisecond_it_expires(

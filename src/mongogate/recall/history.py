@@ -20,8 +20,22 @@ from mongogate.recall.pages import live, newest_within
 if TYPE_CHECKING:
     from mongogate.recall.store import LongTermMemory
 
-#: the older versions memory_history returns at most (the newest ones)
+#: the older versions a memory keeps, and memory_history returns, at most (the newest ones)
 MAX_HISTORY = 100
+
+
+async def prune(store: LongTermMemory, scope: Scope, mid: str, newest: int) -> None:
+    """Erase the versions older than the newest `MAX_HISTORY`: never returned, they would let one
+    key rewritten in a loop grow the database without bound (the quota counts memories)."""
+    if newest > MAX_HISTORY:
+        await store.versions.delete_many(
+            {
+                "memory_id": mid,
+                "tenant": scope.tenant,
+                "owner": scope.owner,
+                "version": {"$lte": newest - MAX_HISTORY},
+            }
+        )
 
 
 async def read_history(store: LongTermMemory, scope: Scope, id: object) -> History:

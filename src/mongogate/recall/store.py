@@ -32,7 +32,7 @@ from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import EmbeddingUnavailable, InvalidInput, QuotaExceeded, StorageError
 from mongogate.recall import checks
 from mongogate.recall.embedding import Embedder
-from mongogate.recall.history import read_history
+from mongogate.recall.history import prune, read_history
 from mongogate.recall.model import (
     History,
     MemoryPage,
@@ -266,6 +266,7 @@ class LongTermMemory:
             return False
         if expires != found.get("expires_at"):
             await self.versions.update_many({"memory_id": mid}, {"$set": {"expires_at": expires}})
+        await prune(self, scope, mid, v)
         return True
 
     async def _check_quota(self, scope: Scope, now: datetime) -> None:

@@ -192,3 +192,37 @@ async def test_another_tenant_over_http_meets_only_absence(
             h = await ok(acme, "memory_history", id=mine["id"])
             assert [v["version"] for v in h["versions"]] == [1, 2]
             assert len((await ok(acme, "list_memories"))["memories"]) == 2
+
+
+async def test_one_memory_larger_than_the_cap_neither_ends_the_listing_nor_hides_from_recall(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Broke before the fix: a memory whose JSON alone passes max_response_bytes (8 KiB of text that
+    needs escaping, a legal size) made its page empty with next_cursor null, so every older memory
+    was unreachable by list_memories, and recall answered nothing even with limit 1."""
+    async with Client(build_server(escaped_settings(engine_uri, db_name, tmp_path))) as c:
+        oldest = await ok(c, "remember", text="the oldest small memory")
+        big = await ok(c, "remember", text="bigword " + "\x01" * 8000)
+        newest = await ok(c, "remember", text="the newest small memory")
+        seen, cursor, pages = [], None, 0
+        while pages < 10:
+            page = await ok(c, "list_memories", limit=10, **({"cursor": cursor} if cursor else {}))
+            seen += [m["id"] for m in page["memories"]]
+            cursor, pages = page["next_cursor"], pages + 1
+            if cursor is None:
+                break
+        assert seen == [newest["id"], big["id"], oldest["id"]]
+        got = await ok(c, "recall", query="bigword", limit=1)
+        assert [m["id"] for m in got["memories"]] == [big["id"]]
+
+
+async def test_search_messages_returns_a_message_larger_than_the_cap(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Broke before the fix: a message whose JSON passes max_response_bytes was never found (an
+    empty answer, truncated); with the defaults, any message near max_message_bytes."""
+    async with Client(build_server(escaped_settings(engine_uri, db_name, tmp_path))) as c:
+        sid = (await ok(c, "create_session"))["session_id"]
+        await ok(c, "append", session_id=sid, turn_id="t", role="user", content="needle " + "z " * 10_000)
+        found = await ok(c, "search_messages", query="needle")
+        assert [m["seq"] for m in found["messages"]] == [1]

@@ -116,6 +116,6 @@ async def search_messages(
     total = 0
     for i, h in enumerate(hits):
         total += len(json.dumps(h.content, ensure_ascii=False).encode("utf-8")) + _OVERHEAD  # as sent
-        if total > max_bytes:
+        if total > max_bytes and i > 0:  # the best hit always, even alone larger than the cap
             return Hits(hits[:i], len(hits) - i)
     return Hits(hits)

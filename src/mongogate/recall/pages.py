@@ -35,11 +35,13 @@ def item_bytes(item: MemoryItem) -> int:
 
 
 def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem], int]:
-    """The leading items that fit in `max_bytes`, and how many were left out."""
+    """The leading items that fit in `max_bytes`, and how many were left out. The first one always:
+    a memory larger than the cap alone (bounded by the text and metadata limits) must not end a
+    listing or hide from recall."""
     total = 0
     for i, item in enumerate(items):
         total += item_bytes(item)
-        if total > max_bytes:
+        if total > max_bytes and i > 0:
             return items[:i], len(items) - i
     return items, 0
 

@@ -12,8 +12,10 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.config import LongTermSettings
+from mongogate.config import LongTermSettings, MemorySettings
 from mongogate.errors import NotFound
+from mongogate.memory.search import ensure_search_index, search_messages
+from mongogate.memory.store import MemoryStore
 from mongogate.recall import history as history_module
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import Remembered, Scope
@@ -116,3 +118,29 @@ async def test_a_ttl_at_the_largest_allowed_value_is_stored(ltm: LongTermMemory,
     assert doc is not None and doc["expires_at"] - clock.now() == timedelta(days=36_500)
     clock.advance(36_499 * 86_400)
     assert [m.id for m in (await ltm.list(ACME)).memories] == [a.id]
+
+
+async def test_search_messages_never_finds_the_messages_of_a_deleted_session(
+    mongo: AsyncMongoClient[dict[str, object]], db_name: str, clock: ManualClock
+) -> None:
+    """Broke before the fix: delete_session erases the session, then its messages; a delete stopped
+    in between (or a message landing after it, the documented window) left messages that no session
+    tool reads, and search_messages returned them: a deleted conversation could still be found."""
+    store = MemoryStore(mongo[db_name], MemorySettings(), clock)
+    await store.ensure_indexes()
+    await ensure_search_index(store)
+    gone, kept = await store.create_session("acme"), await store.create_session("acme")
+    await store.append("acme", gone, "t", "user", "my card PIN is 4417")
+    await store.append("acme", kept, "t", "user", "the PIN 4417 of the office door")
+
+    def killed(point: str) -> None:
+        if point == "delete_session.after_session":
+            raise RuntimeError("server killed between the session and its messages")
+
+    store.fault = killed
+    with pytest.raises(RuntimeError):
+        await store.delete_session("acme", gone)
+    store.fault = None
+    assert [h.session_id for h in (await search_messages(store, "acme", "4417")).messages] == [kept]
+    with pytest.raises(NotFound):
+        await search_messages(store, "acme", "4417", session_id=gone)

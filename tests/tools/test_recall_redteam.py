@@ -226,3 +226,32 @@ async def test_search_messages_returns_a_message_larger_than_the_cap(
         await ok(c, "append", session_id=sid, turn_id="t", role="user", content="needle " + "z " * 10_000)
         found = await ok(c, "search_messages", query="needle")
         assert [m["seq"] for m in found["messages"]] == [1]
+
+
+@pytest.mark.parametrize("victim", ["bob\u00a0smith", "bob\tsmith", "bob\u200bsmith"])
+async def test_a_subject_spelled_as_anothers_escape_does_not_share_its_memories(
+    engine_uri: str, db_name: str, tmp_path: Path, victim: str
+) -> None:
+    """Broke before the fix: under scope "subject" the owner was the subject as escaped for display
+    (auth.printable), which maps 'bob<NBSP>smith' and the literal 'bob\\xa0smith' to one string: a
+    caller who could pick such a `sub` read, changed and forgot the other's memories."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"scope": "subject"}}
+    )
+    impostor = victim.encode("unicode_escape").decode("ascii")
+    assert impostor != victim
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+
+        def client(subject: str) -> tuple[httpx2.AsyncClient, Client]:
+            token = mint_dev_token(settings.auth, tenant="acme", subject=subject, ttl_s=600)
+            hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            return hc, Client(streamable_http_client(http.url, http_client=hc))
+
+        (hc1, victim_client), (hc2, impostor_client) = client(victim), client(impostor)
+        async with hc1, hc2, victim_client as bob, impostor_client as eve:
+            mine = await ok(bob, "remember", text="Bob's bank PIN is 8810.", key="pin")
+            assert (await ok(eve, "recall", query="bank PIN 8810"))["memories"] == []
+            assert (await ok(eve, "list_memories"))["memories"] == []
+            assert (await failure(eve, "memory_history", id=mine["id"])).startswith("[not_found]")
+            assert await ok(eve, "forget", namespace="default", key="pin") == {"deleted": False}
+            assert (await ok(bob, "recall", query="bank PIN"))["memories"][0]["id"] == mine["id"]

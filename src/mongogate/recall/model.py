@@ -85,10 +85,15 @@ class History:
 def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:
     """The caller's scope under `[memory.long_term] scope`; the tenant always from authentication.
 
-    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused.
+    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused. `subject`
+    is the subject as authenticated (`Principal.identity`), never its escaped display form.
     """
     if scope == "tenant":
         return Scope(tenant)
     if subject == TENANT_OWNER:
         raise AuthError("the subject '*' is reserved under memory.long_term.scope = 'subject'")
+    try:
+        subject.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AuthError("the caller's subject is not valid Unicode; it cannot own memories") from None
     return Scope(tenant, subject)

@@ -255,3 +255,28 @@ async def test_a_subject_spelled_as_anothers_escape_does_not_share_its_memories(
             assert (await failure(eve, "memory_history", id=mine["id"])).startswith("[not_found]")
             assert await ok(eve, "forget", namespace="default", key="pin") == {"deleted": False}
             assert (await ok(bob, "recall", query="bank PIN"))["memories"][0]["id"] == mine["id"]
+
+
+async def test_a_subject_that_is_not_valid_unicode_is_refused_with_a_code(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A JWT's `sub` may decode to a lone surrogate (JSON allows the escape): under scope "subject"
+    it cannot own memories and is `[unauthorized]`, not an internal error; scope "tenant" serves it."""
+    for scope, starts in (("subject", "[unauthorized] "), ("tenant", None)):
+        settings = make_settings(
+            engine_uri,
+            f"{db_name}_{scope}",
+            tmp_path,
+            auth=jwt_auth(),
+            memory={"long_term": {"scope": scope}},
+        )
+        token = mint_dev_token(settings.auth, tenant="acme", subject="x\ud800", ttl_s=600)
+        with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+                Client(streamable_http_client(http.url, http_client=hc)) as c,
+            ):
+                if starts is None:
+                    assert (await ok(c, "remember", text="a fact"))["status"] == "created"
+                else:
+                    assert (await failure(c, "remember", text="a fact")).startswith(starts)

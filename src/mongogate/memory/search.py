@@ -1,12 +1,14 @@
 """`search_messages`: exact-term search over the caller's conversation messages (a `$text` index).
 
 Messages are the tenant's, like sessions: every query filters on `tenant`, so another tenant's
-session id finds nothing and is `not_found`, exactly like one that never existed. The result is
+session id finds nothing and is `not_found`, exactly like one that never existed. Only messages of
+a session that still exists are returned: a deleted conversation is not found again. The result is
 ranked by textScore, then newest first, and cut to a byte cap (`truncated`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,6 +78,10 @@ async def search_messages(
         raise InvalidInput("query must be a non-empty string: the words or identifier to find")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"query is {len(query)} characters; at most {MAX_QUERY_CHARS}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput("query is not valid Unicode (it holds a lone surrogate)") from None
     n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
     if not searchable(query):  # only negations or punctuation: the engine would refuse it
         return Hits([])
@@ -89,12 +95,19 @@ async def search_messages(
         found = store.messages.find(filt, {"score": score}, sort=[("score", score)], limit=n)
         ranked = [(d["_id"], float(d.get("score") or 0.0)) async for d in found]
         docs: dict[object, Doc] = {}
+        alive: set[object] = set()
         if ranked:
             fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
             got = store.messages.find({"tenant": tenant, "_id": {"$in": [i for i, _ in ranked]}}, fields)
             docs = {d["_id"]: d async for d in got}
-        elif (
+            sessions = list({d["session_id"] for d in docs.values()})
+            live = store.sessions.find({"tenant": tenant, "_id": {"$in": sessions}}, {"_id": 1})
+            alive = {d["_id"] async for d in live}
+            # a deleted session's leftovers (a delete stopped halfway, a message landing after it)
+            docs = {i: d for i, d in docs.items() if d["session_id"] in alive}
+        if (
             sid is not None
+            and sid not in alive
             and await store.sessions.find_one({"_id": sid, "tenant": tenant}, {"_id": 1}) is None
         ):
             raise session_not_found(sid)
@@ -110,7 +123,7 @@ async def search_messages(
     hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
     total = 0
     for i, h in enumerate(hits):
-        total += len(h.content.encode("utf-8")) + _OVERHEAD
-        if total > max_bytes:
+        total += len(json.dumps(h.content, ensure_ascii=False).encode("utf-8")) + _OVERHEAD  # as sent
+        if total > max_bytes and i > 0:  # the best hit always, even alone larger than the cap
             return Hits(hits[:i], len(hits) - i)
     return Hits(hits)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ DEFAULT_NAMESPACE = "default"
 _SEGMENT = re.compile(r"[\w.:@+-]+")
 NAMESPACE_RULES = (
     f"segments joined by '/', at most {MAX_NAMESPACE_DEPTH} segments of at most {MAX_SEGMENT_CHARS} "
-    "letters, digits or _ . - : @ + each (no spaces or control characters)"
+    "letters, digits or _ . - : @ + each (no spaces or control characters, no segment of only dots)"
 )
 _MIN_INT64 = -MAX_INT64 - 1
 
@@ -35,6 +36,15 @@ _MIN_INT64 = -MAX_INT64 - 1
 def _clip(value: object, n: int = 40) -> str:
     text = repr(value)
     return text if len(text) <= n else text[:n] + "..."
+
+
+def storable(value: str, what: str) -> str:
+    """A string BSON can hold: UTF-8 has no lone surrogates (an in-process caller can pass one)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+    return value
 
 
 def check_namespace(value: object, what: str = "namespace") -> str:
@@ -48,6 +58,8 @@ def check_namespace(value: object, what: str = "namespace") -> str:
     for part in parts:
         if not part or len(part) > MAX_SEGMENT_CHARS or not _SEGMENT.fullmatch(part):
             raise InvalidInput(f"{what} {_clip(value)} is not a namespace; use {NAMESPACE_RULES}")
+        if not part.strip("."):  # "a/../b" reads as "b" to an operator, and is not
+            raise InvalidInput(f"{what} {_clip(value)} has a segment of only dots; use {NAMESPACE_RULES}")
     return value
 
 
@@ -57,11 +69,24 @@ def namespace_path(namespace: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+#: bidirectional embeddings, overrides and isolates: they reorder what a reader sees
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def unprintable(c: str) -> bool:
+    """C0 and C1 controls (NEL, CSI...), line and paragraph separators, bidi controls."""
+    return unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI
+
+
 def check_key(value: object) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_KEY_CHARS:
         raise InvalidInput(f"key must be a string of 1 to {MAX_KEY_CHARS} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise InvalidInput(f"key {_clip(value)} holds control characters; use printable text")
+    storable(value, "key")
+    if any(unprintable(c) for c in value):
+        raise InvalidInput(
+            f"key {_clip(value)} holds control, line-separator or bidirectional-override characters; "
+            "use printable text"
+        )
     return value
 
 
@@ -70,7 +95,7 @@ def check_memory_id(value: object, what: str = "id") -> str:
         raise InvalidInput(
             f"{what} must be a memory id as remember returned it (1 to {MAX_ID_CHARS} characters)"
         )
-    return value
+    return storable(value, what)
 
 
 def check_text(value: object, settings: LongTermSettings) -> str:
@@ -151,12 +176,14 @@ def _value(v: Any, path: str, depth: int, limits: LimitsSettings, budget: list[i
                     f"{path}: key {_clip(k)} cannot be stored; use non-empty keys without a leading '$', "
                     "'.' or NUL"
                 )
+            storable(k, f"{path}: a key")
             budget[1] -= len(k) + 4
             out[k] = _value(x, f"{path}.{k}", depth + 1, limits, budget)
         return out
     if isinstance(v, list | tuple):
         return [_value(x, f"{path}[{i}]", depth + 1, limits, budget) for i, x in enumerate(v)]
     if isinstance(v, str):
+        storable(v, path)
         budget[1] -= len(v) + 2
     elif isinstance(v, bool) or v is None:
         budget[1] -= 5

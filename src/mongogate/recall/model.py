@@ -78,17 +78,22 @@ class Version:
 class History:
     id: str
     versions: list[Version] = field(default_factory=list)
-    #: older versions left out (at most `MAX_HISTORY` are returned, the newest ones)
+    #: older versions left out (at most `recall.history.MAX_HISTORY` are returned, the newest ones)
     truncated: int = 0
 
 
 def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:
     """The caller's scope under `[memory.long_term] scope`; the tenant always from authentication.
 
-    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused.
+    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused. `subject`
+    is the subject as authenticated (`Principal.identity`), never its escaped display form.
     """
     if scope == "tenant":
         return Scope(tenant)
     if subject == TENANT_OWNER:
         raise AuthError("the subject '*' is reserved under memory.long_term.scope = 'subject'")
+    try:
+        subject.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AuthError("the caller's subject is not valid Unicode; it cannot own memories") from None
     return Scope(tenant, subject)

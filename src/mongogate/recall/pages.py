@@ -24,18 +24,24 @@ _MS = timedelta(milliseconds=1)
 _ITEM_OVERHEAD = 256
 
 
+def json_bytes(value: object) -> int:
+    """What a value weighs in the reply's JSON: a control character is six bytes there, not one."""
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+
+
 def item_bytes(item: MemoryItem) -> int:
     """About what the item weighs as JSON in the tool's reply (text and metadata dominate)."""
-    body = json.dumps([item.text, item.metadata, item.namespace, item.key], ensure_ascii=False, default=str)
-    return len(body.encode("utf-8")) + _ITEM_OVERHEAD
+    return json_bytes([item.text, item.metadata, item.namespace, item.key]) + _ITEM_OVERHEAD
 
 
 def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem], int]:
-    """The leading items that fit in `max_bytes`, and how many were left out."""
+    """The leading items that fit in `max_bytes`, and how many were left out. The first one always:
+    a memory larger than the cap alone (bounded by the text and metadata limits) must not end a
+    listing or hide from recall."""
     total = 0
     for i, item in enumerate(items):
         total += item_bytes(item)
-        if total > max_bytes:
+        if total > max_bytes and i > 0:
             return items[:i], len(items) - i
     return items, 0
 
@@ -44,7 +50,7 @@ def newest_within(versions: list[Version], max_bytes: int) -> list[Version]:
     """The newest versions (kept oldest first) whose texts fit in `max_bytes`; the current one always."""
     total = 0
     for i in range(len(versions) - 1, -1, -1):
-        total += len(versions[i].text.encode("utf-8")) + _ITEM_OVERHEAD
+        total += json_bytes(versions[i].text) + _ITEM_OVERHEAD
         if total > max_bytes and i < len(versions) - 1:
             return versions[i + 1 :]
     return versions
@@ -68,6 +74,10 @@ def decode_cursor(cursor: object) -> tuple[datetime, str]:
         raise bad from None
     if isinstance(ms, bool) or not isinstance(ms, int) or not isinstance(mid, str):
         raise bad
+    try:
+        mid.encode("utf-8")  # a JSON escape can decode to a lone surrogate, which BSON cannot hold
+    except UnicodeEncodeError:
+        raise bad from None
     return at, mid
 
 

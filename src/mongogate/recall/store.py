@@ -29,9 +29,10 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import LimitsSettings, LongTermSettings
-from mongogate.errors import EmbeddingUnavailable, InvalidInput, NotFound, QuotaExceeded, StorageError
+from mongogate.errors import EmbeddingUnavailable, InvalidInput, QuotaExceeded, StorageError
 from mongogate.recall import checks
 from mongogate.recall.embedding import Embedder
+from mongogate.recall.history import prune, read_history
 from mongogate.recall.model import (
     History,
     MemoryPage,
@@ -39,7 +40,6 @@ from mongogate.recall.model import (
     RecallMethod,
     Remembered,
     Scope,
-    Version,
 )
 from mongogate.recall.pages import (
     ITEM_FIELDS,
@@ -48,7 +48,6 @@ from mongogate.recall.pages import (
     encode_cursor,
     item_of,
     live,
-    newest_within,
 )
 from mongogate.recall.vectors import pack
 from mongogate.values import Doc, check_int
@@ -59,10 +58,9 @@ KEY_INDEX = "scope_namespace_key_unique"
 TEXT_HASH_INDEX = "scope_namespace_text_unique"
 TEXT_INDEX = "memory_text"
 TTL_INDEX = "expires_at_ttl"
-#: memories per list_memories page, and the versions memory_history returns at most
+#: memories per list_memories page
 PAGE_DEFAULT = 20
 PAGE_MAX = 100
-MAX_HISTORY = 100
 #: rounds of read-then-conditional-write before a busy key is reported (retryable)
 _ATTEMPTS = 8
 
@@ -258,9 +256,18 @@ class LongTermMemory:
                 }
             },
         )
-        if changed.matched_count == 1 and expires != found.get("expires_at"):
+        if changed.matched_count == 0:
+            if await self.memories.count_documents({"_id": mid}, limit=1) == 0:
+                # forgotten (or erased) since the read: the entry just written would keep the
+                # forgotten text under an id no tool reaches
+                await self.versions.delete_many(
+                    {"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner}
+                )
+            return False
+        if expires != found.get("expires_at"):
             await self.versions.update_many({"memory_id": mid}, {"$set": {"expires_at": expires}})
-        return changed.matched_count == 1
+        await prune(self, scope, mid, v)
+        return True
 
     async def _check_quota(self, scope: Scope, now: datetime) -> None:
         held = await self.memories.count_documents(
@@ -344,36 +351,7 @@ class LongTermMemory:
 
     async def history(self, scope: Scope, id: object) -> History:
         """Every version, oldest first, the current one last; another scope's id is `not_found`."""
-        mid = checks.check_memory_id(id)
-        now = self.clock.now()
-        try:
-            current = await self.memories.find_one(
-                {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, **live(now)},
-                {"text": 1, "version": 1, "updated_at": 1},
-            )
-            if current is None:
-                raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
-            older = self.versions.find(
-                {
-                    "memory_id": mid,
-                    "tenant": scope.tenant,
-                    "owner": scope.owner,
-                    "version": {"$lt": current["version"]},
-                },
-                {"version": 1, "text": 1, "updated_at": 1},
-                sort=[("version", DESCENDING)],
-                limit=MAX_HISTORY,
-            )
-            docs = [d async for d in older]
-        except PyMongoError as e:
-            raise StorageError("could not read the memory's history") from e
-        versions = [
-            Version(int(d["version"]), str(d["text"]), as_utc(d["updated_at"])) for d in reversed(docs)
-        ]
-        versions.append(Version(int(current["version"]), str(current["text"]), as_utc(current["updated_at"])))
-        versions = newest_within(versions, self.settings.max_response_bytes)
-        left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
-        return History(mid, versions, max(left_out, 0))
+        return await read_history(self, scope, id)
 
     # -- recall -------------------------------------------------------------------------------
 

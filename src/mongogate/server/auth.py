@@ -281,8 +281,11 @@ def principal_from_access_token(token: AccessToken) -> Principal:
     if tenant is None:
         raise AuthError("the access token carries no tenant; the request cannot be served")
     # The subject is only ever shown (logs, audit, error texts): escape it once, here.
-    subject = printable(token.subject or token.client_id)
-    return Principal(tenant=tenant, subject=subject, scopes=frozenset(token.scopes))
+    raw = token.subject or token.client_id
+    subject = printable(raw)
+    # the raw subject too when escaping changed it: the escaped form is not one-to-one, not an identity
+    exact = None if subject == raw else raw
+    return Principal(tenant=tenant, subject=subject, scopes=frozenset(token.scopes), subject_id=exact)
 
 
 def principal_for_stdio(

@@ -267,7 +267,7 @@ def service(call: Call) -> tuple[LongTermMemory, Scope]:
     if call.app.recall is None:
         raise ConfigError("the long-term memory tools are registered but the server built no LongTermMemory")
     s = call.app.settings.memory.long_term
-    return call.app.recall, scope_for(s.scope, call.principal.tenant, call.principal.subject)
+    return call.app.recall, scope_for(s.scope, call.principal.tenant, call.principal.identity)
 
 
 def _iso(value: datetime) -> str:

@@ -1,0 +1,70 @@
+"""A memory's history: the replaced texts in `memory_versions`, read back oldest first.
+
+Each entry is one version that really was the memory's text (written history-first by the store's
+update, an idempotent upsert on (memory_id, version)), scoped by tenant and owner like the memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pymongo import DESCENDING
+from pymongo.errors import PyMongoError
+
+from mongogate.clock import as_utc
+from mongogate.errors import NotFound, StorageError
+from mongogate.recall import checks
+from mongogate.recall.model import History, Scope, Version
+from mongogate.recall.pages import live, newest_within
+
+if TYPE_CHECKING:
+    from mongogate.recall.store import LongTermMemory
+
+#: the older versions a memory keeps, and memory_history returns, at most (the newest ones)
+MAX_HISTORY = 100
+
+
+async def prune(store: LongTermMemory, scope: Scope, mid: str, newest: int) -> None:
+    """Erase the versions older than the newest `MAX_HISTORY`: never returned, they would let one
+    key rewritten in a loop grow the database without bound (the quota counts memories)."""
+    if newest > MAX_HISTORY:
+        await store.versions.delete_many(
+            {
+                "memory_id": mid,
+                "tenant": scope.tenant,
+                "owner": scope.owner,
+                "version": {"$lte": newest - MAX_HISTORY},
+            }
+        )
+
+
+async def read_history(store: LongTermMemory, scope: Scope, id: object) -> History:
+    """Every version, oldest first, the current one last; another scope's id is `not_found`."""
+    mid = checks.check_memory_id(id)
+    now = store.clock.now()
+    try:
+        current = await store.memories.find_one(
+            {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, **live(now)},
+            {"text": 1, "version": 1, "updated_at": 1},
+        )
+        if current is None:
+            raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
+        older = store.versions.find(
+            {
+                "memory_id": mid,
+                "tenant": scope.tenant,
+                "owner": scope.owner,
+                "version": {"$lt": current["version"]},
+            },
+            {"version": 1, "text": 1, "updated_at": 1},
+            sort=[("version", DESCENDING)],
+            limit=MAX_HISTORY,
+        )
+        docs = [d async for d in older]
+    except PyMongoError as e:
+        raise StorageError("could not read the memory's history") from e
+    versions = [Version(int(d["version"]), str(d["text"]), as_utc(d["updated_at"])) for d in reversed(docs)]
+    versions.append(Version(int(current["version"]), str(current["text"]), as_utc(current["updated_at"])))
+    versions = newest_within(versions, store.settings.max_response_bytes)
+    left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
+    return History(mid, versions, max(left_out, 0))

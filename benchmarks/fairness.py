@@ -86,7 +86,8 @@ def seed(uri: str, db: str, flood_docs: int) -> None:
                     "tags": ["gift", "express", "bulk"][: 1 + i % 3],
                 }
             )
-    with MongoClient(uri) as client, unchecked_seeding():
+    client: MongoClient[dict[str, Any]] = MongoClient(uri)
+    with client, unchecked_seeding():
         client[db]["orders"].create_index(list(ORDERS_INDEX), name="tenant_created")
         client[db]["orders"].insert_many(docs)
 

@@ -42,7 +42,10 @@ ATTACKS: list[Any] = [
                  id="behind-40-made-up-names"),
     pytest.param("find_wide", {"filter": WHERE, "sort": {f"k{i}": 1 for i in range(20_000)}}, "$where",
                  id="refused-by-the-bounds"),
-    pytest.param("find_wide", {"filter": "{\"$where\": 1}", "junk": [WHERE]}, "$where", id="filter-as-text-and-an-extra-argument"),
+    pytest.param(
+        "find_wide", {"filter": "{\"$where\": 1}", "junk": [WHERE]}, "$where",
+        id="filter-as-text-and-an-extra-argument",
+    ),
     pytest.param("order_stats", {"pipeline": [{"$match": {}}] * 7 + [{"$match": WHERE}]}, "$where",
                  id="last-stage"),
     pytest.param("order_stats", {"pipeline": [{"$facet": {"a": [{"$match": WHERE}]}}]}, "$where",

@@ -121,7 +121,7 @@ async def test_four_workers_over_fifty_agents_run_every_due_tick_exactly_once(
 async def test_cadence_is_fixed_rate_and_does_not_slip(mongo: Client, db_name: str) -> None:
     """Each slot is the previous slot plus the interval, however late each claim is."""
     clock = ManualClock(T0)
-    agent = Agent("steady", noop, 2)
+    agent = Agent("steady", noop, 2, max_running=64)  # claims only, no tick runs: let them stay open
     s = Scheduler(mongo[db_name], [agent], cfg(), "w", clock=clock)
     await s.ensure_indexes()
     await s.register()
@@ -139,7 +139,7 @@ async def test_cadence_is_fixed_rate_and_does_not_slip(mongo: Client, db_name: s
 
 async def test_missed_slots_are_skipped_and_counted(mongo: Client, db_name: str) -> None:
     clock = ManualClock(T0)
-    agent = Agent("a", noop, 2)
+    agent = Agent("a", noop, 2, max_running=64)  # claims only
     s = Scheduler(mongo[db_name], [agent], cfg(), "w", clock=clock)
     await s.register()
     assert (c := await s.claim(agent)) is not None and c.next_run_at == T0 + timedelta(seconds=2)
@@ -156,7 +156,7 @@ async def test_missed_slots_are_skipped_and_counted(mongo: Client, db_name: str)
 
 async def test_catch_up_all_runs_every_missed_slot(mongo: Client, db_name: str) -> None:
     clock = ManualClock(T0)
-    agent = Agent("a", noop, 2)
+    agent = Agent("a", noop, 2, max_running=64)  # claims only
     s = Scheduler(mongo[db_name], [agent], cfg(catch_up="all"), "w", clock=clock)
     await s.register()
     clock.set(T0 + timedelta(seconds=7.5))

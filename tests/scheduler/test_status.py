@@ -146,7 +146,7 @@ async def test_overlapping_ticks_finishing_out_of_order_are_not_reported_as_runn
     mongo: Client, db_name: str
 ) -> None:
     clock = ManualClock(T0)
-    agent = Agent("slow", noop, 1)
+    agent = Agent("slow", noop, 1, max_running=2)  # allowed to overlap its next slot
     s = Scheduler(mongo[db_name], [agent], cfg(), "w", clock=clock)
     await s.register()
     first = await s.claim(agent)

@@ -66,7 +66,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         chosen = select(statuses, args.state or (), args.agent)
         if args.json:
             for st in chosen:
-                row = {
+                row: dict[str, object] = {
                     "agent_key": st.agent_key,
                     "schedule": st.schedule,
                     "state": st.state,

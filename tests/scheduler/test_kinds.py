@@ -73,7 +73,7 @@ def test_blocking_ticks_are_plain_functions_and_async_ticks_are_not() -> None:
 
     assert Agent("b", blocking, 5, blocking=True).blocking
     with pytest.raises(ConfigError, match="declare blocking=True"):
-        Agent("b", blocking, 5)  # type: ignore[arg-type]
+        Agent("b", blocking, 5)
     with pytest.raises(ConfigError, match="not async"):
         Agent("b", noop, 5, blocking=True)
 

@@ -78,11 +78,14 @@ class Scan:
     full: bool
 
 
-async def scan(s: Scheduler, now: datetime, batch: int, after: datetime | None) -> Scan:
-    """At most `batch` documents in due order from `after` (exclusive) or the start."""
-    lower = {"$gt": after} if after is not None else {"$gte": _EPOCH}
+async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
+    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start."""
+    filt: Doc = {"next_run_at": {"$gte": _EPOCH}}
+    if after is not None:
+        at, key = after
+        filt = {"$or": [{"next_run_at": {"$gt": at}}, {"next_run_at": at, "_id": {"$gt": key}}]}
     cursor = s.coll.find(
-        {"next_run_at": lower},
+        filt,
         CLAIM_FIELDS,
         sort=[("next_run_at", ASCENDING), ("_id", ASCENDING)],
         limit=batch,
@@ -92,11 +95,11 @@ async def scan(s: Scheduler, now: datetime, batch: int, after: datetime | None) 
     async with cursor:
         async for d in cursor:
             n += 1
-            at = _dt(d.get("next_run_at"))
-            if at is None:
+            when = _dt(d.get("next_run_at"))
+            if when is None:
                 continue
-            if at > now:
-                return Scan(due, at, full=False)
+            if when > now:
+                return Scan(due, when, full=False)
             due.append(d)
     return Scan(due, None, full=n >= batch)
 
@@ -169,7 +172,7 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
     batch = max(4 * s.concurrency, 64)
     heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
     last_beat = s.clock.now()
-    after: datetime | None = None
+    after: tuple[datetime, object] | None = None
 
     def left() -> float:
         return math.inf if end is None else (end - s.clock.now()).total_seconds()
@@ -220,8 +223,8 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
                 found = await scan(s, now, batch, after)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]
-                if unknown:
-                    stats.orphans_parked += await park_orphans(s, unknown, now)
+                parked = await park_orphans(s, unknown, now) if unknown else 0
+                stats.orphans_parked += parked
                 due = [
                     (a, d) for d in found.due if (a := s.agents.get(str(d.get("agent_key", "")))) is not None
                 ]
@@ -266,11 +269,15 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
                     stats.by_agent[agent.key] = stats.by_agent.get(agent.key, 0) + 1
                     stats.max_drift_s = max(stats.max_drift_s, claim.drift_s)
                     tg.start_soon(tick, agent, claim)
-                # A full batch none of which could be claimed: look behind it next time.
-                after = _dt(found.due[-1]["next_run_at"]) if found.full and not claimed and not lost else None
-                if found.due and (claimed or lost or after is not None):
+                # A full batch in which nothing moved (others' agents, ticks in flight): look
+                # behind it next time, so what cannot be claimed never hides what can.
+                moved = claimed or lost or parked
+                last = found.due[-1] if found.due else None
+                stuck = found.full and last is not None and not moved
+                after = ((_dt(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
+                if found.due and (moved or after is not None):
                     # More may be due already; if others won everything, yield briefly.
-                    wait = 0.0 if claimed or after is not None else 0.01
+                    wait = 0.0 if claimed or parked or after is not None else 0.01
                 elif found.next_at is not None:
                     wait = min(idle, max((found.next_at - s.clock.now()).total_seconds(), 0.0))
             except (PyMongoError, StorageError) as e:

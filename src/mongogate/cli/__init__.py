@@ -58,9 +58,11 @@ def configure_logging(args: argparse.Namespace) -> None:
     if settings is not None:
         level, explicit = settings.server.log_level, "log_level" in settings.server.model_fields_set
         fmt = settings.server.log_format
-    # `worker --status` prints its table and nothing else: it stays at the default level
-    if args.command == "worker" and not explicit and not getattr(args, "status", False):
+    status_only = args.command == "worker" and getattr(args, "status", False)
+    if args.command == "worker" and not explicit and not status_only:
         level = "INFO"
+    if status_only and not explicit and not args.verbose:
+        level = "ERROR"  # `worker --status` prints its table and nothing else (no notices on stderr)
     if args.verbose and logging.getLevelName(level) > logging.INFO:
         level = "INFO"
     log_format: LogFormat = "json" if fmt == "json" else "text"

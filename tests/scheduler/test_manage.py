@@ -7,13 +7,19 @@ passed to a real claim, so the race is decided by the database, not by timing.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
 
-from mongogate.clock import ManualClock
+from mongogate.cli import main
+from mongogate.clock import SYSTEM_CLOCK, ManualClock
 from mongogate.config import SchedulerSettings
 from mongogate.errors import InvalidInput, NotFound
 from mongogate.scheduler.agents import Agent, TickContext
@@ -170,3 +176,59 @@ async def test_a_parked_orphan_that_is_registered_again_is_claimed_again(mongo: 
     await back.register()
     claim = await back.claim(b)
     assert claim is not None and claim.scheduled_at == T0 - timedelta(hours=1)
+
+
+def test_schedule_commands_through_the_command_line(
+    engine_uri: str, db_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import anyio
+
+    cfg_file = tmp_path / "mongogate.toml"
+    cfg_file.write_text(
+        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path / "d"}"\n'
+    )
+    now = SYSTEM_CLOCK.now()
+
+    async def seed() -> None:
+        client: Client = AsyncMongoClient(engine_uri, tz_aware=True)
+        try:
+            db = client[db_name]
+            old = [Agent("digest", noop, 60), Agent("retired", noop, 60)]
+            await Scheduler(db, old, cfg(), "old").register(now=now - timedelta(hours=1))
+            await Scheduler(db, [Agent("digest", noop, 60)], cfg(), "live").register(now=now)
+        finally:
+            await client.close()
+
+    anyio.run(seed)
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(Path(__file__).parents[2])) if p)
+    done = subprocess.run(
+        [sys.executable, "-m", "mongogate.cli", "schedule", "pause", "digest", "--config", str(cfg_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0 and done.stdout == "digest: paused\n" and done.stderr == "", done.stderr
+    base = ["--config", str(cfg_file)]
+    assert main(["schedule", "list", *base]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows["digest"][1] == "paused" and rows["retired"][1] == "orphaned"
+    assert rows["digest"][2:4] == ["every", "60s"]
+    assert main(["schedule", "list", "--json", "--state", "orphaned", *base]) == 0
+    [listed] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert listed["agent_key"] == "retired" and listed["state"] == "orphaned"
+    assert main(["schedule", "resume", "digest", *base]) == 0
+    assert main(["schedule", "run-now", "digest", *base]) == 0
+    assert main(["schedule", "run-now", "retired", *base]) == 2  # nothing would run it
+    assert main(["schedule", "remove", "digest", *base]) == 2  # a live worker registers it
+    err = capsys.readouterr().err
+    assert "orphaned (no worker registers it)" in err and "registered by a running worker" in err
+    assert main(["schedule", "prune", "--dry-run", *base]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "would remove 1 orphaned schedule document(s)",
+        "  retired",
+    ]
+    assert main(["schedule", "prune", *base]) == 0
+    assert capsys.readouterr().out.startswith("removed 1 orphaned")
+    assert main(["worker", "--status", "--state", "orphaned", *base]) == 0
+    assert "no agents are scheduled" in capsys.readouterr().out

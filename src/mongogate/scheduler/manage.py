@@ -47,14 +47,22 @@ class Schedules:
             doc = await self.coll.find_one_and_update(
                 {"_id": key, **filt}, update, return_document=ReturnDocument.AFTER
             )
-            if doc is None and await self.coll.count_documents({"_id": key}, limit=1) == 0:
-                raise NotFound(
-                    f"no schedule for agent {key!r} in this database "
-                    "(`mongogate schedule list` shows the agents that have one)"
-                )
         except PyMongoError as e:
             raise StorageError(f"could not {what} agent {key!r}: {e}") from e
+        if doc is None:
+            await self._must_exist(key, what)
         return doc or {}
+
+    async def _must_exist(self, key: str, what: str) -> None:
+        try:
+            found = await self.coll.count_documents({"_id": key}, limit=1)
+        except PyMongoError as e:
+            raise StorageError(f"could not {what} agent {key!r}: {e}") from e
+        if not found:
+            raise NotFound(
+                f"no schedule for agent {key!r} in this database "
+                "(`mongogate schedule list` shows the agents that have one)"
+            )
 
     async def pause(self, key: str, now: datetime, by: str) -> bool:
         """Stop claiming new ticks (an in-flight one finishes). False if it was already paused."""
@@ -74,7 +82,8 @@ class Schedules:
         except PyMongoError as e:
             raise StorageError(f"could not resume agent {key!r}: {e}") from e
         if current is None:
-            raise NotFound(f"no schedule for agent {key!r} in this database")
+            await self._must_exist(key, "resume")
+            return False
         if not current.get("paused"):
             return False
         # an orphan stays parked (nothing would run it); a one-off that is done stays done
@@ -92,6 +101,13 @@ class Schedules:
 
     async def run_now(self, key: str, now: datetime, by: str) -> None:
         """One extra tick as soon as a worker sees it (paused or not); the agent's own slots stay."""
+        fleet = await read_fleet(self.db, now, self.worker_ttl_s)
+        if fleet.is_orphan(key):
+            await self._must_exist(key, "trigger")
+            raise InvalidInput(
+                f"agent {key!r} is orphaned (no worker registers it): nothing would run it; "
+                "`mongogate schedule prune` removes it"
+            )
         doc = await self._update(
             key,
             {"orphaned_at": None},

@@ -46,7 +46,7 @@ SCHEDULE_COLLECTION = "agent_schedule"
 _BULK = 500
 #: what register reads of every schedule document
 _REGISTER_FIELDS = {"schedule": 1, "interval_s": 1, "due_at": 1, "next_run_at": 1, "paused": 1}
-_REGISTER_FIELDS |= {"orphaned_at": 1, "running": 1}
+_REGISTER_FIELDS |= {"orphaned_at": 1}
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +171,6 @@ class Scheduler:
             unset["orphaned_at"] = ""  # registered again: back on the schedule
             if "next_run_at" not in sets and not d.get("paused"):
                 sets["next_run_at"] = d.get("due_at")
-        if "running" in d:
-            unset |= {"running": "", "finished_claim": ""}  # the claim field before `open`
         if not sets and not unset:
             return None
         update: Doc = {"$set": sets} if sets else {}

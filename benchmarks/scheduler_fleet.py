@@ -107,9 +107,15 @@ async def seed(client: Client, db_name: str, n: int) -> float:
     return time.perf_counter() - started
 
 
+#: how long the last reset took: the next one starts its slots that much later, so the loop
+#: does not begin with a backlog made by the reset itself (one update of every document)
+_reset_s: dict[str, float] = {}
+
+
 async def reset(client: Client, db_name: str, start_in_s: float) -> None:
     """Every slot at start + offset (spread over one interval); no claims open."""
-    start = SYSTEM_CLOCK.now() + timedelta(seconds=start_in_s)
+    t = time.perf_counter()
+    start = SYSTEM_CLOCK.now() + timedelta(seconds=start_in_s + _reset_s.get(db_name, 0.0))
     at = {"$add": [start, "$offset_ms"]}
     await client[db_name]["agent_schedule"].update_many(
         {},
@@ -118,6 +124,7 @@ async def reset(client: Client, db_name: str, start_in_s: float) -> None:
             {"$unset": ["open", "running", "finished_claim", "orphaned_at", "paused"]},
         ],
     )
+    _reset_s[db_name] = time.perf_counter() - t
 
 
 async def scan_cost(client: Client, db_name: str, n: int, prev: ModuleType, reps: int) -> dict[str, float]:

@@ -88,3 +88,48 @@ async def test_status_reports_schedules_no_worker_registers_as_orphaned(mongo: C
         f"gone-{i}": "orphaned" for i in range(5)
     }
     assert all(st.lag_s == 0 for k, st in status.items() if k != "keep")  # orphans do not count as lag
+
+
+class Writes(CommandListener):
+    """Records every write command on the schedule collection."""
+
+    def __init__(self) -> None:
+        self.commands: list[dict[str, Any]] = []
+
+    def started(self, event: CommandStartedEvent) -> None:
+        if event.command_name in ("update", "findAndModify") and next(iter(event.command.values())) == (
+            "agent_schedule"
+        ):
+            self.commands.append(dict(event.command))
+
+    def succeeded(self, event: CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: CommandFailedEvent) -> None:
+        pass
+
+
+async def test_a_claim_is_one_small_update(engine_uri: str, db_name: str) -> None:
+    """One `update` (no document sent back) that moves the schedule and records the claim: nothing
+    the outcome write records anyway, and no second write."""
+    clock = ManualClock(T0)
+    writes = Writes()
+    client: Client = AsyncMongoClient(engine_uri, tz_aware=True, event_listeners=[writes])
+    try:
+        agent = Agent("a", noop, 60)
+        s = Scheduler(client[db_name], [agent], cfg(), "w", clock=clock)
+        await s.register()
+        first = await s.claim(agent)
+        assert first is not None
+        await s.run_tick(agent, first)
+        clock.advance(60)
+        writes.commands.clear()
+        assert await s.claim(agent) is not None
+    finally:
+        await client.close()
+    [cmd] = writes.commands
+    assert cmd.get("update") == "agent_schedule", cmd  # not a findAndModify
+    assert len(cmd["updates"]) == 1
+    update = cmd["updates"][0]["u"]
+    assert sorted(k.split(".")[0] for k in update["$set"]) == ["due_at", "next_run_at", "open"]
+    assert update["$inc"] == {"ticks": 1}

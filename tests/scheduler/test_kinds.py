@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, TickContext
@@ -104,3 +106,28 @@ def test_jitter_never_reaches_the_next_slot_or_the_grace() -> None:
     assert jitter_bound(60, every, T0 - s(1.5), T0, grace_s=1.7) == pytest.approx(0.2)
     assert jitter_bound(0.1, every, T0 - s(1.5), T0, None) == pytest.approx(0.1)
     assert jitter_bound(60, At((T0 - s(1),)), T0 - s(1), T0, None) == 60  # no next slot
+
+
+@given(
+    interval_ms=st.integers(1, 10_000_000),
+    late_ms=st.integers(0, 100_000_000),
+    grace_ms=st.one_of(st.none(), st.integers(1, 10_000_000)),
+    coalesce=st.booleans(),
+)
+def test_every_due_slot_is_run_or_counted_exactly_once(
+    interval_ms: int, late_ms: int, grace_ms: int | None, coalesce: bool
+) -> None:
+    """Between the oldest unanswered slot and the next one a claim leaves, every slot is either
+    the one that runs or counted as missed, never both, never neither; the next slot is ahead."""
+    every = Every(interval_ms / 1000)
+    now = T0 + timedelta(milliseconds=late_ms)
+    p = plan(every, T0, now, coalesce, None if grace_ms is None else grace_ms / 1000)
+    assert (p.next is not None and p.next > now) or (not coalesce and p.run is not None)
+    end = p.next if p.next is not None else now
+    covered = (end - T0) // timedelta(milliseconds=interval_ms)
+    assert covered == p.missed + (p.run is not None)
+    if p.run is not None:
+        assert T0 <= p.run <= now and (
+            grace_ms is None or coalesce or now - p.run <= timedelta(milliseconds=grace_ms)
+        )
+    assert 0 <= p.misfired <= p.missed

@@ -56,9 +56,11 @@ def plan(schedule: Schedule, slot: datetime, now: datetime, coalesce: bool, grac
             return Plan(None, nxt, passed + 1, 1)
         return Plan(slot, nxt, passed, 0)
     s, skipped = slot, 0
-    while grace is not None and now - s > grace:
-        n = schedule.after(s)
-        skipped += 1
+    if grace is not None and now - slot > grace:
+        # every slot at or before the cutoff is too late: jump past them (no slot-by-slot walk)
+        newest, passed = schedule.newest(slot, now - grace - _MS)
+        skipped = passed + 1
+        n = schedule.after(newest)
         if n is None or n > now:
             return Plan(None, n, skipped, skipped)
         s = n

@@ -13,6 +13,13 @@ Results are printed as markdown and written to benchmarks/RESULTS.md under ``## 
 
     python benchmarks/scheduler.py [--sizes 10,1000,10000] [--claims 200] [--agents 200] [--seconds 10]
                                    [--workers 4] [--repeat 3] [--no-write]
+
+3. ``--fleet``: instead, the fleet loop of this version against the previous one (a git revision,
+   default the merge base with main) in the same run: scan cost with nothing due, claims/s and
+   lag at 1,000 and 5,000 agents (see scheduler_fleet.py); written under ``## scheduler fleet``.
+
+    python benchmarks/scheduler.py --fleet [--fleet-sizes 1000,5000] [--fleet-seconds 15]
+                                   [--fleet-scans 5] [--baseline REV] [--no-write]
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any
 
 from pymongo import AsyncMongoClient, UpdateOne
 from results import RESULTS, write_section  # benchmarks/results.py, beside this script
+from scheduler_fleet import main_fleet, render_fleet  # benchmarks/scheduler_fleet.py
 
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings
@@ -308,9 +316,34 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=4, help="workers in the second ticks/s run (default 4)")
     p.add_argument("--repeat", type=int, default=3, help="ticks/s runs per worker count (default 3)")
     p.add_argument("--no-write", action="store_true", help=f"print only; do not update {RESULTS.name}")
+    p.add_argument("--fleet", action="store_true", help="this version's fleet loop against the previous one")
+    p.add_argument("--fleet-sizes", default="1000,5000", help="agents per fleet run (default 1000,5000)")
+    p.add_argument("--fleet-seconds", type=float, default=15.0, help="length of each loop run (default 15)")
+    p.add_argument("--fleet-scans", type=int, default=5, help="timed scans per version and size (default 5)")
+    p.add_argument("--baseline", help="git revision of the previous version (default: merge base with main)")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     started = time.perf_counter()
+    command = "python benchmarks/scheduler.py" + "".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:]))
+    if args.fleet:
+        with tempfile.TemporaryDirectory() as tmp:
+            engine = EmbeddedEngine(Path(tmp))
+            uri = engine.start()
+            try:
+                fleet_sizes = [int(s) for s in args.fleet_sizes.split(",") if s]
+                result = main_fleet(uri, fleet_sizes, args.fleet_seconds, args.fleet_scans, args.baseline)
+            finally:
+                engine.stop()
+        env = (
+            f"Python {platform.python_version()}, pymongo {version('pymongo')}, "
+            f"mongoeco {version('mongoeco')}, {platform.system()} {platform.machine()}"
+        )
+        body = render_fleet(result, command, args.fleet_seconds, time.perf_counter() - started, env)
+        print(body)
+        if not args.no_write:
+            write_section("scheduler fleet", body)
+            print(f"written to {RESULTS} (## scheduler fleet)")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         engine = EmbeddedEngine(Path(tmp))
         uri = engine.start()
@@ -325,7 +358,6 @@ def main(argv: list[str] | None = None) -> None:
             ]
         finally:
             engine.stop()
-    command = "python benchmarks/scheduler.py" + "".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:]))
     body = render(claims, ticks, command, args, time.perf_counter() - started)
     print(body)
     if not args.no_write:

@@ -33,7 +33,9 @@ from pymongo.errors import DuplicateKeyError
 from mongogate.scheduler import AgentRegistry
 agents = AgentRegistry()
 
-@agents.agent('beat', every=1)
+# max_running=2: the survivor's next tick may start while the killed one's claim is live
+# (the default, 1, would hold the agent until that claim's 60 s deadline + grace)
+@agents.agent('beat', every=1, max_running=2)
 async def beat(ctx):
     await ctx.db['ticks'].insert_one({'slot': ctx.scheduled_at, 'pid': os.getpid()})
     try:  # the first tick of all hangs until its worker is killed

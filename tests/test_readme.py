@@ -65,6 +65,12 @@ COVERED = {
     "mongogate engine status": "tests/test_engine.py",
     "mongogate engine stop": "tests/test_engine.py",
     "mongogate engine status --uri": "tests/test_engine.py",
+    "mongogate schedule pause AGENT": "tests/scheduler/test_manage.py (the command line)",
+    "mongogate schedule resume AGENT": "tests/scheduler/test_manage.py",
+    "mongogate schedule run-now AGENT": "tests/scheduler/test_manage.py",
+    "mongogate schedule remove AGENT": "tests/scheduler/test_manage.py",
+    "mongogate schedule list": "tests/scheduler/test_manage.py (needs a database with schedules)",
+    "mongogate schedule prune": "tests/scheduler/test_manage.py",
 }
 
 
@@ -107,6 +113,8 @@ def subcommand_options() -> dict[str, set[str]]:
     options = {"": {o for a in parser._actions for o in a.option_strings}}
     for name, sp in subs.items():  # type: ignore[union-attr]
         options[name] = {o for a in sp._actions for o in a.option_strings}
+        for nested in sp._subparsers._group_actions[0].choices.values() if sp._subparsers else ():
+            options[name] |= {o for a in nested._actions for o in a.option_strings}  # `schedule list ...`
     return options
 
 

@@ -390,6 +390,13 @@ class SchedulerSettings(Section):
     tick_timeout_s: float = Field(default=30.0, gt=0)
     idle_sleep_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=8, ge=1, le=256)
+    #: a tick later than this past its slot is skipped and counted, not run (None: no limit);
+    #: an agent's own `misfire_grace_s` wins. `catch_up` is the default of an agent's `coalesce`
+    misfire_grace_s: float | None = Field(default=None, gt=0)
+    #: ticks of one agent in flight at once (1: a long tick never overlaps its own next slot)
+    max_running: int = Field(default=1, ge=1, le=64)
+    #: a worker not seen for this long no longer counts as registering its agents (orphans, prune)
+    worker_ttl_s: float = Field(default=60.0, gt=0)
 
 
 class Settings(BaseSettings):

@@ -126,7 +126,7 @@ def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
                     capture_output=True,
                     text=True,
                     timeout=120,
-                    env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+                    env={**os.environ, "PYTHONPATH": _pythonpath()},
                 )
             )
         finally:
@@ -137,6 +137,7 @@ def test_worker_status_works_beside_the_engine_owner(tmp_path: Path) -> None:
     finally:
         assert engine_client.stop(data)
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # only the table: no INFO lines, no engine notices
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["agent", "state", "due"]
     assert lines[1].split()[:2] == ["pinger", "late"]
@@ -147,7 +148,7 @@ async def test_overlapping_ticks_finishing_out_of_order_are_not_reported_as_runn
     mongo: Client, db_name: str
 ) -> None:
     clock = ManualClock(T0)
-    agent = Agent("slow", noop, 1)
+    agent = Agent("slow", noop, 1, max_running=2)  # allowed to overlap its next slot
     s = Scheduler(mongo[db_name], [agent], cfg(), "w", clock=clock)
     await s.register()
     first = await s.claim(agent)
@@ -162,3 +163,77 @@ async def test_overlapping_ticks_finishing_out_of_order_are_not_reported_as_runn
     clock.advance(3600)
     [st] = await s.status()
     assert st.state == "late" and st.abandoned == 0 and st.running_worker is None
+
+
+def _pythonpath() -> str:
+    return os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(Path(__file__).parents[2])) if p)
+
+
+def _cli(args: list[str], cfg_file: Path) -> subprocess.CompletedProcess[str]:
+    path = _pythonpath()
+    return subprocess.run(
+        [sys.executable, "-m", "mongogate.cli", *args, "--config", str(cfg_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+
+
+def test_worker_status_prints_only_its_table_and_nothing_on_stderr(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    import anyio
+
+    cfg_file = tmp_path / "mongogate.toml"
+    cfg_file.write_text(
+        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path / "d"}"\n'
+    )
+
+    async def seed() -> None:
+        client: Client = AsyncMongoClient(engine_uri, tz_aware=True)
+        try:
+            s = Scheduler(client[db_name], [Agent("pinger", noop, 5)], cfg(), "w")
+            await s.register(now=SYSTEM_CLOCK.now() - timedelta(hours=1))
+        finally:
+            await client.close()
+
+    anyio.run(seed)
+    done = _cli(["worker", "--status"], cfg_file)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["agent", "state", "due"] and lines[1].split()[:2] == ["pinger", "late"]
+    assert len(lines) == 2
+
+
+async def test_status_filters_by_state_and_pattern_and_summarises_a_large_fleet(
+    mongo: Client, db_name: str
+) -> None:
+    import io
+
+    from mongogate.scheduler.status import print_status, select
+
+    clock = ManualClock(T0)
+    db = mongo[db_name]
+    fleet = [Agent(f"billing-{i:02d}", noop, 60) for i in range(20)] + [Agent("search", noop, 60)]
+    fleet += [Agent(f"mail-{i:02d}", noop, 3600, max_running=2) for i in range(10)]
+    s = Scheduler(db, fleet, cfg(), "w", clock=clock)
+    await s.register(now=T0 - timedelta(seconds=90))  # every agent is late
+    for a in fleet[20:]:
+        claim = await s.claim(a)
+        assert claim is not None
+        await s.run_tick(a, claim)  # search and mail-* are waiting again
+    statuses = await s.status()
+    assert {st.state for st in statuses} == {"late", "waiting"}
+    late = select(statuses, ["late"])
+    assert [st.agent_key for st in late] == [f"billing-{i:02d}" for i in range(20)]
+    assert [st.agent_key for st in select(statuses, (), "mail-0[12]")] == ["mail-01", "mail-02"]
+    assert select(statuses, ["orphaned"], "billing-*") == []
+    out = io.StringIO()
+    print_status(statuses, out)  # 31 agents: one screen
+    text = out.getvalue().splitlines()
+    assert text[0] == "31 agents: 20 late, 11 waiting" and len(text) < 25
+    assert "max lag 90.000 s" in text[1]
+    out = io.StringIO()
+    print_status(select(statuses, (), "billing-*"), out, summary=False)
+    assert len(out.getvalue().splitlines()) == 21  # the header and 20 rows

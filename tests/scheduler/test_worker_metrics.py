@@ -49,3 +49,19 @@ async def test_worker_metrics_count_ticks_by_agent_and_status(
         server.shutdown()
         server.server_close()
     assert r.status_code == 200 and 'mongogate_scheduler_ticks_total{agent="fine",status="ok"} 1.0' in r.text
+
+
+async def test_every_registered_agent_has_a_lag_series_from_the_start(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, scheduler={"jitter_max_s": 0, "tick_timeout_s": 5, "idle_sleep_s": 0.1}
+    )
+    agents = AgentRegistry([Agent("fine", fine, 3600), Agent("broken", broken, 3600)])
+    await run_worker(settings, agents, duration_s=0.1, metrics=WorkerMetrics())  # both ran: next in an hour
+    metrics = WorkerMetrics()
+    await run_worker(settings, agents, duration_s=0.1, metrics=metrics)  # nothing is due in this run
+    reg = metrics.registry
+    for key in ("fine", "broken"):
+        assert reg.get_sample_value("mongogate_scheduler_lag_seconds", {"agent": key}) == 0, key
+        assert reg.get_sample_value("mongogate_scheduler_ticks_total", {"agent": key, "status": "ok"}) is None

@@ -1,4 +1,4 @@
-"""`mongogate serve | check | tools | try | audit | token | worker | engine | memory`.
+"""`mongogate serve | check | tools | try | audit | token | worker | schedule | engine | memory`.
 
 One module per command (each has `register(sub, with_config)`); this one only parses and
 dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
@@ -17,7 +17,7 @@ from mongogate.errors import MongogateError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mongogate.cli import audit, check, engine, memory, serve, token, try_tool
+    from mongogate.cli import audit, check, engine, memory, schedule, serve, token, try_tool
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     from mongogate.scheduler.worker import add_worker_parser
 
     add_worker_parser(with_config(sub.add_parser("worker", help="run scheduled agents")))
+    schedule.register(sub, with_config)
     return p
 
 
@@ -57,8 +58,11 @@ def configure_logging(args: argparse.Namespace) -> None:
     if settings is not None:
         level, explicit = settings.server.log_level, "log_level" in settings.server.model_fields_set
         fmt = settings.server.log_format
-    if args.command == "worker" and not explicit:
+    status_only = args.command == "worker" and getattr(args, "status", False)
+    if args.command == "worker" and not explicit and not status_only:
         level = "INFO"
+    if status_only and not explicit and not args.verbose:
+        level = "ERROR"  # `worker --status` prints its table and nothing else (no notices on stderr)
     if args.verbose and logging.getLevelName(level) > logging.INFO:
         level = "INFO"
     log_format: LogFormat = "json" if fmt == "json" else "text"

@@ -10,23 +10,29 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import logging
 import math
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pymongo.asynchronous.database import AsyncDatabase
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import ConfigError
 from mongogate.runs import Runs
+from mongogate.scheduler.events import Listener
 from mongogate.scheduler.investigations import Investigations
+from mongogate.scheduler.kinds import Every, Schedule, make_schedule
 from mongogate.values import Doc
 
 TickFn = Callable[["TickContext"], Awaitable[None]]
+#: a `blocking=True` agent's tick: a plain function, run on a worker thread
+BlockingTickFn = Callable[["TickContext"], None]
 
 ENTRY_POINT_GROUP = "mongogate.agents"
 _MAX_KEY = 200
@@ -34,19 +40,36 @@ _MAX_KEY = 200
 
 @dataclass(frozen=True)
 class Agent:
-    """A periodic agent: `tick(ctx)` runs about every `poll_interval_s`, once per due time fleet-wide.
+    """A scheduled agent: `tick(ctx)` runs once per slot fleet-wide.
 
-    The deadline cancels the tick at its next `await`; blocking (synchronous) code cannot be
-    cut, so run it with `anyio.to_thread.run_sync`. A tick that outlasts the interval may
-    overlap the next one (here or on another worker); work that must not overlap takes a run
-    lease (`ctx.runs.acquire`), as examples/agents.py does.
+    The schedule is exactly one of `poll_interval_s` (fixed rate), `cron` with an explicit `tz`
+    (five-field cron) or `at` (one-off times). Misfire rules default to `[scheduler]`:
+    `misfire_grace_s` (a run later than this past its slot is skipped and counted), `coalesce`
+    (several missed slots run once; default from `catch_up`) and `max_running` (ticks of this
+    agent in flight at once; 1: a long tick never overlaps its own next slot).
+
+    The deadline cancels the tick at its next `await`. Synchronous code that blocks declares
+    `blocking=True`: `tick` is then a plain function run on a worker thread, so it cannot stall
+    the loop or other agents' deadlines (a thread cannot be cut: past its deadline the tick is
+    reported as timed out and the thread is left to finish).
     """
 
     key: str
-    tick: TickFn
-    poll_interval_s: float
+    tick: TickFn | BlockingTickFn
+    poll_interval_s: float | None = None
     #: hard deadline of one tick; None: scheduler.tick_timeout_s
     timeout_s: float | None = None
+    cron: str | None = None
+    tz: str | None = None
+    at: datetime | Sequence[datetime] | None = None
+    misfire_grace_s: float | None = None
+    coalesce: bool | None = None
+    max_running: int | None = None
+    blocking: bool = False
+    on_success: Listener | None = None
+    on_failure: Listener | None = None
+    on_missed: Listener | None = None
+    schedule: Schedule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         k = self.key
@@ -56,10 +79,37 @@ class Agent:
             )
         if not callable(self.tick):
             raise ConfigError(f"agent {k!r}: tick must be an async function taking a TickContext")
-        if not isinstance(self.poll_interval_s, int | float) or not 0 < self.poll_interval_s < math.inf:
-            raise ConfigError(f"agent {k!r}: poll_interval_s must be a positive number of seconds")
+        is_async = inspect.iscoroutinefunction(self.tick)
+        if self.blocking and is_async:
+            raise ConfigError(
+                f"agent {k!r}: blocking=True takes a plain function (run on a thread), not async"
+            )
+        if not self.blocking and inspect.isfunction(self.tick) and not is_async:
+            raise ConfigError(
+                f"agent {k!r}: tick is a plain function: declare blocking=True to run it on a thread"
+            )
+        object.__setattr__(
+            self, "schedule", make_schedule(k, self.poll_interval_s, self.cron, self.tz, self.at)
+        )
         if self.timeout_s is not None and not 0 < self.timeout_s < math.inf:
             raise ConfigError(f"agent {k!r}: timeout_s must be a positive number of seconds")
+        if self.misfire_grace_s is not None and not 0 < self.misfire_grace_s < math.inf:
+            raise ConfigError(f"agent {k!r}: misfire_grace_s must be a positive number of seconds")
+        if self.max_running is not None and (
+            isinstance(self.max_running, bool)
+            or not isinstance(self.max_running, int)
+            or not 1 <= self.max_running <= 64
+        ):
+            raise ConfigError(f"agent {k!r}: max_running must be an integer from 1 to 64")
+        for name in ("on_success", "on_failure", "on_missed"):
+            fn = getattr(self, name)
+            if fn is not None and not inspect.iscoroutinefunction(fn):
+                raise ConfigError(f"agent {k!r}: {name} must be an async function taking a TickEvent")
+
+    @property
+    def nominal_s(self) -> float:
+        """About how often it runs (for log thresholds): the interval, else a minute."""
+        return self.schedule.seconds if isinstance(self.schedule, Every) else 60.0
 
 
 @dataclass(frozen=True)
@@ -108,11 +158,22 @@ class AgentRegistry:
         for a in agents:
             self.add(a)
 
-    def agent(self, key: str, *, every: float, timeout_s: float | None = None) -> Callable[[TickFn], TickFn]:
-        """Decorator: ``@registry.agent("digest", every=60)`` on ``async def tick(ctx): ...``."""
+    def agent(
+        self,
+        key: str,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
+        at: datetime | Sequence[datetime] | None = None,
+        timeout_s: float | None = None,
+        **options: Any,
+    ) -> Callable[[TickFn], TickFn]:
+        """Decorator: ``@registry.agent("digest", every=60)``, ``cron="0 3 * * *", tz="UTC"`` or
+        ``at=datetime(...)`` on ``async def tick(ctx): ...``; `options` are Agent's other fields."""
 
         def register(fn: TickFn) -> TickFn:
-            self.add(Agent(key, fn, every, timeout_s))
+            self.add(Agent(key, fn, every, timeout_s, cron=cron, tz=tz, at=at, **options))
             return fn
 
         return register

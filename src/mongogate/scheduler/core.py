@@ -1,12 +1,14 @@
-"""A scheduler for periodic agents on MongoDB alone: no broker, no leader, any number of workers.
+"""A scheduler for agents on MongoDB alone: no broker, no leader, any number of workers.
 
 Each agent has one schedule document: `due_at` (the slot the next tick answers), `next_run_at`
-(when it may be claimed: the slot, or later after start-up jitter) and `running` (the claimed
-tick, with its deadline). Claiming is one conditional update on the `next_run_at` and `due_at`
-a worker read, so of all the workers that see a tick due exactly one wins it. The next slot is
-the previous slot plus the interval (fixed rate; see `slots`). A tick is claimed before it
+(when it may be claimed: the slot, later after start-up jitter, now after `schedule run-now`,
+null while paused, orphaned or done) and `open` (the claims whose tick has not reported, by
+claim id, each with its worker and deadline). Claiming is one conditional update on the
+`next_run_at` and `due_at` a worker read, so of all the workers that see a tick due exactly one
+wins it; the same update advances the schedule, adds the claim to `open`, and removes (and
+counts as abandoned) open claims whose deadline and grace passed. A tick is claimed before it
 runs, so a worker that dies mid-tick loses that tick (at most once per slot) rather than
-running it twice; its claim stays behind, expires, and is reported as abandoned.
+running it twice, and every such tick is counted: its claim stays in `open` until it expires.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import anyio
-from pymongo import ASCENDING, ReturnDocument, UpdateOne
+from pymongo import ASCENDING, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, PyMongoError
@@ -29,16 +31,22 @@ from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc, truncate_ms
 from mongogate.config import MemorySettings, SchedulerSettings
 from mongogate.errors import ConfigError, StorageError
 from mongogate.runs import Runs
-from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
+from mongogate.scheduler import fleet
+from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.investigations import Investigations
+from mongogate.scheduler.kinds import Every
 from mongogate.scheduler.loop import CLAIM_FIELDS, SchedulerStats, run_loop
-from mongogate.scheduler.slots import Claim, is_finished, jitter_bound, new_claim_id, next_slot
+from mongogate.scheduler.slots import Claim, jitter_bound, live_and_expired, new_claim_id, plan
 from mongogate.scheduler.status import AgentStatus, read_status
+from mongogate.scheduler.ticks import run_tick
 from mongogate.values import Doc
 
 SCHEDULE_COLLECTION = "agent_schedule"
 #: schedule documents written per bulk request (register, jitter)
 _BULK = 500
+#: what register reads of every schedule document
+_REGISTER_FIELDS = {"schedule": 1, "interval_s": 1, "due_at": 1, "next_run_at": 1, "paused": 1}
+_REGISTER_FIELDS |= {"orphaned_at": 1}
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +86,26 @@ class Scheduler:
         self.investigations = Investigations(db, clock=clock)
         self.runs = Runs(db, memory or MemorySettings(), clock=clock)
 
+    # ---------------------------------------------------------------- per-agent rules
+
     def timeout_s(self, agent: Agent) -> float:
         return agent.timeout_s or self.settings.tick_timeout_s
+
+    def grace_s(self, agent: Agent) -> float | None:
+        return agent.misfire_grace_s or self.settings.misfire_grace_s
+
+    def coalesce(self, agent: Agent) -> bool:
+        return agent.coalesce if agent.coalesce is not None else self.settings.catch_up == "skip"
+
+    def max_running(self, agent: Agent) -> int:
+        return agent.max_running or self.settings.max_running
+
+    def busy(self, agent: Agent, doc: Doc, now: datetime) -> bool:
+        """Whether `max_running` ticks of this agent are in flight (by the document as read)."""
+        live, _ = live_and_expired(doc, now)
+        return len(live) >= self.max_running(agent)
+
+    # ---------------------------------------------------------------- set-up
 
     async def ensure_indexes(self) -> None:
         try:
@@ -87,46 +113,71 @@ class Scheduler:
             await self.coll.create_index(
                 [("agent_key", ASCENDING), ("next_run_at", ASCENDING)], name="agent_next_run"
             )
-            # Serves the loop's "what comes due next" scan, in due order.
-            await self.coll.create_index([("next_run_at", ASCENDING)], name="next_run")
+            # Serves the loop's bounded scan: a batch of documents in due order (ties by key).
+            await self.coll.create_index([("next_run_at", ASCENDING), ("_id", ASCENDING)], name="due_scan")
         except PyMongoError as e:
             raise StorageError(f"could not create scheduler indexes: {e}") from e
         await self.investigations.ensure_indexes()
         await self.runs.ensure_indexes()
 
     async def register(self, now: datetime | None = None) -> int:
-        """One schedule document per agent (`_id` = key); a new agent is due at once.
+        """Record this worker's agents, then one schedule document per agent (`_id` = key).
 
-        Writes only what is missing or changed, so restarting a fleet costs one read per worker.
-        Returns the number of documents written.
+        A new interval agent is due at once, a cron agent at its first slot, a one-off at its
+        time. Writes only what is missing or changed (a changed schedule of another kind starts
+        over at its first slot; an interval change keeps the current slot), so restarting a
+        fleet costs one read per worker. An orphan that is registered again is un-parked.
+        Returns the number of schedule documents written.
         """
         now = now or self.clock.now()
+        await fleet.announce(self.db, self.worker_id, self.agents.keys(), now)
         try:
-            stored = {d["_id"]: d.get("interval_s") async for d in self.coll.find({}, {"interval_s": 1})}
+            stored = {d["_id"]: d async for d in self.coll.find({}, _REGISTER_FIELDS)}
         except PyMongoError as e:
             raise StorageError(f"could not read the schedule: {e}") from e
-        ops = [
-            UpdateOne(
-                {"_id": a.key},
-                {
-                    "$setOnInsert": {
-                        "agent_key": a.key,
-                        "next_run_at": now,
-                        "due_at": now,
-                        "created_at": now,
-                        "ticks": 0,
-                        "missed_slots": 0,
-                        "abandoned": 0,
-                    },
-                    "$set": {"interval_s": float(a.poll_interval_s)},
-                },
-                upsert=True,
-            )
-            for a in self.agents
-            if a.key not in stored or stored[a.key] != float(a.poll_interval_s)
-        ]
+        ops = [op for a in self.agents if (op := self._register_op(a, stored.get(a.key), now)) is not None]
         await self._bulk(ops, "register agents")
         return len(ops)
+
+    def _register_op(self, a: Agent, d: Doc | None, now: datetime) -> UpdateOne | None:
+        sched = a.schedule
+        fields: Doc = {"schedule": sched.spec, "kind": sched.kind}
+        fields["interval_s"] = sched.seconds if isinstance(sched, Every) else None
+        if d is None:
+            first = sched.first(now)
+            counters = {"ticks": 0, "missed_slots": 0, "misfired": 0, "abandoned": 0}
+            insert = {
+                "agent_key": a.key,
+                "next_run_at": first,
+                "due_at": first,
+                "created_at": now,
+                **counters,
+            }
+            return UpdateOne({"_id": a.key}, {"$setOnInsert": insert, "$set": fields}, upsert=True)
+        old = d.get("schedule")
+        legacy_same = old is None and isinstance(sched, Every) and d.get("interval_s") == sched.seconds
+        sets: Doc = {}
+        unset: Doc = {}
+        if old != sched.spec and not legacy_same:
+            sets.update(fields)
+            was_interval = old is None or str(old).startswith("every ")
+            if not (isinstance(sched, Every) and was_interval):
+                first = sched.first(now)  # another kind of schedule starts over at its first slot
+                sets["due_at"] = first
+                sets["next_run_at"] = None if d.get("paused") else first
+        elif old is None:
+            sets.update(fields)  # a document from before schedule kinds: record the spec
+        if d.get("orphaned_at") is not None:
+            unset["orphaned_at"] = ""  # registered again: back on the schedule
+            if "next_run_at" not in sets and not d.get("paused"):
+                sets["next_run_at"] = d.get("due_at")
+        if not sets and not unset:
+            return None
+        update: Doc = {"$set": sets} if sets else {}
+        if unset:
+            update["$unset"] = unset
+        # conditional on what was read, so it never races a claim (a claim moves next_run_at)
+        return UpdateOne({"_id": a.key, "next_run_at": d.get("next_run_at")}, update)
 
     async def _bulk(self, ops: list[UpdateOne], what: str) -> None:
         for i in range(0, len(ops), _BULK):
@@ -146,8 +197,9 @@ class Scheduler:
                     raise StorageError(f"could not {what}: {e}") from e
 
     async def jitter_overdue(self, now: datetime | None = None) -> int:
-        """Spread overdue ticks over 0..min(jitter_max_s, interval), so a restart does not fire the
-        whole backlog at once and no agent waits more than one extra interval.
+        """Spread overdue ticks over a random delay, so a restart does not fire the whole backlog
+        at once. The delay is at most `jitter_max_s` and never reaches the agent's next slot (that
+        slot would be lost) nor its misfire grace (the run would be skipped).
 
         Only `next_run_at` moves: `due_at` keeps the slot, so status shows the real lag. Each
         move is conditional on the value read, so workers starting together do not stack jitter.
@@ -159,11 +211,13 @@ class Scheduler:
         try:
             async for d in self.coll.find({"next_run_at": {"$lte": now}}, CLAIM_FIELDS):
                 agent = self.agents.get(d["_id"])
-                if agent is None:
+                if agent is None or d.get("run_now"):
                     continue
-                bound = jitter_bound(self.settings.jitter_max_s, agent.poll_interval_s)
+                slot = _dt(d.get("due_at")) or _dt(d["next_run_at"]) or now
+                bound = jitter_bound(
+                    self.settings.jitter_max_s, agent.schedule, slot, now, self.grace_s(agent)
+                )
                 at = truncate_ms(now + timedelta(seconds=self.rng.uniform(0, bound)))
-                slot = d.get("due_at") or d["next_run_at"]
                 ops.append(
                     UpdateOne(
                         {"_id": d["_id"], "next_run_at": d["next_run_at"]},
@@ -175,155 +229,110 @@ class Scheduler:
         await self._bulk(ops, "spread overdue ticks")
         if ops:
             log.info(
-                "worker %s: spread %d overdue agents over at most %g s (each within its interval)",
+                "worker %s: spread %d overdue agents over at most %g s (each before its next slot)",
                 self.worker_id,
                 len(ops),
                 self.settings.jitter_max_s,
             )
         return len(ops)
 
+    # ---------------------------------------------------------------- claims
+
     async def claim(self, agent: Agent, now: datetime | None = None, seen: Doc | None = None) -> Claim | None:
-        """Take the agent's due tick; None if it is not due or another worker won.
+        """Take the agent's due tick; None if it is not due, `max_running` ticks are in flight,
+        or another worker won. A claim whose due slots were all past the misfire grace comes
+        back with `skipped` (the slots are counted, nothing runs).
 
         `seen` is the schedule document as the caller last read it (the loop's scan); without
         it the document is read first. The update matches only that read, so one worker wins.
         """
         now = now or self.clock.now()
         try:
-            doc = seen or await self.coll.find_one({"agent_key": agent.key}, CLAIM_FIELDS)
+            doc = seen or await self.coll.find_one({"_id": agent.key}, CLAIM_FIELDS)
             ready = _dt(doc.get("next_run_at")) if doc else None
-            if doc is None or ready is None or ready > now:
+            if doc is None or ready is None or ready > now or self.busy(agent, doc, now):
                 return None
-            slot = _dt(doc.get("due_at")) or ready
-            nxt, skipped = next_slot(slot, agent.poll_interval_s, now, self.settings.catch_up)
-            claim = Claim(
-                scheduled_at=slot,
-                claimed_at=now,
-                next_run_at=nxt,
-                deadline=truncate_ms(now + timedelta(seconds=self.timeout_s(agent))),
-                claim_id=new_claim_id(slot),
-                missed_slots=skipped,
+            claim, update = self._claim_update(agent, doc, ready, now)
+            res = await self.coll.update_one(
+                {"_id": doc["_id"], "next_run_at": doc["next_run_at"], "due_at": doc.get("due_at")}, update
             )
-            running = {
-                "id": claim.claim_id,
-                "worker": self.worker_id,
-                "slot": slot,
-                "claimed_at": now,
-                "deadline": claim.deadline,
-                "expires_at": claim.expires_at,
-            }
-            before = await self.coll.find_one_and_update(
-                {"_id": doc["_id"], "next_run_at": doc["next_run_at"], "due_at": doc.get("due_at")},
-                {
-                    "$set": {
-                        "next_run_at": nxt,
-                        "due_at": nxt,
-                        "last_run_at": now,
-                        "last_worker": self.worker_id,
-                        "running": running,
-                    },
-                    "$inc": {"ticks": 1, "missed_slots": skipped},
-                },
-                projection={"running": 1, "finished_claim": 1},
-                return_document=ReturnDocument.BEFORE,
-            )
-            if before is None:
-                return None
-            await self._note_abandoned(agent, before, now)
         except PyMongoError as e:
             raise StorageError(f"could not claim a tick of agent {agent.key!r}: {e}") from e
-        if skipped:
-            log.info("agent %s: skipped %d missed slot(s) to catch up", agent.key, skipped)
+        if res.matched_count == 0:
+            return None
+        if claim.abandoned:
+            log.warning(
+                "agent %s: %d claimed tick(s) abandoned (no outcome by deadline + grace: the worker died)",
+                agent.key,
+                claim.abandoned,
+            )
+        if claim.skipped:
+            log.info("agent %s: %d slot(s) past the misfire grace skipped", agent.key, claim.missed_slots)
+        elif claim.missed_slots:
+            log.info("agent %s: skipped %d missed slot(s) to catch up", agent.key, claim.missed_slots)
         return claim
 
-    async def _note_abandoned(self, agent: Agent, before: Doc, now: datetime) -> None:
-        """The claim this one replaced expired unreported: its worker died mid-tick. Count it."""
-        previous = before.get("running")
-        if not isinstance(previous, dict) or is_finished(previous, before.get("finished_claim")):
-            return
-        expires = _dt(previous.get("expires_at"))
-        if expires is None or expires > now:
-            return  # still running (a tick longer than its interval overlaps the next one)
-        log.warning(
-            "agent %s: the tick due %s claimed by %s was abandoned (no outcome by its deadline)",
-            agent.key,
-            previous.get("slot"),
-            previous.get("worker"),
+    def _claim_update(self, agent: Agent, doc: Doc, ready: datetime, now: datetime) -> tuple[Claim, Doc]:
+        """The claim and its update: as small as correctness allows (the schedule, one open claim,
+        counters only when they move)."""
+        slot = _dt(doc.get("due_at"))
+        paused = bool(doc.get("paused"))
+        manual = bool(doc.get("run_now"))
+        if manual:  # an operator's run-now: an extra tick now; the schedule's own slots are kept
+            run: datetime | None = ready
+            nxt_due, missed, misfired = slot, 0, 0
+        else:
+            p = plan(agent.schedule, slot or ready, now, self.coalesce(agent), self.grace_s(agent))
+            run, nxt_due, missed, misfired = p.run, p.next, p.missed, p.misfired
+        _, expired = live_and_expired(doc, now)
+        answered = run or slot or ready
+        deadline = truncate_ms(now + timedelta(seconds=self.timeout_s(agent)))
+        claim = Claim(
+            scheduled_at=answered,
+            claimed_at=now,
+            next_run_at=nxt_due,
+            deadline=deadline,
+            claim_id=new_claim_id(answered),
+            missed_slots=missed,
+            skipped=run is None,
+            manual=manual,
+            abandoned=len(expired),
         )
-        await self.coll.update_one(
-            {"_id": agent.key}, {"$inc": {"abandoned": 1}, "$set": {"last_abandoned": previous}}
-        )
+        sets: Doc = {"next_run_at": None if paused else nxt_due, "due_at": nxt_due}
+        inc: Doc = {}
+        unset: Doc = {}
+        if run is not None:
+            open_claim = {"worker": self.worker_id, "slot": run, "claimed_at": now, "deadline": deadline}
+            sets[f"open.{claim.claim_id}"] = open_claim
+            inc["ticks"] = 1
+        if missed:
+            inc["missed_slots"] = missed
+        if misfired:
+            inc["misfired"] = misfired
+        if expired:
+            inc["abandoned"] = len(expired)
+            unset |= {f"open.{cid}": "" for cid in expired}
+            sets["last_abandoned"] = max(expired.items())[1]
+        if manual:
+            unset["run_now"] = ""
+        update: Doc = {"$set": sets}
+        if inc:
+            update["$inc"] = inc
+        if unset:
+            update["$unset"] = unset
+        return claim, update
 
     async def run_tick(self, agent: Agent, claim: Claim, stats: SchedulerStats | None = None) -> str:
         """Run one claimed tick under its hard deadline; returns "ok", "error" or "timeout". Never raises."""
-        timeout = self.timeout_s(agent)
-        drift = claim.drift_s
-        ctx = TickContext(
-            agent=agent,
-            db=self.db,
-            worker_id=self.worker_id,
-            scheduled_at=claim.scheduled_at,
-            claimed_at=claim.claimed_at,
-            next_run_at=claim.next_run_at,
-            drift_s=drift,
-            investigations=self.investigations,
-            runs=self.runs,
-            log=logging.getLogger(f"{__name__}.{agent.key}"),
-            clock=self.clock,
-        )
-        if drift > max(agent.poll_interval_s, 1.0):
-            log.info("agent %s is lagging: tick claimed %.3f s after its slot", agent.key, drift)
-        else:
-            log.debug("agent %s tick claimed %.3f s after its slot", agent.key, drift)
-        started = anyio.current_time()
-        status, error = "ok", None
-        try:
-            # The deadline is enforced by the event loop's timer (a cancel scope): it must fire
-            # even when nothing else moves, so it is not read from the injected clock.
-            with anyio.move_on_after(timeout) as scope:
-                await agent.tick(ctx)
-            if scope.cancel_called:
-                status = "timeout"
-                error = f"tick exceeded its {timeout:g} s deadline and was cancelled"
-                log.warning("agent %s: %s (due %s)", agent.key, error, claim.scheduled_at.isoformat())
-        except Exception as e:
-            status, error = "error", f"{type(e).__name__}: {e}"[:1000]
-            log.error(
-                "agent %s tick failed (due %s)", agent.key, claim.scheduled_at.isoformat(), exc_info=True
-            )
-        duration = anyio.current_time() - started
-        if stats is not None:
-            stats.ok += status == "ok"
-            stats.failed += status == "error"
-            stats.timed_out += status == "timeout"
-        await self._report(agent, claim, status, error, duration)
-        return status
-
-    async def _report(
-        self, agent: Agent, claim: Claim, status: str, error: str | None, duration: float
-    ) -> None:
-        """Record the outcome and mark this claim finished, in one write by `_id` (the engine's
-        fast path). `$max` on the slot-ordered claim id never un-finishes a newer claim."""
-        outcome: Doc = {
-            "last_status": status,
-            "last_error": error,
-            "last_duration_s": round(duration, 6),
-            "last_finished_at": self.clock.now(),
-            "drift_s": round(claim.drift_s, 6),
-            "last_scheduled_at": claim.scheduled_at,
-        }
-        try:
-            with anyio.CancelScope(shield=True):
-                await self.coll.update_one(
-                    {"_id": agent.key}, {"$set": outcome, "$max": {"finished_claim": claim.claim_id}}
-                )
-        except PyMongoError as e:
-            log.warning("agent %s: could not record the tick outcome: %s", agent.key, e)
+        return await run_tick(self, agent, claim, stats)
 
     async def run(self, stop: anyio.Event | None = None, duration_s: float | None = None) -> SchedulerStats:
         """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish."""
         return await run_loop(self, stop or anyio.Event(), duration_s)
 
     async def status(self, now: datetime | None = None) -> list[AgentStatus]:
-        """Every scheduled agent (all deployments): state, lag from its slot, missed and abandoned ticks."""
-        return await read_status(self.coll, now or self.clock.now())
+        """Every scheduled agent: state (orphaned when no worker registers it), lag from its slot,
+        missed, misfired and abandoned ticks."""
+        now = now or self.clock.now()
+        known = await fleet.read_fleet(self.db, now, self.settings.worker_ttl_s)
+        return await read_status(self.coll, now, known)

@@ -1,4 +1,11 @@
-"""The worker loop: scan for due ticks, claim them, run them within the concurrency limit.
+"""The worker loop: scan a bounded batch of due ticks, claim them, run them within the concurrency limit.
+
+The scan asks for at most a batch of schedule documents in due order (`next_run_at`, on the
+`due_scan` index, with a limit), so its cost follows the batch, not the fleet. Documents that
+cannot be claimed now (another worker's agent, `max_running` ticks in flight) do not block the
+ones behind them: when a whole batch is like that, the next pass starts after it. A due
+document of an agent no worker registers is an orphan and is parked (`next_run_at` null), so
+it leaves the scan for good.
 
 Every wait is a sleep on the scheduler's clock that a stop wakes early; due decisions read the
 same clock, so a ManualClock drives the whole loop in tests.
@@ -9,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import anyio
@@ -18,7 +25,9 @@ from pymongo.errors import PyMongoError
 
 from mongogate.clock import Clock, as_utc
 from mongogate.errors import StorageError
+from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
+from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.slots import Claim
 from mongogate.values import Doc
 
@@ -29,7 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("mongogate.scheduler.core")
 
 #: what a claim needs to read from a schedule document
-CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1}
+CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1, "open": 1, "paused": 1, "run_now": 1}
+#: before any real date: the scan's lower bound, which also leaves out null (parked) documents
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -40,8 +51,16 @@ class SchedulerStats:
     ok: int = 0
     failed: int = 0
     timed_out: int = 0
-    #: slots passed over by this worker's claims (catch-up policy "skip")
+    #: slots passed over by this worker's claims (coalesced, or past the misfire grace)
     missed_slots: int = 0
+    #: claims that ran nothing: every due slot was past the misfire grace
+    misfired: int = 0
+    #: earlier claims found expired without an outcome (their worker died), counted by this worker
+    abandoned: int = 0
+    #: schedule documents of agents nobody registers, parked by this worker
+    orphans_parked: int = 0
+    #: scans of the schedule (each one bounded query)
+    scans: int = 0
     max_drift_s: float = 0.0
     by_agent: dict[str, int] = field(default_factory=dict)
 
@@ -50,24 +69,61 @@ def _dt(value: object) -> datetime | None:
     return as_utc(value) if isinstance(value, datetime) else None
 
 
-async def upcoming(
-    s: Scheduler, now: datetime, batch: int
-) -> tuple[list[tuple[Agent, Doc]], datetime | None]:
-    """Known agents due now (earliest first, at most `batch`) as read, and the next due time."""
-    due: list[tuple[Agent, Doc]] = []
-    cursor = s.coll.find({}, CLAIM_FIELDS, sort=[("next_run_at", ASCENDING)])
+@dataclass
+class Scan:
+    """One bounded read: due documents (as read), the next due time, and where the next pass starts."""
+
+    due: list[Doc]
+    next_at: datetime | None
+    full: bool
+
+
+async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
+    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start."""
+    filt: Doc = {"next_run_at": {"$gte": _EPOCH}}
+    if after is not None:
+        at, key = after
+        filt = {"$or": [{"next_run_at": {"$gt": at}}, {"next_run_at": at, "_id": {"$gt": key}}]}
+    cursor = s.coll.find(
+        filt,
+        CLAIM_FIELDS,
+        sort=[("next_run_at", ASCENDING), ("_id", ASCENDING)],
+        limit=batch,
+    )
+    due: list[Doc] = []
+    n = 0
     async with cursor:
         async for d in cursor:
-            agent = s.agents.get(d.get("agent_key", ""))
-            at = _dt(d.get("next_run_at"))
-            if agent is None or at is None:
-                continue  # another deployment's agent, or a broken document: not ours to run
-            if at > now:
-                return due, at
-            due.append((agent, d))
-            if len(due) >= batch:
-                break
-    return due, None
+            n += 1
+            when = _dt(d.get("next_run_at"))
+            if when is None:
+                continue
+            if when > now:
+                return Scan(due, when, full=False)
+            due.append(d)
+    return Scan(due, None, full=n >= batch)
+
+
+async def park_orphans(s: Scheduler, docs: list[Doc], now: datetime) -> int:
+    """Park due documents of agents that no live worker registers (read fresh: a worker records
+    its agents before it creates their documents, so a new agent is never mistaken for one)."""
+    known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
+    parked = 0
+    for d in docs:
+        if known.is_orphan(str(d.get("agent_key", d["_id"]))):
+            res = await s.coll.update_one(
+                {"_id": d["_id"], "next_run_at": d["next_run_at"]},
+                {"$set": {"next_run_at": None, "orphaned_at": now}},
+            )
+            parked += res.modified_count
+    if parked:
+        log.warning(
+            "worker %s: parked %d schedule document(s) of agents no worker registers "
+            "(`mongogate schedule prune` removes them)",
+            s.worker_id,
+            parked,
+        )
+    return parked
 
 
 async def nap(clock: Clock, seconds: float, stop: anyio.Event) -> None:
@@ -83,15 +139,28 @@ async def nap(clock: Clock, seconds: float, stop: anyio.Event) -> None:
         tg.cancel_scope.cancel()
 
 
+async def _initial_lag(s: Scheduler, observer: WorkerMetrics, now: datetime) -> None:
+    """A lag series for every registered agent from the start, so one that never runs can be alerted on."""
+    seen: dict[str, datetime | None] = {}
+    async for d in s.coll.find({}, {"due_at": 1}):
+        seen[str(d["_id"])] = _dt(d.get("due_at"))
+    for key in [a.key for a in s.agents]:
+        due = seen.get(key)
+        observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
+
+
 async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
     """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish.
 
     Stopping is cooperative, between claims, so a claimed tick is never abandoned by the loop.
     """
     stats = SchedulerStats()
+    observer: WorkerMetrics | None = getattr(s, "observer", None)
     await s.ensure_indexes()
     await s.register()
     await s.jitter_overdue()
+    if observer is not None:
+        await _initial_lag(s, observer, s.clock.now())
     # The duration counts from the end of set-up, and the first pass over due ticks always
     # runs: what a short run does never depends on how long set-up took.
     end = None if duration_s is None else s.clock.now() + timedelta(seconds=duration_s)
@@ -100,14 +169,16 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
     slots = anyio.Semaphore(s.concurrency)
     idle = s.settings.idle_sleep_s
     stale_after = max(2, s.concurrency // 2)
+    batch = max(4 * s.concurrency, 64)
+    heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
+    last_beat = s.clock.now()
+    after: tuple[datetime, object] | None = None
 
     def left() -> float:
         return math.inf if end is None else (end - s.clock.now()).total_seconds()
 
     def done() -> bool:
         return stop.is_set() or (not first_pass and left() <= 0)
-
-    observer: WorkerMetrics | None = getattr(s, "observer", None)
 
     async def tick(agent: Agent, claim: Claim) -> None:
         started = anyio.current_time()
@@ -129,19 +200,42 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
         if observer is not None:
             observer.finished(agent.key, status, seconds, claim.next_run_at, s.clock.now())
 
+    async def missed(agent: Agent, claim: Claim) -> None:
+        """The `missed` events of one claim: passed-over slots, and abandoned earlier claims."""
+        if claim.missed_slots:
+            status = "misfired" if claim.skipped or not s.coalesce(agent) else "coalesced"
+            ev = TickEvent(
+                agent.key, "missed", claim.scheduled_at, s.worker_id, status, missed_slots=claim.missed_slots
+            )
+            await notify(agent.on_missed, ev)
+        if claim.abandoned:
+            ev = TickEvent(agent.key, "missed", None, s.worker_id, "abandoned", missed_slots=claim.abandoned)
+            await notify(agent.on_missed, ev)
+
     async with anyio.create_task_group() as tg:
         while not done():
             wait = idle
             try:
                 now = s.clock.now()
-                due, next_at = await upcoming(s, now, batch=max(4 * s.concurrency, 64))
+                if now - last_beat >= heartbeat_every:
+                    await fleet.heartbeat(s.db, s.worker_id, now)
+                    last_beat = now
+                found = await scan(s, now, batch, after)
+                stats.scans += 1
+                unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]
+                parked = await park_orphans(s, unknown, now) if unknown else 0
+                stats.orphans_parked += parked
+                due = [
+                    (a, d) for d in found.due if (a := s.agents.get(str(d.get("agent_key", "")))) is not None
+                ]
                 if observer is not None:
                     for agent, seen in due:
-                        if (at := _dt(seen.get("next_run_at"))) is not None:
+                        if (at := _dt(seen.get("due_at")) or _dt(seen.get("next_run_at"))) is not None:
                             observer.due(agent.key, (now - at).total_seconds())
-                s.rng.shuffle(due)  # workers racing over the same backlog collide less
+                ready = [(a, d) for a, d in due if not s.busy(a, d, now)]
+                s.rng.shuffle(ready)  # workers racing over the same backlog collide less
                 claimed = lost = 0
-                for agent, seen in due:
+                for agent, seen in ready:
                     if lost >= stale_after:
                         break  # other workers are draining this snapshot: look again
                     await slots.acquire()
@@ -160,18 +254,32 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
                         continue
                     claimed += 1
                     lost = 0
-                    stats.claimed += 1
                     stats.missed_slots += claim.missed_slots
-                    stats.by_agent[agent.key] = stats.by_agent.get(agent.key, 0) + 1
-                    stats.max_drift_s = max(stats.max_drift_s, claim.drift_s)
+                    stats.abandoned += claim.abandoned
                     if observer is not None:
                         observer.claimed(agent.key, claim.drift_s, claim.missed_slots)
+                        observer.lost_ticks(agent.key, int(claim.skipped), claim.abandoned)
+                    if claim.missed_slots or claim.abandoned:
+                        tg.start_soon(missed, agent, claim)
+                    if claim.skipped:
+                        slots.release()
+                        stats.misfired += 1
+                        continue
+                    stats.claimed += 1
+                    stats.by_agent[agent.key] = stats.by_agent.get(agent.key, 0) + 1
+                    stats.max_drift_s = max(stats.max_drift_s, claim.drift_s)
                     tg.start_soon(tick, agent, claim)
-                if due:
+                # A full batch in which nothing moved (others' agents, ticks in flight): look
+                # behind it next time, so what cannot be claimed never hides what can.
+                moved = claimed or lost or parked
+                last = found.due[-1] if found.due else None
+                stuck = found.full and last is not None and not moved
+                after = ((_dt(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
+                if found.due and (moved or after is not None):
                     # More may be due already; if others won everything, yield briefly.
-                    wait = 0.0 if claimed else 0.01
-                elif next_at is not None:
-                    wait = min(idle, max((next_at - s.clock.now()).total_seconds(), 0.0))
+                    wait = 0.0 if claimed or parked or after is not None else 0.01
+                elif found.next_at is not None:
+                    wait = min(idle, max((found.next_at - s.clock.now()).total_seconds(), 0.0))
             except (PyMongoError, StorageError) as e:
                 log.warning("worker %s: schedule unreachable (%s); retrying in %g s", s.worker_id, e, idle)
             first_pass = False
@@ -181,11 +289,12 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
             else:
                 await anyio.sleep(0)
     log.info(
-        "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped)",
+        "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped, %d abandoned found)",
         s.worker_id,
         stats.claimed,
         stats.failed,
         stats.timed_out,
         stats.missed_slots,
+        stats.abandoned,
     )
     return stats

@@ -1,13 +1,16 @@
-"""Fixed-rate slots: when an agent's ticks are due, what a claim skips, and how far jitter may go.
+"""Slots: which slot a claim runs, what it passes over, and how far start-up jitter may go.
 
-A slot is a due time on the agent's grid ``first_due + k * interval``. The next slot is computed
-from the previous slot, never from when the tick happened to be claimed, so cadence does not
-slip by the claim latency. When ticks were missed (the fleet was down, or a tick outlasted
-several intervals), the catch-up policy decides what happens:
+A slot is a due time of the agent's schedule (`kinds`). The next slot is computed from the
+previous slot, never from when the tick happened to be claimed, so cadence does not slip by
+the claim latency. When slots were missed (the fleet was down, the agent was paused, a tick
+outlasted several slots), the agent's misfire rules decide what happens:
 
-- ``skip`` (default): run once for the oldest missed slot, then continue at the next slot in
-  the future; the slots passed over are counted (``missed_slots``), never run.
-- ``all``: run every missed slot, one after another, until the schedule is in the future again.
+- ``coalesce`` (default, = ``scheduler.catch_up = "skip"``): one run answers the oldest missed
+  slot, then the schedule continues at the next slot in the future; the slots in between are
+  counted (``missed_slots``), never run.
+- no coalescing (``catch_up = "all"``): every missed slot runs, one claim after another.
+- ``misfire_grace_s``: a run later than this past its slot is not run but skipped and counted
+  (``misfired``); with coalescing the lateness is measured from the newest slot the run covers.
 """
 
 from __future__ import annotations
@@ -17,49 +20,88 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from mongogate.clock import truncate_ms
+from mongogate.clock import as_utc, truncate_ms
+from mongogate.scheduler.kinds import Schedule, step
+from mongogate.values import Doc
 
 CatchUp = Literal["skip", "all"]
 
 #: how long after its deadline an unreported tick counts as abandoned (its worker died): the
 #: deadline cancels the tick and the outcome is written at once, so this only covers that write
 REPORT_GRACE = timedelta(seconds=5)
+_MS = timedelta(milliseconds=1)
+
+__all__ = ["REPORT_GRACE", "CatchUp", "Claim", "Plan", "jitter_bound", "plan", "step"]
 
 
-def step(interval_s: float) -> timedelta:
-    """The interval in whole milliseconds (what BSON dates hold), so slots add up exactly."""
-    return timedelta(milliseconds=max(1, round(interval_s * 1000)))
+@dataclass(frozen=True)
+class Plan:
+    #: the slot this claim runs; None: nothing runs (every due slot was past the misfire grace)
+    run: datetime | None
+    #: the slot after this claim (None: the schedule has no more slots)
+    next: datetime | None
+    #: slots passed over without a run (coalesced or misfired)
+    missed: int
+    #: of those, runs skipped because they were later than the misfire grace
+    misfired: int
 
 
-def next_slot(due_at: datetime, interval_s: float, now: datetime, catch_up: CatchUp) -> tuple[datetime, int]:
-    """The slot after `due_at`, and how many slots in between were skipped."""
-    delta = step(interval_s)
-    nxt = due_at + delta
-    if catch_up == "all" or nxt > now:
-        return nxt, 0
-    passed = (now - due_at) // delta  # slots due_at + j*delta, 1 <= j <= passed, are all <= now
-    return due_at + (passed + 1) * delta, passed
+def plan(schedule: Schedule, slot: datetime, now: datetime, coalesce: bool, grace_s: float | None) -> Plan:
+    """What a claim at `now` of the agent whose oldest unanswered slot is `slot` does."""
+    grace = None if grace_s is None else timedelta(seconds=grace_s)
+    if coalesce:
+        newest, passed = schedule.newest(slot, now)
+        nxt = schedule.after(newest)
+        if grace is not None and now - newest > grace:
+            return Plan(None, nxt, passed + 1, 1)
+        return Plan(slot, nxt, passed, 0)
+    s, skipped = slot, 0
+    if grace is not None and now - slot > grace:
+        # every slot at or before the cutoff is too late: jump past them (no slot-by-slot walk)
+        newest, passed = schedule.newest(slot, now - grace - _MS)
+        skipped = passed + 1
+        n = schedule.after(newest)
+        if n is None or n > now:
+            return Plan(None, n, skipped, skipped)
+        s = n
+    return Plan(s, schedule.after(s), skipped, skipped)
 
 
-def jitter_bound(jitter_max_s: float, interval_s: float) -> float:
-    """A restart delays an overdue agent by at most one interval (and by at most jitter_max_s)."""
-    return max(0.0, min(jitter_max_s, interval_s))
+def jitter_bound(
+    jitter_max_s: float, schedule: Schedule, slot: datetime, now: datetime, grace_s: float | None
+) -> float:
+    """How far a restart may push an overdue agent's start: never onto or past its next slot (that
+    slot would be lost), never past its misfire grace (the run would be skipped), at most jitter_max_s."""
+    bound = max(0.0, jitter_max_s)
+    newest, _ = schedule.newest(slot, now)
+    nxt = schedule.after(newest)
+    if nxt is not None:
+        bound = min(bound, (nxt - now - _MS).total_seconds())
+    if grace_s is not None:
+        bound = min(bound, (newest + timedelta(seconds=grace_s) - now).total_seconds())
+    return max(0.0, bound)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claimed tick: the slot it answers, when it was taken, and until when it may run."""
+    """One claim: the slot it answers, when it was taken, and until when its tick may run."""
 
     #: the slot this tick answers (its identity: one tick per (agent, scheduled_at))
     scheduled_at: datetime
     claimed_at: datetime
-    #: the slot after this one (set by this claim)
-    next_run_at: datetime
+    #: the slot after this one (set by this claim); None when the schedule is done or paused
+    next_run_at: datetime | None
     #: the tick is cancelled at this time
     deadline: datetime
     claim_id: str
-    #: slots this claim passed over (catch-up policy `skip`)
+    #: slots this claim passed over (coalesced, or skipped by the misfire grace)
     missed_slots: int = 0
+    #: True: every due slot was past the misfire grace, so nothing runs (the slots are counted)
+    skipped: bool = False
+    #: an operator's `schedule run-now`, outside the agent's slots
+    manual: bool = False
+    #: earlier claims of this agent this one found expired without an outcome (their worker died)
+    abandoned: int = 0
 
     @property
     def drift_s(self) -> float:
@@ -72,11 +114,30 @@ class Claim:
 
 
 def new_claim_id(slot: datetime) -> str:
-    """Ordered by slot (slots of one agent only grow), so `$max` keeps the newest finished claim."""
+    """Ordered by slot, unique per claim; also a field name under `open` (digits, '-', hex only)."""
     return f"{int(slot.timestamp() * 1000):015d}-{uuid.uuid4().hex[:12]}"
 
 
-def is_finished(running: dict[str, object], finished_claim: object) -> bool:
-    """Whether the claim in `running` has reported (`finished_claim` is the newest that did)."""
-    rid = running.get("id")
-    return isinstance(rid, str) and isinstance(finished_claim, str) and finished_claim >= rid
+def _dt(value: object) -> datetime | None:
+    return as_utc(value) if isinstance(value, datetime) else None
+
+
+def open_claims(doc: Doc) -> dict[str, Doc]:
+    """The claims of a schedule document whose tick has not reported (by claim id)."""
+    found = doc.get("open")
+    return {k: v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+
+
+def claim_expiry(c: Doc) -> datetime | None:
+    deadline = _dt(c.get("deadline"))
+    return None if deadline is None else truncate_ms(deadline + REPORT_GRACE)
+
+
+def live_and_expired(doc: Doc, now: datetime) -> tuple[dict[str, Doc], dict[str, Doc]]:
+    """Open claims still within deadline + grace (running), and those past it (their worker died)."""
+    live: dict[str, Doc] = {}
+    expired: dict[str, Doc] = {}
+    for cid, c in open_claims(doc).items():
+        exp = claim_expiry(c)
+        (live if exp is not None and now < exp else expired)[cid] = c
+    return live, expired

@@ -1,18 +1,22 @@
 """What `worker --status` reports, read from the schedule documents alone (no worker needed).
 
-Each agent is in one state: `running` (a claimed tick has not reported; shown with its
-deadline), `abandoned` (a claimed tick's deadline and grace passed without an outcome: its
-worker died), `late` (its slot has passed and nobody has claimed it) or `waiting`. Lag is
-measured from the slot (`due_at`), not from a jittered start, so a restart cannot hide it.
+Each agent is in one state, the first that applies: `abandoned` (a claimed tick's deadline and
+grace passed without an outcome: its worker died), `running` (a claimed tick has not reported;
+shown with its deadline), `orphaned` (no worker registers the agent any more: never claimed,
+`schedule prune` removes it), `paused`, `done` (a one-off schedule whose times have all come),
+`late` (its slot has passed and nobody has claimed it) or `waiting`. Lag is measured from the
+slot (`due_at`), not from a jittered start, so a restart cannot hide it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Literal, TextIO
+from typing import Literal, TextIO, get_args
 
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
@@ -20,10 +24,16 @@ from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import StorageError
-from mongogate.scheduler.slots import is_finished
+from mongogate.scheduler.fleet import Fleet
+from mongogate.scheduler.slots import live_and_expired
 from mongogate.values import Doc
 
-State = Literal["running", "abandoned", "late", "waiting"]
+State = Literal["abandoned", "running", "orphaned", "paused", "done", "late", "waiting"]
+STATES: tuple[str, ...] = get_args(State)
+#: above this many agents, `worker --status` prints a summary unless --all or a filter is given
+SUMMARY_OVER = 20
+#: rows of the worst agents a summary lists
+SUMMARY_ROWS = 10
 
 
 @dataclass(frozen=True)
@@ -31,17 +41,18 @@ class AgentStatus:
     agent_key: str
     interval_s: float | None
     state: State
-    #: the slot the next tick answers (before any start-up jitter)
+    #: the slot the next tick answers (before any start-up jitter); None when done
     due_at: datetime | None
-    #: when the next tick may be claimed (the slot, or later after jitter)
+    #: when the next tick may be claimed (the slot, or later after jitter); None when parked
     next_run_at: datetime | None
     #: how far the schedule is behind now, from the original slot (0 when not yet due)
     lag_s: float
-    #: slots passed over by catch-up (policy "skip"), in total
+    #: slots passed over by coalescing or the misfire grace, in total
     missed_slots: int
     #: ticks whose worker died mid-run (claims that expired without an outcome), in total
     abandoned: int
-    #: the claimed tick not yet reported: who runs it, since when, cancelled at `running_deadline`
+    #: the newest claimed tick not yet reported (in flight, else abandoned): who runs it, since
+    #: when, cancelled at `running_deadline`
     running_worker: str | None
     running_since: datetime | None
     running_deadline: datetime | None
@@ -54,36 +65,53 @@ class AgentStatus:
     drift_s: float | None
     ticks: int
     last_worker: str | None
+    #: "every 60s", "cron */5 * * * * UTC", "at 2030-01-01T00:00:00.000+00:00"
+    schedule: str | None = None
+    #: ticks skipped because they were later than the misfire grace, in total
+    misfired: int = 0
+    #: claimed ticks in flight now (at most the agent's max_running)
+    running: int = 0
+    paused: bool = False
 
 
 def _dt(value: object) -> datetime | None:
     return as_utc(value) if isinstance(value, datetime) else None
 
 
-def agent_status(d: Doc, now: datetime) -> AgentStatus:
+def agent_status(d: Doc, now: datetime, known: Fleet | None = None) -> AgentStatus:
+    key = str(d.get("agent_key", d["_id"]))
     nxt = _dt(d.get("next_run_at"))
-    due = _dt(d.get("due_at")) or nxt
-    running = d.get("running") if isinstance(d.get("running"), dict) else None
-    if running is not None and is_finished(running, d.get("finished_claim")):
-        running = None  # the claimed tick reported its outcome
-    expires = _dt(running.get("expires_at")) if running else None
+    due = _dt(d.get("due_at"))
+    live, expired = live_and_expired(d, now)
+    # the newest claim without an outcome: in flight, else the abandoned one (whose worker died)
+    newest = max(live.items())[1] if live else max(expired.items())[1] if expired else None
+    orphan = d.get("orphaned_at") is not None or (known is not None and known.is_orphan(key))
+    paused = bool(d.get("paused"))
     state: State
-    if running is not None and expires is not None:
-        state = "running" if now < expires else "abandoned"
+    if expired:
+        state = "abandoned"
+    elif live:
+        state = "running"
+    elif orphan:
+        state = "orphaned"
+    elif paused:
+        state = "paused"
+    elif due is None and nxt is None:
+        state = "done"
     else:
         state = "late" if due is not None and due < now else "waiting"
     return AgentStatus(
-        agent_key=str(d.get("agent_key", d["_id"])),
+        agent_key=key,
         interval_s=d.get("interval_s"),
         state=state,
         due_at=due,
         next_run_at=nxt,
-        lag_s=max((now - due).total_seconds(), 0.0) if due else 0.0,
+        lag_s=max((now - due).total_seconds(), 0.0) if due and state != "orphaned" else 0.0,
         missed_slots=int(d.get("missed_slots") or 0),
-        abandoned=int(d.get("abandoned") or 0) + (state == "abandoned"),
-        running_worker=running.get("worker") if running else None,
-        running_since=_dt(running.get("claimed_at")) if running else None,
-        running_deadline=_dt(running.get("deadline")) if running else None,
+        abandoned=int(d.get("abandoned") or 0) + len(expired),
+        running_worker=newest.get("worker") if newest else None,
+        running_since=_dt(newest.get("claimed_at")) if newest else None,
+        running_deadline=_dt(newest.get("deadline")) if newest else None,
         last_run_at=_dt(d.get("last_run_at")),
         last_finished_at=_dt(d.get("last_finished_at")),
         last_status=d.get("last_status"),
@@ -92,15 +120,33 @@ def agent_status(d: Doc, now: datetime) -> AgentStatus:
         drift_s=d.get("drift_s"),
         ticks=int(d.get("ticks") or 0),
         last_worker=d.get("last_worker"),
+        schedule=d.get("schedule") or (f"every {d['interval_s']:g}s" if d.get("interval_s") else None),
+        misfired=int(d.get("misfired") or 0),
+        running=len(live),
+        paused=paused,
     )
 
 
-async def read_status(coll: AsyncCollection[Doc], now: datetime) -> list[AgentStatus]:
+async def read_status(
+    coll: AsyncCollection[Doc], now: datetime, known: Fleet | None = None
+) -> list[AgentStatus]:
     try:
         docs = await coll.find({}, sort=[("_id", ASCENDING)]).to_list()
     except PyMongoError as e:
         raise StorageError(f"could not read the schedule: {e}") from e
-    return [agent_status(d, now) for d in docs]
+    return [agent_status(d, now, known) for d in docs]
+
+
+def select(
+    statuses: Sequence[AgentStatus], states: Sequence[str] = (), pattern: str | None = None
+) -> list[AgentStatus]:
+    """`--state` (any of) and `--agent` (a shell-style pattern such as 'billing-*') filters."""
+    return [
+        st
+        for st in statuses
+        if (not states or st.state in states)
+        and (pattern is None or fnmatch.fnmatchcase(st.agent_key, pattern))
+    ]
 
 
 def _fmt_time(value: datetime | None) -> str:
@@ -111,16 +157,9 @@ def _fmt_s(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def print_status(statuses: Sequence[AgentStatus], out: TextIO, *, as_json: bool = False) -> None:
-    if as_json:
-        for st in statuses:
-            out.write(json.dumps(asdict(st), default=lambda v: v.isoformat()) + "\n")
-        return
-    if not statuses:
-        out.write("no agents are scheduled in this database\n")
-        return
+def _table(statuses: Sequence[AgentStatus], out: TextIO) -> None:
     header: tuple[str, ...] = ("agent", "state", "due", "next run", "lag s", "missed", "abandoned")
-    header += ("drift s", "ticks", "last", "deadline", "worker", "last error")
+    header += ("drift s", "ticks", "last", "deadline", "worker", "schedule", "last error")
     rows: list[tuple[str, ...]] = [
         (
             st.agent_key,
@@ -135,6 +174,7 @@ def print_status(statuses: Sequence[AgentStatus], out: TextIO, *, as_json: bool 
             st.last_status or "-",
             _fmt_time(st.running_deadline),
             st.running_worker or "-",
+            st.schedule or "-",
             (st.last_error or "")[:80],
         )
         for st in statuses
@@ -142,3 +182,48 @@ def print_status(statuses: Sequence[AgentStatus], out: TextIO, *, as_json: bool 
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     for r in (header, *rows):
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+def _summary(statuses: Sequence[AgentStatus], out: TextIO) -> None:
+    """One screen: counts by state, totals, and the agents furthest behind."""
+    counts: Counter[str] = Counter(st.state for st in statuses)
+    out.write(f"{len(statuses)} agents: " + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) + "\n")
+    missed = sum(st.missed_slots for st in statuses)
+    abandoned = sum(st.abandoned for st in statuses)
+    misfired = sum(st.misfired for st in statuses)
+    errors = sum(st.last_status in ("error", "timeout") for st in statuses)
+    worst = max((st.lag_s for st in statuses if st.state not in ("orphaned", "paused", "done")), default=0.0)
+    out.write(
+        f"max lag {worst:.3f} s; {missed} missed slots, {misfired} misfired, {abandoned} abandoned ticks; "
+        f"{errors} agents whose last tick failed\n"
+    )
+    trouble = sorted(
+        (
+            st
+            for st in statuses
+            if st.state in ("abandoned", "late") or st.last_status in ("error", "timeout")
+        ),
+        key=lambda st: (-st.lag_s, st.agent_key),
+    )[:SUMMARY_ROWS]
+    if trouble:
+        out.write(f"\nneeding attention (worst {len(trouble)}):\n")
+        _table(trouble, out)
+    out.write("\nfilter with --state STATE / --agent PATTERN, or --all for every agent\n")
+
+
+def print_status(
+    statuses: Sequence[AgentStatus], out: TextIO, *, as_json: bool = False, summary: bool | None = None
+) -> None:
+    """The table (or one JSON object per line); a summary instead when there are many agents
+    (`summary=None`: more than SUMMARY_OVER)."""
+    if as_json:
+        for st in statuses:
+            out.write(json.dumps(asdict(st), default=lambda v: v.isoformat()) + "\n")
+        return
+    if not statuses:
+        out.write("no agents are scheduled in this database (or none match)\n")
+        return
+    if summary if summary is not None else len(statuses) > SUMMARY_OVER:
+        _summary(statuses, out)
+    else:
+        _table(statuses, out)

@@ -1,11 +1,13 @@
 """`mongogate worker`: run the registered agents on the configured database (or the embedded engine).
 
-    mongogate worker [--config F] [--agents module:attr ...] [--status [--json]] [--duration S]
+    mongogate worker [--config F] [--agents module:attr ...] [--duration S]
                      [--concurrency N] [--worker-id ID] [--metrics-port PORT]
+    mongogate worker [--config F] --status [--json] [--state S] [--agent PATTERN] [--all]
 
 Agents come from `--agents` references (``package.module:attr`` or ``path/to/file.py:attr``)
 and from packages' ``mongogate.agents`` entry points. Run as many workers as you like, on
-as many machines: each due tick runs once. Logs go to stderr; `--status` prints to stdout.
+as many machines: each due tick runs once. Logs go to stderr; `--status` prints its table to
+stdout and nothing else (a one-screen summary when there are many agents and no filter).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.loop import SchedulerStats
-from mongogate.scheduler.status import AgentStatus, print_status
+from mongogate.scheduler.status import STATES, SUMMARY_OVER, AgentStatus, print_status, select
 from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("mongogate.worker")
@@ -119,10 +121,24 @@ def add_worker_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--status",
         action="store_true",
-        help="print each agent's state (running with its deadline, abandoned, late), lag from its slot, "
-        "missed slots and last error, then exit; works beside a running server on the embedded engine",
+        help="print each agent's state (running with its deadline, abandoned, orphaned, paused, late, ...), "
+        "next slot, lag from it, missed slots and last error, then exit; works beside a running server",
     )
     p.add_argument("--json", action="store_true", help="with --status: one JSON object per line")
+    p.add_argument(
+        "--state",
+        action="append",
+        choices=STATES,
+        help="with --status: only agents in this state (repeatable), e.g. late, abandoned, orphaned",
+    )
+    p.add_argument(
+        "--agent", metavar="PATTERN", help="with --status: only agents matching a shell pattern ('billing-*')"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help=f"with --status: the full table even for more than {SUMMARY_OVER} agents (default: a summary)",
+    )
     p.add_argument(
         "--duration", type=float, metavar="S", help="stop after S seconds (default: until signalled)"
     )
@@ -178,7 +194,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             exporter.shutdown()
             exporter.server_close()
     if args.status:
-        print_status(report.status, sys.stdout, as_json=args.json)
+        chosen = select(report.status, args.state or (), args.agent)
+        filtered = bool(args.state or args.agent or args.all)
+        print_status(chosen, sys.stdout, as_json=args.json, summary=False if filtered else None)
     elif report.stats is not None:
         s = report.stats
         log.info(

@@ -1,7 +1,9 @@
 """Prometheus metrics of a worker (``mongogate worker --metrics-port N``): ticks, lag, drift per agent.
 
 Labels are agent keys (the registered agents: bounded) and tick statuses. ``lag`` is how far
-behind its slot an agent is when the loop sees it due (0 once its next slot is ahead);
+behind its slot an agent is when the loop sees it due (0 once its next slot is ahead); every
+registered agent has a lag series from the moment the worker starts (from its schedule
+document), so an agent that never runs can still be alerted on;
 ``drift`` is how late each tick was claimed after its slot.
 """
 
@@ -36,6 +38,18 @@ class WorkerMetrics:
             "mongogate_scheduler_missed_slots", "Slots passed over (catch_up = skip)", ["agent"], registry=r
         )
         self.duration = Histogram("mongogate_scheduler_tick_seconds", "Tick run time", ["agent"], registry=r)
+        self.misfired = Counter(
+            "mongogate_scheduler_misfired",
+            "Ticks skipped: later than the misfire grace",
+            ["agent"],
+            registry=r,
+        )
+        self.abandoned = Counter(
+            "mongogate_scheduler_abandoned",
+            "Claimed ticks that never reported (their worker died), found by this worker",
+            ["agent"],
+            registry=r,
+        )
 
     def due(self, agent: str, lag_s: float) -> None:
         self.lag.labels(agent).set(max(lag_s, 0.0))
@@ -45,10 +59,18 @@ class WorkerMetrics:
         if missed_slots:
             self.missed.labels(agent).inc(missed_slots)
 
-    def finished(self, agent: str, status: str, seconds: float, next_run_at: datetime, now: datetime) -> None:
+    def lost_ticks(self, agent: str, misfired: int, abandoned: int) -> None:
+        if misfired:
+            self.misfired.labels(agent).inc(misfired)
+        if abandoned:
+            self.abandoned.labels(agent).inc(abandoned)
+
+    def finished(
+        self, agent: str, status: str, seconds: float, next_run_at: datetime | None, now: datetime
+    ) -> None:
         self.ticks.labels(agent, status).inc()
         self.duration.labels(agent).observe(seconds)
-        if next_run_at > now:
+        if next_run_at is None or next_run_at > now:
             self.lag.labels(agent).set(0.0)
 
     def serve(self, port: int, host: str) -> Any:

@@ -1,0 +1,162 @@
+"""Managing a running fleet through the database: pause, resume, run now, remove, prune.
+
+Every action is one write to the schedule document, so every worker sees it at its next scan,
+and none races a claim: a claim matches the `next_run_at` its worker read, and every action
+here changes `next_run_at` (pause parks it at null, resume and run-now set it), so a claim
+that read the old value matches nothing. A tick already claimed keeps running and reports
+its outcome; no new one is claimed while paused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import PyMongoError
+
+from mongogate.errors import InvalidInput, NotFound, StorageError
+from mongogate.scheduler.fleet import read_fleet
+from mongogate.scheduler.slots import live_and_expired
+from mongogate.values import Doc
+
+SCHEDULE_COLLECTION = "agent_schedule"
+#: documents one `prune` deletes at most (run it again for more)
+PRUNE_MAX = 100_000
+
+
+@dataclass(frozen=True)
+class Pruned:
+    removed: list[str]
+    #: orphans left alone because a claimed tick of theirs is still in flight
+    busy: list[str]
+
+
+class Schedules:
+    """The operator's side of the schedule (`mongogate schedule ...`)."""
+
+    def __init__(self, db: AsyncDatabase[Doc], worker_ttl_s: float) -> None:
+        self.db = db
+        self.coll: AsyncCollection[Doc] = db[SCHEDULE_COLLECTION]
+        self.worker_ttl_s = worker_ttl_s
+
+    async def _update(self, key: str, filt: Doc, update: Doc, what: str) -> Doc:
+        try:
+            doc = await self.coll.find_one_and_update(
+                {"_id": key, **filt}, update, return_document=ReturnDocument.AFTER
+            )
+        except PyMongoError as e:
+            raise StorageError(f"could not {what} agent {key!r}: {e}") from e
+        if doc is None:
+            await self._must_exist(key, what)
+        return doc or {}
+
+    async def _must_exist(self, key: str, what: str) -> None:
+        try:
+            found = await self.coll.count_documents({"_id": key}, limit=1)
+        except PyMongoError as e:
+            raise StorageError(f"could not {what} agent {key!r}: {e}") from e
+        if not found:
+            raise NotFound(
+                f"no schedule for agent {key!r} in this database "
+                "(`mongogate schedule list` shows the agents that have one)"
+            )
+
+    async def pause(self, key: str, now: datetime, by: str) -> bool:
+        """Stop claiming new ticks (an in-flight one finishes). False if it was already paused."""
+        doc = await self._update(
+            key,
+            {"paused": {"$ne": True}},
+            {"$set": {"paused": True, "paused_at": now, "paused_by": by, "next_run_at": None}},
+            "pause",
+        )
+        return bool(doc)
+
+    async def resume(self, key: str, now: datetime) -> bool:
+        """Claim again from the slot it stopped at: missed slots follow the agent's misfire rules
+        (coalesced into one run, or skipped past the misfire grace). False if it was not paused."""
+        try:
+            current = await self.coll.find_one({"_id": key}, {"due_at": 1, "paused": 1, "orphaned_at": 1})
+        except PyMongoError as e:
+            raise StorageError(f"could not resume agent {key!r}: {e}") from e
+        if current is None:
+            await self._must_exist(key, "resume")
+            return False
+        if not current.get("paused"):
+            return False
+        # an orphan stays parked (nothing would run it); a one-off that is done stays done
+        nxt = None if current.get("orphaned_at") is not None else current.get("due_at")
+        doc = await self._update(
+            key,
+            {"paused": True, "due_at": current.get("due_at")},
+            {
+                "$set": {"next_run_at": nxt, "paused": False, "resumed_at": now},
+                "$unset": {"paused_at": "", "paused_by": ""},
+            },
+            "resume",
+        )
+        return bool(doc)
+
+    async def run_now(self, key: str, now: datetime, by: str) -> None:
+        """One extra tick as soon as a worker sees it (paused or not); the agent's own slots stay."""
+        fleet = await read_fleet(self.db, now, self.worker_ttl_s)
+        if fleet.is_orphan(key):
+            await self._must_exist(key, "trigger")
+            raise InvalidInput(
+                f"agent {key!r} is orphaned (no worker registers it): nothing would run it; "
+                "`mongogate schedule prune` removes it"
+            )
+        doc = await self._update(
+            key,
+            {"orphaned_at": None},
+            {"$set": {"next_run_at": now, "run_now": {"at": now, "by": by}}},
+            "trigger",
+        )
+        if not doc:
+            raise InvalidInput(
+                f"agent {key!r} is orphaned (no worker registers it): nothing would run it; "
+                "`mongogate schedule prune` removes it"
+            )
+
+    async def remove(self, key: str, now: datetime, force: bool = False) -> None:
+        """Delete one schedule document. An agent a live worker still registers would get a fresh
+        one at that worker's next start, so that needs `force` (pause it to stop it instead)."""
+        fleet = await read_fleet(self.db, now, self.worker_ttl_s)
+        if key in fleet.registered and fleet.live_workers and not force:
+            raise InvalidInput(
+                f"agent {key!r} is registered by a running worker: it would be re-created at the next "
+                "worker start. Pause it (`mongogate schedule pause`), or remove it from the code first; "
+                "--force removes the document anyway"
+            )
+        try:
+            res = await self.coll.delete_one({"_id": key})
+        except PyMongoError as e:
+            raise StorageError(f"could not remove agent {key!r}: {e}") from e
+        if res.deleted_count == 0:
+            raise NotFound(f"no schedule for agent {key!r} in this database")
+
+    async def prune(self, now: datetime, dry_run: bool = False) -> Pruned:
+        """Remove the schedule documents of agents no worker registers (orphans); one whose claimed
+        tick is still in flight is left for a later prune."""
+        fleet = await read_fleet(self.db, now, self.worker_ttl_s)
+        removed: list[str] = []
+        busy: list[str] = []
+        try:
+            async for d in self.coll.find({}, {"agent_key": 1, "open": 1, "orphaned_at": 1}):
+                key = str(d.get("agent_key", d["_id"]))
+                if not (d.get("orphaned_at") is not None or fleet.is_orphan(key)):
+                    continue
+                live, _ = live_and_expired(d, now)
+                (busy if live else removed).append(str(d["_id"]))
+                if len(removed) >= PRUNE_MAX:
+                    break
+            if removed and not dry_run:
+                for i in range(0, len(removed), 1000):
+                    await self.coll.delete_many(
+                        {"_id": {"$in": removed[i : i + 1000]}, "open": {"$in": [None, {}]}}
+                    )
+        except PyMongoError as e:
+            raise StorageError(f"could not prune the schedule: {e}") from e
+        return Pruned(sorted(removed), sorted(busy))

@@ -47,6 +47,8 @@ class ObserveCalls:
             try:
                 result = await call_next(ctx)
                 outcome = outcome_of(result)
+                if self.metrics is not None and outcome == "ok":
+                    self.metrics.observe_mismatches(tool, _structured(result).get("type_mismatches"))
                 return result
             except (MCPError, ValidationError) as e:
                 outcome = (
@@ -72,6 +74,15 @@ def outcome_of(result: HandlerResult) -> str:
         if isinstance(text, str) and (m := _CODE.match(text)):
             return m.group(1)
     return "tool_error"
+
+
+def _structured(result: HandlerResult) -> Mapping[str, Any]:
+    """The call's structured result (a value, never text parsed back), or {}."""
+    if isinstance(result, Mapping):
+        found = result.get("structuredContent")
+    else:
+        found = getattr(result, "structured_content", None)
+    return found if isinstance(found, Mapping) else {}
 
 
 def _tenant(ctx: ServerRequestContext[Any, Any]) -> str | None:

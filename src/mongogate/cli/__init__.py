@@ -16,7 +16,17 @@ from mongogate import __version__
 from mongogate.errors import MongogateError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The subcommand named on ``argv`` (its first word that is not an option); None: all."""
+    if argv is None:
+        return None
+    return next((w for w in argv if not w.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser. Given the command line, the worker's arguments (and the scheduler
+    package behind them) are imported only when `worker` (or no command: help) is asked for,
+    which keeps `serve`'s start-up short (benchmarks/startup.py)."""
     from mongogate.cli import audit, check, engine, serve, token
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
@@ -35,9 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (serve, check, audit, token, engine):
         module.register(sub, with_config)
 
-    from mongogate.scheduler.worker import add_worker_parser
+    worker = with_config(sub.add_parser("worker", help="run scheduled agents"))
+    if _command(argv) in (None, "worker"):
+        from mongogate.scheduler.worker import add_worker_parser
 
-    add_worker_parser(with_config(sub.add_parser("worker", help="run scheduled agents")))
+        add_worker_parser(worker)
     return p
 
 
@@ -66,7 +78,8 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
     configure_logging(args)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:

@@ -41,7 +41,6 @@ async def _preflight(
     query user, before anything is served or printed: a failure is one line, not a traceback
     from inside the server."""
     from mongogate.db import Database
-    from mongogate.privileges import check_query_user
 
     db = Database(settings.database, settings.server.data_dir)
     quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
@@ -51,13 +50,22 @@ async def _preflight(
             await db.open()
         finally:
             logging.getLogger("mongogate.db").removeFilter(quiet)
-        await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
-        await _indexes(db, specs, allow_missing_indexes)
-        if settings.database.uri is None:
-            return  # the embedded engine: Database.open() says plainly that it enforces no roles
-        report = await check_query_user(db.query_client)
+        await _checks(db, settings, allow_writable, specs, allow_missing_indexes)
     finally:
         await db.close()
+
+
+async def _checks(
+    db: Database, settings: Settings, allow_writable: bool, specs: list[Any], allow_missing_indexes: bool
+) -> None:
+    """On an open database: it answers, declared indexes exist, the query user cannot write."""
+    from mongogate.privileges import check_query_user
+
+    await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
+    await _indexes(db, specs, allow_missing_indexes)
+    if settings.database.uri is None:
+        return  # the embedded engine: Database.open() says plainly that it enforces no roles
+    report = await check_query_user(db.query_client)
     if report.read_only:
         log.info("%s", report.detail)
         return
@@ -71,6 +79,19 @@ async def _preflight(
         f"{report.detail}. Give database.query_uri a user with only the 'read' role, "
         "or pass --allow-writable-query-user to accept the risk"
     )
+
+
+def _stdio_open_failed(e: BaseException) -> None:
+    """A stdio server whose database cannot be used ends with one line and the command's status
+    (it may already have answered `initialize`: the client then sees the server exit)."""
+    if isinstance(e, MongogateError):
+        print(f"mongogate: {e}", file=sys.stderr, flush=True)
+        status = e.exit_status
+    else:
+        log.error("start-up failed: %s", type(e).__name__, exc_info=e)
+        status = 1
+    sys.stderr.flush()
+    os._exit(status)  # stdout carries the protocol: no interpreter shutdown that could write to it
 
 
 async def _indexes(db: Database, specs: list[Any], allow_missing: bool) -> None:
@@ -162,15 +183,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # with --demo, the demo's own index is created by its seeding, once the server is up
     checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
     preflight = (settings, args.allow_writable_query_user, checked, args.allow_missing_indexes)
-    server = build_server(
-        settings,
-        registry,
-        transport=transport,
-        insecure_no_auth=args.insecure_no_auth,
-    )
     if transport == "stdio":
-        anyio.run(_preflight, *preflight)
-        return _serve_stdio(server)
+        # initialize is answered at once; the database opens (and is checked) meanwhile, and a
+        # tool call waits for it. A failed check ends the process with its one line.
+        async def check(db: Database) -> None:
+            await _checks(db, *preflight)
+
+        stdio = build_server(
+            settings, registry, transport="stdio", startup_check=check, on_open_failure=_stdio_open_failed
+        )
+        return _serve_stdio(stdio)
+    server = build_server(settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth)
 
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http

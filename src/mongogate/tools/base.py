@@ -27,7 +27,7 @@ from mongogate.principal import Principal
 from mongogate.requests import current as current_request
 from mongogate.requests import new_request_id
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
-from mongogate.tools.state import AppState
+from mongogate.tools.state import AppState, app_state
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,7 @@ def make_tool(
         request_id = ids.request_id if ids is not None else new_request_id()
         principal: Principal | None = None
         try:
-            app: AppState = ctx.request_context.lifespan_context
+            app = await app_state(ctx.request_context.lifespan_context)
             principal = app.principal(ctx)
             check_arguments(kwargs, app.settings.limits, key_caps=key_caps)  # before schema/policy work
             if required_scopes:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.memory.store import MemoryStore
@@ -29,3 +31,31 @@ class AppState:
     audit: AuditLog | None = None
     #: checkpoints; set by the run tools' startup hook (`ensure_run_indexes`), before any call
     runs: Runs | None = None
+
+
+class PendingState:
+    """The lifespan's value while the database is still being opened (a stdio server answers
+    `initialize` and `tools/list` at once; a tool call waits here for the open to finish)."""
+
+    def __init__(self, settings: Settings, principal: Callable[[Any], Principal]) -> None:
+        self.settings = settings
+        self.principal = principal
+        self.state: AppState | None = None
+        self._done = anyio.Event()
+
+    def ready(self, state: AppState) -> None:
+        self.state = state
+        self._done.set()
+
+    async def wait(self) -> AppState:
+        await self._done.wait()
+        assert self.state is not None  # set before the event; a failed open ends the process
+        return self.state
+
+
+async def app_state(value: object) -> AppState:
+    """The AppState a lifespan yielded, once the database is open."""
+    if isinstance(value, PendingState):
+        return await value.wait()
+    assert isinstance(value, AppState), f"unexpected lifespan value {type(value).__name__}"
+    return value

@@ -63,3 +63,66 @@ def test_stdio_initialize_does_not_wait_for_the_database(env: dict[str, str]) ->
     assert status == 3, err
     lines = [line for line in err.splitlines() if line.startswith("mongogate:")]
     assert len(lines) == 1 and "cannot reach MongoDB" in lines[0] and "Traceback" not in err
+
+
+def test_engine_stop_from_elsewhere_finds_the_engine_of_the_config_file(tmp_path: Path) -> None:
+    """Old code: the default data directory followed the working directory, so `engine stop
+    --config <path>` run from another directory said "was not running" while it ran."""
+    from mongogate.engine import client as engine_client
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    conf_dir, here, there = tmp_path / "conf", tmp_path / "here", tmp_path / "there"
+    for d in (conf_dir, here, there):
+        d.mkdir()
+    config = conf_dir / "mongogate.toml"
+    config.write_text('[auth]\ntenant = "acme"\n')  # no server.data_dir: the default
+    try:
+        start = subprocess.run(
+            [*EXE, "engine", "start", "--config", str(config)],
+            env=env,
+            cwd=here,
+            capture_output=True,
+            text=True,
+        )
+        assert start.returncode == 0, start.stderr
+        stop = subprocess.run(
+            [*EXE, "engine", "stop", "--config", str(config)],
+            env=env,
+            cwd=there,
+            capture_output=True,
+            text=True,
+        )
+        assert stop.returncode == 0, stop.stderr
+        assert "engine: stopped (pid" in stop.stdout, stop.stdout
+        for out in (start.stdout, stop.stdout):  # each says which directory, absolute
+            assert f"data directory: {conf_dir / '.mongogate'}" in out
+        assert not (here / ".mongogate").exists() and not (there / ".mongogate").exists()
+    finally:
+        for d in (conf_dir / ".mongogate", here / ".mongogate"):
+            if d.exists():
+                engine_client.stop(d)
+
+
+def test_every_command_names_its_data_directory(tmp_path: Path) -> None:
+    """`check`, `engine status` and `serve --http`'s banner say which directory they use."""
+    import contextlib
+    import io
+
+    from mongogate.cli import main
+    from mongogate.cli.serve import _banner
+    from mongogate.config import load_settings
+
+    config = tmp_path / "m.toml"
+    uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"
+    config.write_text(f'[server]\ndata_dir = "d"\n[database]\nuri = "{uri}"\n')
+    settings = load_settings(config)
+    line = f"data directory: {tmp_path / 'd'} (relative paths follow the config file)"
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(Exception):
+        main(["check", "--config", str(config)])
+    assert line in out.getvalue().splitlines()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        _banner(settings, "http://127.0.0.1:8000/mcp", demo=False)
+    assert line in err.getvalue().splitlines()

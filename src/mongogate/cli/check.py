@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from mongogate.cli.common import registry_for, settings_from
+from mongogate.cli.common import data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 
 
@@ -20,6 +20,7 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
 
     problems = 0
     print(f"config: ok ({len(settings.query_tools)} query tool(s), auth mode {settings.auth.mode})")
+    print(data_dir_line(settings))
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:

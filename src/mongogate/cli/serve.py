@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from mongogate.cli.common import registry_for, settings_from
+from mongogate.cli.common import data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
@@ -110,7 +110,7 @@ async def _indexes(db: Database, specs: list[Any], allow_missing: bool) -> None:
 
 
 def _banner(settings: Settings, url: str, demo: bool) -> None:
-    lines = [f"mongogate serving MCP over Streamable HTTP at {url}"]
+    lines = [f"mongogate serving MCP over Streamable HTTP at {url}", data_dir_line(settings)]
     if demo and settings.auth.mode == "jwt" and settings.auth.jwt_secret is not None:
         # Only `--demo` (what `make run` starts) prints a token: a real server never mints one.
         from mongogate.server.tokens import mint_dev_token
@@ -184,6 +184,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
     preflight = (settings, args.allow_writable_query_user, checked, args.allow_missing_indexes)
     if transport == "stdio":
+        log.info("%s", data_dir_line(settings))  # stderr; stdout carries the protocol
         # initialize is answered at once; the database opens (and is checked) meanwhile, and a
         # tool call waits for it. A failed check ends the process with its one line.
         async def check(db: Database) -> None:

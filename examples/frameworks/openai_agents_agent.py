@@ -32,7 +32,16 @@ from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted import Call, Seen, looks_like_error, next_step, prompt, split_session
+from scripted import (
+    INIT_TIMEOUT_S,
+    Call,
+    Seen,
+    looks_like_error,
+    next_step,
+    prompt,
+    split_session,
+    stops_its_engine,
+)
 
 
 def _field(item: Any, name: str) -> Any:
@@ -112,7 +121,7 @@ def mongogate_stdio(data_dir: str) -> MCPServerStdio:
         {"command": sys.executable, "args": ["-m", "mongogate.cli", "serve", "--demo"], "env": env},
         name="mongogate",
         cache_tools_list=True,
-        client_session_timeout_seconds=60,
+        client_session_timeout_seconds=INIT_TIMEOUT_S,  # initialize and every request
     )
 
 
@@ -155,6 +164,9 @@ if __name__ == "__main__":
     p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
     a = p.parse_args()
     if a.data_dir:
-        sys.exit(anyio.run(main, a.data_dir))
-    with tempfile.TemporaryDirectory(prefix="mongogate-openai-agents-") as tmp:
-        sys.exit(anyio.run(main, tmp))
+        with stops_its_engine(a.data_dir):
+            status = anyio.run(main, a.data_dir)
+        sys.exit(status)
+    with tempfile.TemporaryDirectory(prefix="mongogate-openai-agents-") as tmp, stops_its_engine(tmp):
+        status = anyio.run(main, tmp)
+    sys.exit(status)

@@ -37,7 +37,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted import Call, Seen, next_step, prompt, split_session
+from scripted import INIT_TIMEOUT_S, Call, Seen, next_step, prompt, split_session, stops_its_engine
 
 
 def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -88,8 +88,13 @@ def mongogate_stdio(data_dir: str) -> StdioTransport:
     )
 
 
+def mongogate_toolset(data_dir: str) -> MCPToolset[Any]:
+    """The toolset, with an initialize timeout that fits a loaded machine (the default is 5 s)."""
+    return MCPToolset(mongogate_stdio(data_dir), max_retries=2, init_timeout=INIT_TIMEOUT_S)
+
+
 async def main(data_dir: str) -> int:
-    toolset: MCPToolset[Any] = MCPToolset(mongogate_stdio(data_dir), max_retries=2)
+    toolset = mongogate_toolset(data_dir)
     agent = Agent(FunctionModel(model), toolsets=[toolset])
     turn_id = uuid.uuid4().hex[:12]
     async with agent:
@@ -125,6 +130,9 @@ if __name__ == "__main__":
     p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
     a = p.parse_args()
     if a.data_dir:
-        sys.exit(anyio.run(main, a.data_dir))
-    with tempfile.TemporaryDirectory(prefix="mongogate-pydantic-ai-") as tmp:
-        sys.exit(anyio.run(main, tmp))
+        with stops_its_engine(a.data_dir):
+            status = anyio.run(main, a.data_dir)
+        sys.exit(status)
+    with tempfile.TemporaryDirectory(prefix="mongogate-pydantic-ai-") as tmp, stops_its_engine(tmp):
+        status = anyio.run(main, tmp)
+    sys.exit(status)

@@ -80,6 +80,9 @@ class DatabaseSettings(Section):
     """Memory, run and scheduler reads: "majority" never sees a write a failover can roll back."""
     engine_idle_stop_s: float = Field(default=300.0, ge=0)
     """The embedded engine process stops after this long with no client connected."""
+    engine_size_warning: int = Field(default=1000, ge=1)
+    """Embedded engine: `check` and the start-up log warn for a collection holding more documents
+    than this, with what an append and a load_context cost there (they grow with the collection)."""
 
     @field_validator("uri", "query_uri")
     @classmethod

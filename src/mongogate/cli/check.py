@@ -30,6 +30,14 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         if db.engine_state is not None:
             st = db.engine_state
             print(f"engine: pid {st.pid} on {st.address}, data file {st.data_file}, credentials required")
+            from mongogate.memory.capacity import collection_sizes, size_report
+
+            line, warnings = size_report(
+                await collection_sizes(db.memory), settings.database.engine_size_warning
+            )
+            print(line)
+            for w in warnings:
+                print(f"WARNING {w}")
         store = MemoryStore(db.memory, settings.memory)
         await store.ensure_indexes()
         idx = sorted(await store.messages.index_information())

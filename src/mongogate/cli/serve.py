@@ -185,6 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     preflight = (settings, args.allow_writable_query_user, checked, args.allow_missing_indexes)
     if transport == "stdio":
         log.info("%s", data_dir_line(settings))  # stderr; stdout carries the protocol
+
         # initialize is answered at once; the database opens (and is checked) meanwhile, and a
         # tool call waits for it. A failed check ends the process with its one line.
         async def check(db: Database) -> None:

@@ -63,6 +63,16 @@ def clock_from(env: dict[str, str]) -> Clock:
     return SkewedClock(int(skew)) if skew else SYSTEM_CLOCK
 
 
+async def _log_sizes(db: Database, threshold: int) -> None:
+    """The embedded engine's collection sizes at start-up, and what calls cost past ``threshold``."""
+    from mongogate.memory.capacity import collection_sizes, size_report
+
+    line, warnings = size_report(await collection_sizes(db.memory), threshold)
+    log.info("%s", line)
+    for w in warnings:
+        log.warning("%s", w)
+
+
 def public_url(settings: Settings) -> str:
     s = settings.server
     host = f"[{s.host}]" if ":" in s.host else s.host  # an IPv6 literal needs brackets in a URL
@@ -130,6 +140,8 @@ def build_server(
         readiness.db = db
         if startup_check is not None:
             await startup_check(db)
+        if db.embedded:
+            await _log_sizes(db, settings.database.engine_size_warning)
         memory = MemoryStore(db.memory, settings.memory, clock_from(env))
         memory.fault = crash_point_from(env)
         await memory.ensure_indexes()

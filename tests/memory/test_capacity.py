@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from pymongo import MongoClient
+from pymongo.database import Database
 
 from mongogate.config import load_settings
 from mongogate.memory.capacity import COST_CURVE, cost_at
@@ -40,7 +41,7 @@ def seeded(data: Path) -> tuple[dict[str, str], Path]:
     ).stdout.strip()
     client: MongoClient[dict[str, object]]
     with MongoClient(uri) as client:
-        db = client.get_database("mongogate")
+        db: Database[dict[str, object]] = client.get_database("mongogate")
         db["messages"].insert_many([{"session_id": "s", "seq": i, "key": f"k{i}"} for i in range(8)])
         db["sessions"].insert_many([{"_id": "a"}, {"_id": "b"}])
     return env, data

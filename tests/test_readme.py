@@ -60,6 +60,8 @@ COVERED = {
     "mongogate engine status": "tests/test_engine.py",
     "mongogate engine stop": "tests/test_engine.py",
     "mongogate engine status --uri": "tests/test_engine.py",
+    "mongogate spec suggest --collection orders --tenant-field userId": "tests/test_spec_cli.py (a seeded "
+    "collection, through the real command line)",
 }
 
 

@@ -1,4 +1,4 @@
-"""`mongogate serve | check | tools | audit | token | worker | engine`.
+"""`mongogate serve | check | tools | audit | token | worker | engine | spec`.
 
 One module per command (each has `register(sub, with_config)`); this one only parses and
 dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
@@ -27,7 +27,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser. Given the command line, the worker's arguments (and the scheduler
     package behind them) are imported only when `worker` (or no command: help) is asked for,
     which keeps `serve`'s start-up short (benchmarks/startup.py)."""
-    from mongogate.cli import audit, check, engine, serve, token
+    from mongogate.cli import audit, check, engine, serve, spec, token
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
@@ -42,7 +42,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         )
         return sp
 
-    for module in (serve, check, audit, token, engine):
+    for module in (serve, check, audit, token, engine, spec):
         module.register(sub, with_config)
 
     worker = with_config(sub.add_parser("worker", help="run scheduled agents"))

@@ -30,6 +30,7 @@ from mongogate.server.auth import build_token_verifier, current_principal, princ
 from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.startup import OpenAfterInitialize
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState, PendingState
@@ -169,22 +170,29 @@ def build_server(
         opened: list[AuditLog] = []
         readiness = readiness_for(server)
         task: asyncio.Task[None] | None = None
+        pending: PendingState | None = None
         try:
             if on_open_failure is None:
                 yield await open_state(db, readiness, opened)
                 return
-            # Answer initialize and tools/list now; tool calls wait for the database (stdio start-up).
-            pending = PendingState(settings, principal)
 
+            # Answer initialize and tools/list now; the database opens once initialize is answered
+            # (OpenAfterInitialize) and tool calls wait for it (stdio start-up).
             async def in_background() -> None:
                 try:
-                    pending.ready(await open_state(db, readiness, opened))
+                    waiting.ready(await open_state(db, readiness, opened))
                 except Exception as e:
                     on_open_failure(e)
 
-            task = asyncio.get_running_loop().create_task(in_background())
-            yield pending
+            def start() -> None:
+                nonlocal task
+                task = asyncio.get_running_loop().create_task(in_background())
+
+            waiting = pending = PendingState(settings, principal, start)
+            yield waiting
         finally:
+            if pending is not None:
+                pending.kick()  # a client that left before initialize: still report a bad database
             if task is not None and not task.done():
                 # The client left before the open finished: let it finish (bounded by the
                 # database timeouts), so a database that cannot be used is still reported.
@@ -199,7 +207,7 @@ def build_server(
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share
-        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools)],
+        middleware=[ObserveCalls(metrics, all_tools), QueryCallAudit(query_tools), OpenAfterInitialize()],
         version=__version__,
         instructions=INSTRUCTIONS,
         tools=tools,

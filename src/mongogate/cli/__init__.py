@@ -7,6 +7,7 @@ dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -79,6 +80,10 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    if _command(words) == "serve":
+        # Start-up builds many long-lived objects (models, schemas, tools) and no garbage cycles:
+        # the collector would walk them again and again. `serve` re-enables it (frozen) to serve.
+        gc.disable()
     args = build_parser(words).parse_args(words)
     configure_logging(args)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -87,3 +92,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MongogateError as e:
         print(f"mongogate: {e}", file=sys.stderr)
         return e.exit_status  # 2 configuration, 3 database unreachable, 4 port or data directory taken
+    finally:
+        gc.enable()  # a start-up that failed (or an in-process caller): never leave it off

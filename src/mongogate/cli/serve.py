@@ -6,6 +6,7 @@ Nothing here prints to stdout while a stdio server runs: stdout carries the prot
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -133,12 +134,31 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
+def _keep_our_logging() -> None:
+    """`MCPServer()` calls the SDK's ``configure_logging``, which imports rich and builds a console
+    handler (about 30 ms of CPU at every start) that ``logging.basicConfig`` then discards, since
+    the CLI has installed mongogate's own handler (mongogate.logs). `serve` skips that work."""
+    import mcp.server.mcpserver.server as sdk_server
+
+    def configure_logging(level: str = "INFO") -> None:
+        if not logging.getLogger().handlers:  # nothing installed: what the SDK would do, without rich
+            logging.basicConfig(level=level, format="%(message)s")
+
+    sdk_server.configure_logging = configure_logging  # type: ignore[attr-defined]  # a module global
+
+
 def _client_went_away(exc: BaseException) -> bool:
     """True when every leaf of `exc` says the stdio peer closed its pipes."""
     gone = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError, anyio.ClosedResourceError)
     if isinstance(exc, BaseExceptionGroup):
         return all(_client_went_away(e) for e in exc.exceptions)
     return isinstance(exc, gone)
+
+
+def _collect_from_now_on() -> None:
+    """Turn the collector back on for serving, with what start-up built left out of its scans."""
+    gc.freeze()
+    gc.enable()
 
 
 def _serve_stdio(server: Any) -> int:
@@ -148,6 +168,7 @@ def _serve_stdio(server: Any) -> int:
     `run` returns or raises; in-flight turns keep their leases, which a retry of the same
     turn takes over at once.
     """
+    _collect_from_now_on()
     try:
         server.run("stdio")
     except BaseException as e:
@@ -164,6 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Config, port, database, then serve; the banner is printed only once the server is up."""
     from mongogate.server.app import build_server
 
+    _keep_our_logging()
     overrides: dict[str, Any] = {}
     if args.host or args.port is not None:
         overrides["server"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
@@ -202,6 +224,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mongogate.server.startup import bind
 
     sock = bind(settings.server.host, settings.server.port)
+    _collect_from_now_on()
     try:
         anyio.run(_preflight, *preflight)
         url = public_url(settings) + "/mcp"

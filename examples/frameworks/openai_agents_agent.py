@@ -13,17 +13,14 @@ Exits non-zero if anything differs from that story.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 from agents import Agent, Runner, set_tracing_disabled
 from agents.items import ModelResponse, TResponseInputItem
 from agents.mcp import MCPServerStdio
@@ -39,8 +36,8 @@ from scripted import (
     looks_like_error,
     next_step,
     prompt,
+    run_example,
     split_session,
-    stops_its_engine,
 )
 
 
@@ -160,13 +157,4 @@ async def main(data_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
-    a = p.parse_args()
-    if a.data_dir:
-        with stops_its_engine(a.data_dir):
-            status = anyio.run(main, a.data_dir)
-        sys.exit(status)
-    with tempfile.TemporaryDirectory(prefix="mongogate-openai-agents-") as tmp, stops_its_engine(tmp):
-        status = anyio.run(main, tmp)
-    sys.exit(status)
+    run_example(main, __doc__, prefix="mongogate-openai-agents-")

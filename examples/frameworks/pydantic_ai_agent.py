@@ -12,15 +12,12 @@ to use a real one. Exits non-zero if anything differs from that story.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
@@ -37,7 +34,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted import INIT_TIMEOUT_S, Call, Seen, next_step, prompt, split_session, stops_its_engine
+from scripted import INIT_TIMEOUT_S, Call, Seen, next_step, prompt, run_example, split_session
 
 
 def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -126,13 +123,4 @@ async def main(data_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
-    a = p.parse_args()
-    if a.data_dir:
-        with stops_its_engine(a.data_dir):
-            status = anyio.run(main, a.data_dir)
-        sys.exit(status)
-    with tempfile.TemporaryDirectory(prefix="mongogate-pydantic-ai-") as tmp, stops_its_engine(tmp):
-        status = anyio.run(main, tmp)
-    sys.exit(status)
+    run_example(main, __doc__, prefix="mongogate-pydantic-ai-")

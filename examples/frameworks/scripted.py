@@ -14,15 +14,19 @@ answer, the way a real model would follow mongogate's turn protocol:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
+
+import anyio
 
 QUESTION = "Which of my orders are paid?"
 #: seconds the framework's MCP client waits for `initialize` (Pydantic AI's default is 5 s). A stdio
@@ -129,6 +133,19 @@ def _engine(data_dir: str, action: str) -> subprocess.CompletedProcess[str]:
     env.pop("MONGOGATE_CONFIG", None)
     cmd = [sys.executable, "-m", "mongogate.cli", "engine", action]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def run_example(main: Callable[[str], Awaitable[int]], doc: str | None, prefix: str) -> NoReturn:
+    """An example's command line: `--data-dir` (default: a temporary directory), then exit with
+    ``main``'s status, having stopped the engine the example's server started."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
+    a = p.parse_args()
+    with contextlib.ExitStack() as stack:
+        data_dir = a.data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
+        stack.enter_context(stops_its_engine(data_dir))  # leaves first: before the directory goes
+        status = anyio.run(main, data_dir)
+    sys.exit(status)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,7 @@ bench: setup
 	$(PY) benchmarks/audit_sink.py
 	$(PY) benchmarks/scale_out.py --record
 	$(PY) benchmarks/recall.py
+	$(PY) benchmarks/startup.py
 
 clean:
 	-test -x $(VENV)/bin/mongogate && $(VENV)/bin/mongogate engine stop --config examples/mongogate.toml

@@ -1,24 +1,24 @@
 """Embed mongogate in an application: register a query tool in code, then serve.
 
 python examples/embed.py            # stdio, tenant from MONGOGATE_AUTH__TENANT (default "acme")
+mongogate check --embed examples/embed.py:registry   # checks the same registry (indexes, drift)
 """
 
 from __future__ import annotations
 
 import os
 
-from mongogate.config import load_settings
+from mongogate.config import Settings, load_settings
 from mongogate.demo import seed_demo
 from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 
 
-def main() -> None:
-    os.environ.setdefault("MONGOGATE_AUTH__TENANT", "acme")
-    settings = load_settings()  # $MONGOGATE_CONFIG or defaults; the embedded engine without database.uri
-    registry = ToolRegistry.from_settings(settings)
-    registry.add_query_tool(
+def registry(settings: Settings) -> ToolRegistry:
+    """The tools this application serves: `mongogate check --embed examples/embed.py:registry`."""
+    tools = ToolRegistry.from_settings(settings)
+    tools.add_query_tool(
         QueryToolSpec(
             name="recent_big_orders",
             description="The caller's orders above a total, newest first.",
@@ -31,8 +31,14 @@ def main() -> None:
             max_limit=20,
         )
     )
-    registry.on_startup(seed_demo)  # demo orders, so the tool has something to read
-    build_server(settings, registry).run("stdio")
+    tools.on_startup(seed_demo)  # demo orders, so the tool has something to read
+    return tools
+
+
+def main() -> None:
+    os.environ.setdefault("MONGOGATE_AUTH__TENANT", "acme")
+    settings = load_settings()  # $MONGOGATE_CONFIG or defaults; the embedded engine without database.uri
+    build_server(settings, registry(settings)).run("stdio")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,8 @@ def test_environment_overrides_the_file_key_by_key(tmp_path: Path, monkeypatch: 
     s = load_settings()
     assert (s.auth.tenant, s.auth.subject) == ("from-env", "file-subject")
     assert [t.name for t in s.query_tools] == ["find_orders"]
-    assert s.audit_path == Path(".mongogate") / "audit.jsonl"
+    # issue 20.6: a file without server.data_dir keeps the data directory next to itself
+    assert s.audit_path == tmp_path / ".mongogate" / "audit.jsonl"
 
 
 def test_example_config_is_valid() -> None:

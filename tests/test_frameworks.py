@@ -9,6 +9,7 @@ extra, installed by ``make setup``); without them the tests skip and say how to 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -56,3 +57,28 @@ def test_framework_runs_a_turn_a_correction_and_a_retry(
     # the audit log has the rejected filter, once
     events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [e["reason"] for e in events if e["event"] == "filter_rejected"] == ["operator_not_allowed"]
+    # issue 20.6: the example stops the engine its server started (it idled on for 5 minutes)
+    from mongogate.engine import client as engine_client
+
+    assert engine_client.status(tmp_path) is None, "the example left its embedded engine running"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("script", "module", "package"), CASES)
+def test_framework_example_sets_an_initialize_timeout_that_fits(
+    script: str, module: str, package: str
+) -> None:
+    """Pydantic AI's default is 5 s: a loaded machine took 4.4 to 6.4 s from spawn to answer."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{package} is not installed: pip install -e '.[frameworks]' (make setup does)")
+    sys.path.insert(0, str(FRAMEWORKS))
+    try:
+        example = importlib.import_module(script.removesuffix(".py"))
+    finally:
+        sys.path.remove(str(FRAMEWORKS))
+    if module == "pydantic_ai":
+        # no public getter: the options the toolset will give its client
+        timeout = example.mongogate_toolset("/nonexistent")._client_options["init_timeout"]
+    else:
+        timeout = example.mongogate_stdio("/nonexistent").client_session_timeout_seconds
+    assert timeout == example.INIT_TIMEOUT_S >= 30

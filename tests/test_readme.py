@@ -71,6 +71,8 @@ COVERED = {
     "mongogate schedule remove AGENT": "tests/scheduler/test_manage.py",
     "mongogate schedule list": "tests/scheduler/test_manage.py (needs a database with schedules)",
     "mongogate schedule prune": "tests/scheduler/test_manage.py",
+    "mongogate spec suggest --collection orders --tenant-field userId": "tests/test_spec_cli.py (a seeded "
+    "collection, through the real command line)",
 }
 
 

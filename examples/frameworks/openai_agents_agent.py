@@ -13,17 +13,14 @@ Exits non-zero if anything differs from that story.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 from agents import Agent, Runner, set_tracing_disabled
 from agents.items import ModelResponse, TResponseInputItem
 from agents.mcp import MCPServerStdio
@@ -32,7 +29,16 @@ from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted import Call, Seen, looks_like_error, next_step, prompt, split_session
+from scripted import (
+    INIT_TIMEOUT_S,
+    Call,
+    Seen,
+    looks_like_error,
+    next_step,
+    prompt,
+    run_example,
+    split_session,
+)
 
 
 def _field(item: Any, name: str) -> Any:
@@ -112,7 +118,7 @@ def mongogate_stdio(data_dir: str) -> MCPServerStdio:
         {"command": sys.executable, "args": ["-m", "mongogate.cli", "serve", "--demo"], "env": env},
         name="mongogate",
         cache_tools_list=True,
-        client_session_timeout_seconds=60,
+        client_session_timeout_seconds=INIT_TIMEOUT_S,  # initialize and every request
     )
 
 
@@ -151,10 +157,4 @@ async def main(data_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
-    a = p.parse_args()
-    if a.data_dir:
-        sys.exit(anyio.run(main, a.data_dir))
-    with tempfile.TemporaryDirectory(prefix="mongogate-openai-agents-") as tmp:
-        sys.exit(anyio.run(main, tmp))
+    run_example(main, __doc__, prefix="mongogate-openai-agents-")

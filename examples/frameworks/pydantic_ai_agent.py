@@ -12,15 +12,12 @@ to use a real one. Exits non-zero if anything differs from that story.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
@@ -37,7 +34,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted import Call, Seen, next_step, prompt, split_session
+from scripted import INIT_TIMEOUT_S, Call, Seen, next_step, prompt, run_example, split_session
 
 
 def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -88,12 +85,14 @@ def mongogate_stdio(data_dir: str) -> StdioTransport:
     )
 
 
+def mongogate_toolset(data_dir: str) -> MCPToolset[Any]:
+    """The toolset, with an initialize timeout that fits a loaded machine (the default is 5 s)."""
+    # the first call may wait for the embedded engine to start and the demo data to be seeded
+    return MCPToolset(mongogate_stdio(data_dir), max_retries=2, init_timeout=INIT_TIMEOUT_S, read_timeout=120)
+
+
 async def main(data_dir: str) -> int:
-    # `serve --demo` may start the embedded engine and seed the demo data before it answers
-    # `initialize`: on a busy machine that takes longer than the library's 5 s default.
-    toolset: MCPToolset[Any] = MCPToolset(
-        mongogate_stdio(data_dir), max_retries=2, init_timeout=60, read_timeout=120
-    )
+    toolset = mongogate_toolset(data_dir)
     agent = Agent(FunctionModel(model), toolsets=[toolset])
     turn_id = uuid.uuid4().hex[:12]
     async with agent:
@@ -125,10 +124,4 @@ async def main(data_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
-    a = p.parse_args()
-    if a.data_dir:
-        sys.exit(anyio.run(main, a.data_dir))
-    with tempfile.TemporaryDirectory(prefix="mongogate-pydantic-ai-") as tmp:
-        sys.exit(anyio.run(main, tmp))
+    run_example(main, __doc__, prefix="mongogate-pydantic-ai-")

@@ -14,12 +14,26 @@ answer, the way a real model would follow mongogate's turn protocol:
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
+
+import anyio
 
 QUESTION = "Which of my orders are paid?"
+#: seconds the framework's MCP client waits for `initialize` (Pydantic AI's default is 5 s). A stdio
+#: `mongogate serve` answers it without waiting for the database (benchmarks/startup.py: about 1.1x
+#: a bare SDK server), but a loaded machine was seen taking 4.4 to 6.4 s from spawn to answer, and
+#: the first run on a data directory also starts its engine: 30 s fits, and still catches a hang.
+INIT_TIMEOUT_S = 30.0
 #: The first, naive filter: mongogate refuses `$where` (server-side code) with operator_not_allowed.
 NAIVE_FILTER: dict[str, Any] = {"$where": "this.status == 'paid'"}
 
@@ -112,3 +126,36 @@ def split_session(final: str) -> tuple[str, str]:
     if m is None:
         raise AssertionError(f"unexpected final answer: {final!r}")
     return m.group(1), m.group(2)
+
+
+def _engine(data_dir: str, action: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MONGOGATE_SERVER__DATA_DIR": data_dir}
+    env.pop("MONGOGATE_CONFIG", None)
+    cmd = [sys.executable, "-m", "mongogate.cli", "engine", action]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def run_example(main: Callable[[str], Awaitable[int]], doc: str | None, prefix: str) -> NoReturn:
+    """An example's command line: `--data-dir` (default: a temporary directory), then exit with
+    ``main``'s status, having stopped the engine the example's server started."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", help="mongogate's data directory (default: a temporary one)")
+    a = p.parse_args()
+    with contextlib.ExitStack() as stack:
+        data_dir = a.data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
+        stack.enter_context(stops_its_engine(data_dir))  # leaves first: before the directory goes
+        status = anyio.run(main, data_dir)
+    sys.exit(status)
+
+
+@contextlib.contextmanager
+def stops_its_engine(data_dir: str) -> Iterator[None]:
+    """Stop the embedded engine the example's server started in ``data_dir`` (it would otherwise
+    idle for 5 minutes, on a temporary directory already deleted); one that was already running
+    before the example (someone else's) is left alone."""
+    already = _engine(data_dir, "status").returncode == 0
+    try:
+        yield
+    finally:
+        if not already:
+            _engine(data_dir, "stop")

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -81,6 +82,9 @@ class DatabaseSettings(Section):
     """Memory, run and scheduler reads: "majority" never sees a write a failover can roll back."""
     engine_idle_stop_s: float = Field(default=300.0, ge=0)
     """The embedded engine process stops after this long with no client connected."""
+    engine_size_warning: int = Field(default=1000, ge=1)
+    """Embedded engine: `check` and the start-up log warn for a collection holding more documents
+    than this, with what an append and a load_context cost there (they grow with the collection)."""
 
     @field_validator("uri", "query_uri")
     @classmethod
@@ -93,6 +97,7 @@ class DatabaseSettings(Section):
 
 class ServerSettings(Section):
     data_dir: Path = Path(".mongogate")
+    """Relative: to the config file (default: next to it), or to the working directory without one."""
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     public_url: str | None = None
@@ -416,6 +421,12 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     query_tools: list[QueryToolSpec] = Field(default_factory=list)
+    #: the TOML file these settings were read from (None: environment and defaults only)
+    _file: Path | None = PrivateAttr(default=None)
+
+    @property
+    def config_file(self) -> Path | None:
+        return self._file
 
     @field_validator("query_tools")
     @classmethod
@@ -472,12 +483,22 @@ FILE_PATHS = (
 )
 
 
+#: the data directory when none is configured: next to the config file, else in the working directory
+DEFAULT_DATA_DIR = ".mongogate"
+
+
 class _TomlFile(TomlConfigSettingsSource):
-    """The TOML source, with relative paths made relative to the file, not the working directory."""
+    """The TOML source, with relative paths made relative to the file, not the working directory.
+
+    A file without ``server.data_dir`` puts it next to itself (``<file's dir>/.mongogate``), so
+    every command given the same file uses the same data directory wherever it runs from."""
 
     def _read_file(self, file_path: Any) -> dict[str, Any]:
         data = super()._read_file(file_path)
         base = Path(file_path).parent
+        server = data.setdefault("server", {})
+        if isinstance(server, dict) and "data_dir" not in server:
+            server["data_dir"] = DEFAULT_DATA_DIR
         for section, key in FILE_PATHS:
             table = data.get(section)
             value = table.get(key) if isinstance(table, dict) else None
@@ -498,7 +519,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"config file {file} does not exist; pass --config PATH or set MONGOGATE_CONFIG")
     token = _config_file.set(file)
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+        settings._file = file
+        return settings
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {file} is not valid TOML: {e}") from e
     except ValidationError as e:

@@ -165,13 +165,20 @@ def test_output_schema_accepts_results_and_types_the_projected_fields() -> None:
     assert set(out["required"]) == {"documents", "returned", "limit", "truncated", "notice"}
     props = out["properties"]["documents"]["items"]["properties"]
     # Issue 14.1: document fields are typed from the spec (a strict inspector warned 4 times).
-    assert props["total"]["type"] == ["number", "string", "null"]
-    assert props["status"]["type"] == ["string", "null"] and props["createdAt"]["type"] == ["string", "null"]
+    # an array of the declared type is that type (filters match its elements): issue 20.2
+    assert props["total"]["type"] == ["number", "string", "array", "null"]
+    assert props["total"]["items"] == {"type": ["number", "string", "null"]}
+    assert props["status"]["type"] == ["string", "array", "null"]
+    assert props["createdAt"]["type"] == ["string", "array", "null"]
     assert not v.is_valid({**result, "documents": [{"total": True}]})
+    assert not v.is_valid({**result, "documents": [{"total": [1, True]}]})
+    assert v.is_valid({**result, "documents": [{"status": ["a", "b"]}], "type_mismatches": {"total": 1}})
+    assert not v.is_valid({**result, "type_mismatches": {"total": 0}})
     assert v.is_valid({**result, "documents": [{"total": None, "status": "x"}]})
 
 
 def test_output_schema_types_dotted_and_undeclared_projection() -> None:
     props = output_schema(ITEMS)["properties"]["documents"]["items"]["properties"]
-    assert props["_id"]["type"] == ["string", "null"] and props["qty"]["type"] == ["integer", "null"]
+    assert props["_id"]["type"] == ["string", "array", "null"]
+    assert props["qty"]["type"] == ["integer", "array", "null"]
     assert "object" in props["meta"]["type"]

@@ -1,4 +1,4 @@
-"""`mongogate serve | check | tools | try | audit | token | worker | schedule | engine | memory`.
+"""`mongogate serve | check | tools | try | audit | token | worker | schedule | engine | memory | spec`.
 
 One module per command (each has `register(sub, with_config)`); this one only parses and
 dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
@@ -7,6 +7,7 @@ dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -16,8 +17,18 @@ from mongogate import __version__
 from mongogate.errors import MongogateError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from mongogate.cli import audit, check, engine, memory, schedule, serve, token, try_tool
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The subcommand named on ``argv`` (its first word that is not an option); None: all."""
+    if argv is None:
+        return None
+    return next((w for w in argv if not w.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser. Given the command line, the worker's arguments (and the scheduler
+    package behind them) are imported only when `worker` (or no command: help) is asked for,
+    which keeps `serve`'s start-up short (benchmarks/startup.py)."""
+    from mongogate.cli import audit, check, engine, memory, schedule, serve, spec, token, try_tool
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
@@ -32,12 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return sp
 
-    for module in (serve, check, try_tool, audit, token, engine, memory):
+    for module in (serve, check, try_tool, audit, token, engine, memory, spec):
         module.register(sub, with_config)
 
-    from mongogate.scheduler.worker import add_worker_parser
+    worker = with_config(sub.add_parser("worker", help="run scheduled agents"))
+    if _command(argv) in (None, "worker"):
+        from mongogate.scheduler.worker import add_worker_parser
 
-    add_worker_parser(with_config(sub.add_parser("worker", help="run scheduled agents")))
+        add_worker_parser(worker)
     schedule.register(sub, with_config)
     return p
 
@@ -70,7 +83,12 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if _command(words) == "serve":
+        # Start-up builds many long-lived objects (models, schemas, tools) and no garbage cycles:
+        # the collector would walk them again and again. `serve` re-enables it (frozen) to serve.
+        gc.disable()
+    args = build_parser(words).parse_args(words)
     configure_logging(args)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
@@ -78,3 +96,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MongogateError as e:
         print(f"mongogate: {e}", file=sys.stderr)
         return e.exit_status  # 2 configuration, 3 database unreachable, 4 port or data directory taken
+    finally:
+        gc.enable()  # a start-up that failed (or an in-process caller): never leave it off

@@ -8,18 +8,28 @@ from typing import Any
 
 import anyio
 
-from mongogate.cli.common import registry_for, settings_from
+from mongogate.cli.common import data_dir_line, registry_for, settings_from
+from mongogate.cli.embed import HELP as EMBED_HELP
 from mongogate.config import Settings
+from mongogate.errors import ConfigError
+from mongogate.specs import QueryToolSpec
 
 
-async def _check(settings: Settings, allow_writable: bool) -> int:
+async def _check(
+    settings: Settings, allow_writable: bool, specs: list[QueryToolSpec], sample_size: int
+) -> int:
     from mongogate.db import Database
     from mongogate.memory.sessions import retention_line
     from mongogate.memory.store import MemoryStore
     from mongogate.privileges import check_query_user
 
     problems = 0
-    print(f"config: ok ({len(settings.query_tools)} query tool(s), auth mode {settings.auth.mode})")
+    embedded = len(specs) - len(settings.query_tools)
+    print(
+        f"config: ok ({len(specs)} query tool(s){f', {embedded} from --embed' if embedded else ''}, "
+        f"auth mode {settings.auth.mode})"
+    )
+    print(data_dir_line(settings))
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:
@@ -29,16 +39,25 @@ async def _check(settings: Settings, allow_writable: bool) -> int:
         if db.engine_state is not None:
             st = db.engine_state
             print(f"engine: pid {st.pid} on {st.address}, data file {st.data_file}, credentials required")
+            from mongogate.memory.capacity import collection_sizes, size_report
+
+            line, warnings = size_report(
+                await collection_sizes(db.memory), settings.database.engine_size_warning
+            )
+            print(line)
+            for w in warnings:
+                print(f"WARNING {w}")
         store = MemoryStore(db.memory, settings.memory)
         await store.ensure_indexes()
         idx = sorted(await store.messages.index_information())
         print(f"indexes: ok (messages: {', '.join(idx)})")
         print(retention_line(settings.memory))
         problems += await _check_long_term(db, settings, store)
-        for spec in settings.query_tools:
+        for spec in specs:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
-        problems += await _check_indexes(db, settings)
+        problems += await _check_indexes(db, specs)
+        await _check_drift(db, specs, sample_size)
         if db.embedded:
             print(
                 "query user: the embedded engine enforces no roles; read-only rests on mongogate's own checks"
@@ -83,12 +102,32 @@ async def _check_long_term(db: Any, settings: Settings, store: Any) -> int:
     return 0
 
 
-async def _check_indexes(db: Any, settings: Settings) -> int:
+async def _check_drift(db: Any, specs: list[QueryToolSpec], sample_size: int) -> None:
+    """Sample each query tool's collection once and report stored values of another type than
+    declared (a warning: queries return them as null and say so, nothing breaks)."""
+    from mongogate.cli.spec import drift_lines
+    from mongogate.policy.sample import sample
+
+    samples: dict[str, list[dict[str, Any]]] = {}
+    for spec in specs:
+        if spec.collection not in samples:
+            samples[spec.collection] = await sample(db.query[spec.collection], sample_size)
+        docs = samples[spec.collection]
+        if not docs:
+            continue
+        lines, _ = drift_lines(spec, docs)
+        for line in lines:
+            print(f"WARNING {line}" if "type drift" in line else line)
+        if not lines:
+            print(f"query tool {spec.name}: types ok in {len(docs)} sampled documents")
+
+
+async def _check_indexes(db: Any, specs: list[QueryToolSpec]) -> int:
     """Each spec's declared index exists (mongogate creates none); warn for specs without one."""
     from mongogate.policy.query_indexes import index_status
 
     missing = 0
-    for st in await index_status(db.query, settings.query_tools):
+    for st in await index_status(db.query, specs):
         if st.present is None:
             print(
                 f"query tool {st.spec.name}: WARNING no `index` declared: its queries may scan the collection"
@@ -103,8 +142,13 @@ async def _check_indexes(db: Any, settings: Settings) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from mongogate.cli.embed import all_specs
+
     settings = settings_from(args)
-    return anyio.run(_check, settings, args.allow_writable_query_user)
+    if not 1 <= args.sample <= 10_000:
+        raise ConfigError(f"--sample must be from 1 to 10000, got {args.sample}")
+    specs = all_specs(settings, args.embed)
+    return anyio.run(_check, settings, args.allow_writable_query_user, specs, args.sample)
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -121,6 +165,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
 def register(sub: Any, with_config: Any) -> None:
     c = with_config(sub.add_parser("check", help="check config, connection, indexes and the query user"))
     c.add_argument("--allow-writable-query-user", action="store_true")
+    c.add_argument("--embed", action="append", default=[], metavar="MODULE:ATTR", help=EMBED_HELP)
+    c.add_argument(
+        "--sample", type=int, default=200, metavar="N", help="documents sampled per collection for type drift"
+    )
     c.set_defaults(func=cmd_check)
 
     t = with_config(sub.add_parser("tools", help="list the registered tools with their input schemas"))

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mongogate.cli.common import settings_from
+from mongogate.cli.common import data_dir_line, settings_from
 from mongogate.errors import ConfigError
 
 
@@ -56,14 +56,16 @@ def cmd_engine(args: argparse.Namespace) -> int:
         print("database.uri is set: this configuration does not use the embedded engine")
         return 0
     data_dir = settings.server.data_dir.resolve()
+    where = data_dir_line(settings)
     if args.action == "start":
         lease = client.lease(data_dir, settings.database.engine_idle_stop_s)
         lease.release()
-        print("\n".join(_lines(data_dir)))
+        print("\n".join([where, *_lines(data_dir)]))
         return 0
     if args.action == "stop":
         pid = client.status(data_dir)
         stopped = client.stop(data_dir)
+        print(where)
         print(f"engine: stopped (pid {pid.pid})" if stopped and pid else "engine: was not running")
         return 0
     if args.uri:
@@ -73,7 +75,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"running": state is not None, **(state.as_dict() if state else {})}))
     else:
-        print("\n".join(_lines(data_dir)))
+        print("\n".join([where, *_lines(data_dir)]))
     return 0 if state is not None else 1
 
 

@@ -6,6 +6,7 @@ Nothing here prints to stdout while a stdio server runs: stdout carries the prot
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from mongogate.cli.common import registry_for, settings_from
+from mongogate.cli.common import data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
@@ -41,7 +42,6 @@ async def _preflight(
     query user, before anything is served or printed: a failure is one line, not a traceback
     from inside the server."""
     from mongogate.db import Database
-    from mongogate.privileges import check_query_user
 
     db = Database(settings.database, settings.server.data_dir)
     quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
@@ -51,13 +51,22 @@ async def _preflight(
             await db.open()
         finally:
             logging.getLogger("mongogate.db").removeFilter(quiet)
-        await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
-        await _indexes(db, specs, allow_missing_indexes)
-        if settings.database.uri is None:
-            return  # the embedded engine: Database.open() says plainly that it enforces no roles
-        report = await check_query_user(db.query_client)
+        await _checks(db, settings, allow_writable, specs, allow_missing_indexes)
     finally:
         await db.close()
+
+
+async def _checks(
+    db: Database, settings: Settings, allow_writable: bool, specs: list[Any], allow_missing_indexes: bool
+) -> None:
+    """On an open database: it answers, declared indexes exist, the query user cannot write."""
+    from mongogate.privileges import check_query_user
+
+    await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
+    await _indexes(db, specs, allow_missing_indexes)
+    if settings.database.uri is None:
+        return  # the embedded engine: Database.open() says plainly that it enforces no roles
+    report = await check_query_user(db.query_client)
     if report.read_only:
         log.info("%s", report.detail)
         return
@@ -71,6 +80,19 @@ async def _preflight(
         f"{report.detail}. Give database.query_uri a user with only the 'read' role, "
         "or pass --allow-writable-query-user to accept the risk"
     )
+
+
+def _stdio_open_failed(e: BaseException) -> None:
+    """A stdio server whose database cannot be used ends with one line and the command's status
+    (it may already have answered `initialize`: the client then sees the server exit)."""
+    if isinstance(e, MongogateError):
+        print(f"mongogate: {e}", file=sys.stderr, flush=True)
+        status = e.exit_status
+    else:
+        log.error("start-up failed: %s", type(e).__name__, exc_info=e)
+        status = 1
+    sys.stderr.flush()
+    os._exit(status)  # stdout carries the protocol: no interpreter shutdown that could write to it
 
 
 async def _indexes(db: Database, specs: list[Any], allow_missing: bool) -> None:
@@ -89,7 +111,7 @@ async def _indexes(db: Database, specs: list[Any], allow_missing: bool) -> None:
 
 
 def _banner(settings: Settings, url: str, demo: bool) -> None:
-    lines = [f"mongogate serving MCP over Streamable HTTP at {url}"]
+    lines = [f"mongogate serving MCP over Streamable HTTP at {url}", data_dir_line(settings)]
     if demo and settings.auth.mode == "jwt" and settings.auth.jwt_secret is not None:
         # Only `--demo` (what `make run` starts) prints a token: a real server never mints one.
         from mongogate.server.tokens import mint_dev_token
@@ -112,12 +134,31 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
+def _keep_our_logging() -> None:
+    """`MCPServer()` calls the SDK's ``configure_logging``, which imports rich and builds a console
+    handler (about 30 ms of CPU at every start) that ``logging.basicConfig`` then discards, since
+    the CLI has installed mongogate's own handler (mongogate.logs). `serve` skips that work."""
+    import mcp.server.mcpserver.server as sdk_server
+
+    def configure_logging(level: str = "INFO") -> None:
+        if not logging.getLogger().handlers:  # nothing installed: what the SDK would do, without rich
+            logging.basicConfig(level=level, format="%(message)s")
+
+    sdk_server.configure_logging = configure_logging  # type: ignore[attr-defined]  # a module global
+
+
 def _client_went_away(exc: BaseException) -> bool:
     """True when every leaf of `exc` says the stdio peer closed its pipes."""
     gone = (BrokenPipeError, ConnectionResetError, anyio.BrokenResourceError, anyio.ClosedResourceError)
     if isinstance(exc, BaseExceptionGroup):
         return all(_client_went_away(e) for e in exc.exceptions)
     return isinstance(exc, gone)
+
+
+def _collect_from_now_on() -> None:
+    """Turn the collector back on for serving, with what start-up built left out of its scans."""
+    gc.freeze()
+    gc.enable()
 
 
 def _serve_stdio(server: Any) -> int:
@@ -127,6 +168,7 @@ def _serve_stdio(server: Any) -> int:
     `run` returns or raises; in-flight turns keep their leases, which a retry of the same
     turn takes over at once.
     """
+    _collect_from_now_on()
     try:
         server.run("stdio")
     except BaseException as e:
@@ -143,6 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Config, port, database, then serve; the banner is printed only once the server is up."""
     from mongogate.server.app import build_server
 
+    _keep_our_logging()
     overrides: dict[str, Any] = {}
     if args.host or args.port is not None:
         overrides["server"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
@@ -162,21 +205,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # with --demo, the demo's own index is created by its seeding, once the server is up
     checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
     preflight = (settings, args.allow_writable_query_user, checked, args.allow_missing_indexes)
-    server = build_server(
-        settings,
-        registry,
-        transport=transport,
-        insecure_no_auth=args.insecure_no_auth,
-    )
     if transport == "stdio":
-        anyio.run(_preflight, *preflight)
-        return _serve_stdio(server)
+        log.info("%s", data_dir_line(settings))  # stderr; stdout carries the protocol
+
+        # initialize is answered at once; the database opens (and is checked) meanwhile, and a
+        # tool call waits for it. A failed check ends the process with its one line.
+        async def check(db: Database) -> None:
+            await _checks(db, *preflight)
+
+        stdio = build_server(
+            settings, registry, transport="stdio", startup_check=check, on_open_failure=_stdio_open_failed
+        )
+        return _serve_stdio(stdio)
+    server = build_server(settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth)
 
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http
     from mongogate.server.startup import bind
 
     sock = bind(settings.server.host, settings.server.port)
+    _collect_from_now_on()
     try:
         anyio.run(_preflight, *preflight)
         url = public_url(settings) + "/mcp"

@@ -7,7 +7,7 @@ module only ever calls ``aggregate`` on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
@@ -19,7 +19,7 @@ from mongogate.policy.aggregate_walk import GROUP_STAGES, CheckedPipeline, check
 from mongogate.policy.execute import QueryResult
 from mongogate.policy.filters import check_limit
 from mongogate.policy.paths import key_path, seg
-from mongogate.policy.render import cap_documents, to_json
+from mongogate.policy.render import cap_documents, count_marks, to_json, type_check
 from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ class PreparedPipeline:
     limit: int
     #: the pipeline makes groups (so ``max_groups`` applies)
     grouped: bool = False
+    #: the type each output field carries (from the spec, or the accumulator that made it)
+    types: dict[str, str] = field(default_factory=dict)
 
 
 def tenant_match(spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
@@ -87,7 +89,9 @@ def scoped_pipeline(
                 probe.extend(over)
             body.append({"$limit": spec.max_groups + 1})
     tail: list[dict[str, Any]] = [{"$project": output_projection(checked.output)}, {"$limit": limit + 1}]
-    return PreparedPipeline([head, *body, *tail], probe, checked.output, limit, first is not None)
+    return PreparedPipeline(
+        [head, *body, *tail], probe, checked.output, limit, first is not None, dict(checked.types)
+    )
 
 
 def prepare_pipeline(
@@ -147,8 +151,16 @@ async def _aggregate(
         raise StorageError(f"aggregation tool {spec.name!r} failed in the database") from e
 
 
-def render_output(doc: dict[str, Any], output: list[str]) -> dict[str, Any]:
-    """Only the produced fields, whatever the server returned (a second projection, in Python)."""
+def render_output(
+    doc: dict[str, Any], output: list[str], types: dict[str, str] | None = None, bad: list[str] | None = None
+) -> dict[str, Any]:
+    """Only the produced fields, whatever the server returned (a second projection, in Python).
+
+    A value whose type is known (``types``) and does not match is returned as null, its path
+    added to ``bad``: a drifted document (``"high"`` in an int field read by ``$max``) never
+    reaches the model as if it were the declared type."""
+    if types:
+        doc = _null_drift(doc, types, bad)
     out: dict[str, Any] = {}
     for name in output:
         top, _, rest = name.partition(".")
@@ -162,6 +174,28 @@ def render_output(doc: dict[str, Any], output: list[str]) -> dict[str, Any]:
         if value is not None or (isinstance(doc.get(top), dict) and rest in doc[top]):
             out.setdefault(top, {})[rest] = to_json(value)
     return out
+
+
+def _null_drift(doc: dict[str, Any], types: dict[str, str], bad: list[str] | None) -> dict[str, Any]:
+    """A copy of ``doc`` (only as deep as needed) with mismatched typed values set to None."""
+    copied: dict[str, Any] | None = None
+    for path, ftype in types.items():
+        top, _, rest = path.partition(".")
+        holder: Any = doc.get(top) if rest else doc
+        key = rest if rest else top
+        if "." in key or not isinstance(holder, dict) or key not in holder:
+            continue
+        if type_check(ftype)(holder[key]):
+            continue
+        if copied is None:
+            copied = dict(doc)
+        if rest:
+            copied[top] = {**copied[top], key: None}
+        else:
+            copied[top] = None
+        if bad is not None:
+            bad.append(path)
+    return doc if copied is None else copied
 
 
 async def run_pipeline(
@@ -188,6 +222,13 @@ async def run_pipeline(
         more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe, left))
     # the row past max_groups only tells that there are more: it is never returned
     keep = min(q.limit, spec.max_groups) if q.grouped else q.limit
-    docs = [render_output(doc, q.output) for doc in raw[:keep]]
+    marks: list[list[str]] = [[] for _ in raw[:keep]]
+    docs = [render_output(doc, q.output, q.types, bad) for doc, bad in zip(raw[:keep], marks, strict=True)]
     docs, cut = cap_documents(docs, limits.max_response_bytes)
-    return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)
+    return QueryResult(
+        documents=docs,
+        returned=len(docs),
+        limit=q.limit,
+        truncated=more or cut,
+        type_mismatches=count_marks(marks[: len(docs)]),
+    )

@@ -9,7 +9,7 @@ the output can be projected to it. Nothing here does I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from mongogate.errors import PolicyViolation
@@ -48,6 +48,8 @@ class CheckedPipeline:
     output: list[str]
     #: index in ``stages`` of the first stage that produces groups, if any
     first_group: int | None
+    #: the type each produced field (dotted for group-key parts) carries, where one is known
+    types: dict[str, str] = field(default_factory=dict)
 
 
 def check_pipeline(pipeline: object, spec: QueryToolSpec, limits: PolicySettings) -> CheckedPipeline:
@@ -73,7 +75,8 @@ def check_pipeline(pipeline: object, spec: QueryToolSpec, limits: PolicySettings
         out.append(walk.stage(i, stage))
         if first_group is None and next(iter(out[-1])) in GROUP_STAGES:
             first_group = i
-    return CheckedPipeline(out, walk.shape.outermost(), first_group)
+    types = {k: f.type for k, f in walk.shape.fields.items() if f.type is not None}
+    return CheckedPipeline(out, walk.shape.outermost(), first_group, types)
 
 
 class _PipelineWalk:

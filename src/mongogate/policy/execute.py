@@ -6,7 +6,7 @@ module only ever calls ``find`` on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pymongo.asynchronous.collection import AsyncCollection
@@ -15,7 +15,7 @@ from pymongo.errors import ExecutionTimeout, PyMongoError
 from mongogate.errors import PolicyViolation, StorageError
 from mongogate.policy.filters import check_filter, check_limit, check_sort, scoped_filter
 from mongogate.policy.paths import key_path, seg, show
-from mongogate.policy.render import Renderer, cap_documents
+from mongogate.policy.render import Renderer
 from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ class QueryResult:
     #: with `count: true`: the caller's matching documents, at most `policy.max_count`
     matched: int | None = None
     matched_capped: bool = False
+    #: fields whose stored value did not match the declared type (returned as null): documents each
+    type_mismatches: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The tool's structured result (documents are shared, not copied)."""
@@ -51,6 +53,8 @@ class QueryResult:
         if self.matched is not None:
             out["matched"] = self.matched
             out["matched_capped"] = self.matched_capped
+        if self.type_mismatches:
+            out["type_mismatches"] = self.type_mismatches
         return out
 
 
@@ -152,10 +156,11 @@ async def run_query(
     finally:
         await cursor.close()
     more = len(raw) > q.limit
-    docs = [render(doc) for doc in raw[: q.limit]]
-    docs, cut = cap_documents(docs, limits.max_response_bytes)
+    docs, cut, drift = render.render_all(raw[: q.limit], limits.max_response_bytes)
     if not q.count:
-        return QueryResult(documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut)
+        return QueryResult(
+            documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut, type_mismatches=drift
+        )
     matched, capped = await count_matches(collection, spec, q.filter, limits.max_count)
     return QueryResult(
         documents=docs,
@@ -164,4 +169,5 @@ async def run_query(
         truncated=more or cut,
         matched=matched,
         matched_capped=capped,
+        type_mismatches=drift,
     )

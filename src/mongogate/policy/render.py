@@ -7,7 +7,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -93,19 +93,108 @@ def project(doc: Mapping[str, Any], spec: QueryToolSpec) -> dict[str, Any]:
     return out
 
 
+def _scalar_ok(ftype: str) -> Callable[[Any], bool]:
+    """Whether one stored (BSON) value is of the declared type, as the filter walk compares it."""
+    if ftype == "string":
+        return lambda v: isinstance(v, str)
+    if ftype == "number":
+        return lambda v: isinstance(v, int | float | Decimal128) and not isinstance(v, bool)
+    if ftype == "int":
+        return lambda v: (
+            (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+        )
+    if ftype == "bool":
+        return lambda v: isinstance(v, bool)
+    if ftype == "date":
+        return lambda v: isinstance(v, datetime)
+    if ftype == "objectId":
+        return lambda v: isinstance(v, ObjectId)
+    raise ValueError(f"unknown field type {ftype!r}")
+
+
+@lru_cache(maxsize=16)
+def type_check(ftype: str) -> Callable[[Any], bool]:
+    """``ok(value)``: null, a value of ``ftype``, or an array of those (MongoDB filters match an
+    array's elements, so an array of the declared type is that type). Anything else is drift."""
+    scalar = _scalar_ok(ftype)
+
+    def ok(value: Any) -> bool:
+        if value is None or scalar(value):
+            return True
+        return isinstance(value, list) and all(v is None or scalar(v) for v in value)
+
+    return ok
+
+
 class Renderer:
-    """``to_json(project(doc, spec))`` for one spec, in one pass when no projected path is dotted."""
+    """``to_json(project(doc, spec))`` for one spec, in one pass when no projected path is dotted.
+
+    A projected value that does not match its declared type is returned as null and counted
+    (``render_all``): one drifted document never makes the result violate the tool's own output
+    schema, and never hides the rest of the result from a validating client."""
 
     def __init__(self, spec: QueryToolSpec) -> None:
         self.spec = spec
         self.flat: tuple[str, ...] | None = (
             tuple(spec.projection) if all("." not in p for p in spec.projection) else None
         )
+        self.checks: tuple[tuple[str, Callable[[Any], bool] | None], ...] = tuple(
+            (p, type_check(spec.fields[p]) if p in spec.fields else None) for p in spec.projection
+        )
 
-    def __call__(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+    def __call__(self, doc: Mapping[str, Any], bad: list[str] | None = None) -> dict[str, Any]:
+        """One document; the names of fields nulled for a type mismatch are added to ``bad``."""
         if self.flat is None:
-            return to_json(project(doc, self.spec))  # type: ignore[no-any-return]
-        return {name: to_json(doc[name]) for name in self.flat if name in doc}
+            return self._nested(doc, bad)
+        out: dict[str, Any] = {}
+        for name, ok in self.checks:
+            if name in doc:
+                value = doc[name]
+                if ok is None or ok(value):
+                    out[name] = to_json(value)
+                else:
+                    out[name] = None
+                    if bad is not None:
+                        bad.append(name)
+        return out
+
+    def _nested(self, doc: Mapping[str, Any], bad: list[str] | None) -> dict[str, Any]:
+        out = project(doc, self.spec)
+        for name, ok in self.checks:
+            if ok is None:
+                continue
+            parts = name.split(".")
+            holder: Any = out
+            for p in parts[:-1]:
+                holder = holder.get(p) if isinstance(holder, dict) else None
+            if isinstance(holder, dict) and parts[-1] in holder and not ok(holder[parts[-1]]):
+                holder[parts[-1]] = None
+                if bad is not None:
+                    bad.append(name)
+        return to_json(out)  # type: ignore[no-any-return]
+
+    def render_all(
+        self, raw: list[Mapping[str, Any]], max_bytes: int
+    ) -> tuple[list[dict[str, Any]], bool, dict[str, int]]:
+        """(documents capped to ``max_bytes``, whether any were cut, type mismatches per field
+        among the documents returned)."""
+        marks: list[list[str]] = []
+        docs = []
+        for doc in raw:
+            bad: list[str] = []
+            docs.append(self(doc, bad))
+            marks.append(bad)
+        docs, cut = cap_documents(docs, max_bytes)
+        return docs, cut, count_marks(marks[: len(docs)])
+
+
+def count_marks(marks: list[list[str]]) -> dict[str, int]:
+    """``{field: documents in which it was nulled}`` (empty when nothing drifted)."""
+    counts: dict[str, int] = {}
+    for bad in marks:
+        for name in bad:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _pick(value: Any, parts: list[str]) -> tuple[bool, Any]:

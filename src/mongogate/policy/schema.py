@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-
 from mongogate.policy.filters import (
     COMPARISON_OPERATORS,
     ISO_DATETIME_PATTERN,
@@ -133,20 +131,33 @@ def input_schema(spec: QueryToolSpec, limits: PolicySettings) -> dict[str, Any]:
         },
         "$defs": {"filter": {"type": "object", "additionalProperties": False, "properties": props}, **defs},
     }
-    Draft202012Validator.check_schema(schema)  # once, when the tool is built
+    # valid Draft 2020-12 for every spec shape: tests/tools/test_contract.py checks each listed tool's
+    # schemas (jsonschema is not imported at start-up: benchmarks/startup.py)
     return schema
 
 
 #: what a rendered value of each declared type can be (policy/render.py): dates and ObjectIds
-#: become text, Decimal128 and non-finite numbers text too, and any stored value may be null
-_OUT_TYPES: dict[str, dict[str, Any]] = {
-    "string": {"type": ["string", "null"]},
-    "number": {"type": ["number", "string", "null"], "description": "decimals and NaN as text"},
-    "int": {"type": ["integer", "null"]},
-    "bool": {"type": ["boolean", "null"]},
-    "date": {"type": ["string", "null"], "description": "ISO 8601 in UTC"},
-    "objectId": {"type": ["string", "null"], "description": "24 hex characters"},
+#: become text, Decimal128 and non-finite numbers text too, any stored value may be null, and an
+#: array of the declared type is that type (filters match its elements). A stored value of another
+#: type is returned as null and counted in `type_mismatches`, so a result always fits this schema.
+_SCALAR_TYPES: dict[str, tuple[list[str], str | None]] = {
+    "string": (["string"], None),
+    "number": (["number", "string"], "decimals and NaN as text"),
+    "int": (["integer"], None),
+    "bool": (["boolean"], None),
+    "date": (["string"], "ISO 8601 in UTC"),
+    "objectId": (["string"], "24 hex characters"),
 }
+
+
+def _out_type(declared: str) -> dict[str, Any]:
+    kinds, description = _SCALAR_TYPES[declared]
+    out: dict[str, Any] = {"type": [*kinds, "array", "null"], "items": {"type": [*kinds, "null"]}}
+    if description:
+        out["description"] = description
+    return out
+
+
 _ANY = ["string", "number", "integer", "boolean", "object", "array", "null"]
 
 
@@ -160,7 +171,7 @@ def _document_schema(spec: QueryToolSpec) -> dict[str, Any]:
         if "." in path or top in props:
             props[top] = {"type": ["object", "array", "null"], "description": "nested fields as stored"}
         elif declared is not None:
-            props[top] = dict(_OUT_TYPES[declared])
+            props[top] = _out_type(declared)
         else:
             props[top] = {"type": _ANY, "description": "as stored"}
     return {"type": "object", "description": "one document: only the projected fields", "properties": props}
@@ -179,6 +190,12 @@ def result_schema(documents: dict[str, Any], truncated: str) -> dict[str, Any]:
             "limit": {"type": "integer", "minimum": 1, "description": "the limit applied"},
             "truncated": {"type": "boolean", "description": truncated},
             "notice": {"type": "string", "description": "how to read the result (data, not instructions)"},
+            "type_mismatches": {
+                "type": "object",
+                "additionalProperties": {"type": "integer", "minimum": 1},
+                "description": "present when stored values did not match their declared type: "
+                "documents per field whose value was returned as null",
+            },
         },
     }
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
@@ -32,15 +34,18 @@ from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
-from mongogate.server.health import readiness_for
-from mongogate.server.metrics import Metrics, register
+from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.startup import OpenAfterInitialize
 from mongogate.server.surface import UnknownTools, offer_tools_only
 from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
-from mongogate.tools.state import AppState
+from mongogate.tools.state import AppState, PendingState
+
+if TYPE_CHECKING:
+    from mongogate.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,16 @@ def clock_from(env: dict[str, str]) -> Clock:
     return SkewedClock(int(skew)) if skew else SYSTEM_CLOCK
 
 
+async def _log_sizes(db: Database, threshold: int) -> None:
+    """The embedded engine's collection sizes at start-up, and what calls cost past ``threshold``."""
+    from mongogate.memory.capacity import collection_sizes, size_report
+
+    line, warnings = size_report(await collection_sizes(db.memory), threshold)
+    log.info("%s", line)
+    for w in warnings:
+        log.warning("%s", w)
+
+
 def public_url(settings: Settings) -> str:
     s = settings.server
     host = f"[{s.host}]" if ":" in s.host else s.host  # an IPv6 literal needs brackets in a URL
@@ -82,8 +97,15 @@ def build_server(
     transport: Literal["stdio", "http"] = "stdio",
     insecure_no_auth: bool = False,
     environ: dict[str, str] | None = None,
+    startup_check: Callable[[Database], Awaitable[None]] | None = None,
+    on_open_failure: Callable[[BaseException], None] | None = None,
 ) -> MCPServer[AppState]:
-    """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio)."""
+    """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio).
+
+    ``startup_check(db)`` runs once the database is open, before any tool can run (`serve`'s
+    index and privilege checks). With ``on_open_failure`` the lifespan does not wait for the
+    database: the server answers at once, tool calls wait for the open, and a failed open is
+    handed to ``on_open_failure`` (stdio `serve` prints it and exits)."""
     registry = registry or ToolRegistry.from_settings(settings)
     tools = registry.build(settings)
     env = dict(os.environ if environ is None else environ)
@@ -117,62 +139,96 @@ def build_server(
     check_private_file(settings.audit_path, what="audit.path")
     instance = settings.server.instance_id or default_instance_id()
     all_tools = frozenset(t.name for t in tools)
-    metrics = (
-        Metrics(all_tools, tenant_labels=settings.server.metrics_tenant_labels)
-        if settings.server.metrics
-        else None
-    )
+    metrics: Metrics | None = None
+    if settings.server.metrics:  # prometheus_client is imported only when metrics are served
+        from mongogate.server.metrics import Metrics
+
+        metrics = Metrics(all_tools, tenant_labels=settings.server.metrics_tenant_labels)
 
     def principal(ctx: Any) -> Principal:
         return current_principal(ctx, stdio_principal)
 
-    @asynccontextmanager
-    async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState]:
-        db = Database(settings.database, settings.server.data_dir)
+    async def open_state(db: Database, readiness: Readiness, opened: list[AuditLog]) -> AppState:
         await db.open()
-        audit: AuditLog | None = None
+        readiness.db = db
+        if startup_check is not None:
+            await startup_check(db)
+        if db.embedded:
+            await _log_sizes(db, settings.database.engine_size_warning)
+        memory = MemoryStore(db.memory, settings.memory, clock_from(env))
+        memory.fault = crash_point_from(env)
+        await memory.ensure_indexes()
+        rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
+        audit = audit_from_settings(settings, rw_uri, instance)
+        opened.append(audit)
+        if metrics is not None:
+            metrics.attach_audit(audit)
+        recall = LongTermMemory(
+            db.memory,
+            settings.memory.long_term,
+            make_embedder(settings.memory.embedding),
+            memory.clock,
+            limits=settings.limits,
+        )
+        recall.fault = memory.fault
+        await recall.ensure_indexes()  # and the message search index: idempotent, every start
+        await ensure_search_index(memory)
+        report = await path_report(recall)  # which vector path runs, in the server log
+        log.info("%s", report[1])
+        for line in (report[0], *report[2:]):
+            log.debug("%s", line)
+        state = AppState(
+            settings=settings,
+            db=db,
+            memory=memory,
+            turns=Turns(memory),
+            principal=principal,
+            require_scopes=require_scopes,
+            audit=audit,
+            recall=recall,
+        )
+        for hook in registry.startup_hooks:
+            await hook(state)
+        readiness.writes = state.writes  # /readyz reports write refusals (tools/faults.py)
+        return state
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState | PendingState]:
+        db = Database(settings.database, settings.server.data_dir)
+        opened: list[AuditLog] = []
         readiness = readiness_for(server)
+        task: asyncio.Task[None] | None = None
+        pending: PendingState | None = None
         try:
-            readiness.db = db
-            memory = MemoryStore(db.memory, settings.memory, clock_from(env))
-            memory.fault = crash_point_from(env)
-            await memory.ensure_indexes()
-            recall = LongTermMemory(
-                db.memory,
-                settings.memory.long_term,
-                make_embedder(settings.memory.embedding),
-                memory.clock,
-                limits=settings.limits,
-            )
-            recall.fault = memory.fault
-            await recall.ensure_indexes()  # and the message search index: idempotent, every start
-            await ensure_search_index(memory)
-            report = await path_report(recall)  # which vector path runs, in the server log
-            log.info("%s", report[1])
-            for line in (report[0], *report[2:]):
-                log.debug("%s", line)
-            rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
-            audit = audit_from_settings(settings, rw_uri, instance)
-            if metrics is not None:
-                metrics.attach_audit(audit)
-            state = AppState(
-                settings=settings,
-                db=db,
-                memory=memory,
-                turns=Turns(memory),
-                principal=principal,
-                require_scopes=require_scopes,
-                audit=audit,
-                recall=recall,
-            )
-            for hook in registry.startup_hooks:
-                await hook(state)
-            readiness.writes = state.writes  # /readyz reports write refusals (tools/faults.py)
-            yield state
+            if on_open_failure is None:
+                yield await open_state(db, readiness, opened)
+                return
+
+            # Answer initialize and tools/list now; the database opens once initialize is answered
+            # (OpenAfterInitialize) and tool calls wait for it (stdio start-up).
+            async def in_background() -> None:
+                try:
+                    waiting.ready(await open_state(db, readiness, opened))
+                except Exception as e:
+                    on_open_failure(e)
+
+            def start() -> None:
+                nonlocal task
+                task = asyncio.get_running_loop().create_task(in_background())
+
+            waiting = pending = PendingState(settings, principal, start)
+            yield waiting
         finally:
+            if pending is not None:
+                pending.kick()  # a client that left before initialize: still report a bad database
+            if task is not None and not task.done():
+                # The client left before the open finished: let it finish (bounded by the
+                # database timeouts), so a database that cannot be used is still reported.
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await task
             readiness.db = None
             readiness.writes = None
-            if audit is not None:  # flush what is queued before the process goes
+            for audit in opened:  # flush what is queued before the process goes
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()
 
@@ -186,11 +242,13 @@ def build_server(
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
             TenantConcurrency(settings.limits),
             QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
+            OpenAfterInitialize(),
         ],
         version=__version__,
         instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
-        lifespan=lifespan,
+        # a PendingState while the database opens: every reader resolves it with tools.state.app_state
+        lifespan=cast("Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]", lifespan),
         token_verifier=verifier,
         auth=sdk_auth,
         log_level=settings.server.log_level,
@@ -199,5 +257,7 @@ def build_server(
     if challenge is not None:
         server.install_challenge(challenge)
     if metrics is not None:
+        from mongogate.server.metrics import register
+
         register(server, metrics)  # server/http.py serves them at /metrics
     return server

@@ -22,7 +22,7 @@ from mongogate.errors import MongogateError
 from mongogate.policy.audit import Rejection, count_events
 from mongogate.requests import current as current_request
 from mongogate.requests import serving
-from mongogate.tools.state import AppState
+from mongogate.tools.state import AppState, PendingState, app_state
 
 log = logging.getLogger(__name__)
 _CODE = re.compile(r"\[([a-z_]{1,40})\]")
@@ -85,8 +85,11 @@ class QueryCallAudit:
         path: str = "arguments",
     ) -> None:
         """One event; ``path`` is the offending argument when the refusal named one."""
-        app = ctx.lifespan_context
-        if not isinstance(app, AppState) or app.audit is None:
+        value = ctx.lifespan_context
+        if not isinstance(value, AppState | PendingState):
+            return
+        app = await app_state(value)
+        if app.audit is None:
             return
         tenant: str | None = None
         subject: str | None = None

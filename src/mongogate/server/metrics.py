@@ -79,6 +79,12 @@ class Metrics:
             "mongogate_database_errors", "Tool calls that failed on the database (storage_error)", ["tool"],
             registry=r,
         )  # fmt: skip
+        self.type_mismatches = Counter(
+            "mongogate_type_mismatches",
+            "Stored values returned as null because they did not match the declared field type",
+            ["tool"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "mongogate_audit_queue_depth", "Audit events waiting for the MongoDB writer", registry=r
         )
@@ -97,6 +103,13 @@ class Metrics:
             self.lease_busy.labels(name).inc()
         elif outcome == "storage_error":
             self.db_errors.labels(name).inc()
+
+    def observe_mismatches(self, tool: object, mismatches: object) -> None:
+        """A query result nulled drifted values (``type_mismatches``: documents per field)."""
+        if isinstance(mismatches, dict):
+            n = sum(v for v in mismatches.values() if isinstance(v, int) and not isinstance(v, bool))
+            if n > 0:
+                self.type_mismatches.labels(self.tool_label(tool)).inc(n)
 
     def observe_event(self, event: dict[str, Any]) -> None:
         """An audit event was written: count a rejection by its reason."""

@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -21,8 +21,10 @@ from pydantic import ValidationError
 from mongogate.errors import MongogateError
 from mongogate.logs import call_fields
 from mongogate.requests import serving
-from mongogate.server.metrics import Metrics
-from mongogate.tools.state import AppState
+from mongogate.tools.state import AppState, PendingState
+
+if TYPE_CHECKING:
+    from mongogate.server.metrics import Metrics
 
 log = logging.getLogger("mongogate.calls")
 _CODE = re.compile(r"\[([a-z_]{1,40})\]")
@@ -47,6 +49,8 @@ class ObserveCalls:
             try:
                 result = await call_next(ctx)
                 outcome = outcome_of(result)
+                if self.metrics is not None and outcome == "ok":
+                    self.metrics.observe_mismatches(tool, _structured(result).get("type_mismatches"))
                 return result
             except (MCPError, ValidationError) as e:
                 outcome = (
@@ -74,9 +78,18 @@ def outcome_of(result: HandlerResult) -> str:
     return "tool_error"
 
 
+def _structured(result: HandlerResult) -> Mapping[str, Any]:
+    """The call's structured result (a value, never text parsed back), or {}."""
+    if isinstance(result, Mapping):
+        found = result.get("structuredContent")
+    else:
+        found = getattr(result, "structured_content", None)
+    return found if isinstance(found, Mapping) else {}
+
+
 def _tenant(ctx: ServerRequestContext[Any, Any]) -> str | None:
     app = ctx.lifespan_context
-    if not isinstance(app, AppState):
+    if not isinstance(app, AppState | PendingState):
         return None
     try:
         return app.principal(ctx).tenant

@@ -16,11 +16,30 @@ from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mongogate.errors import ConfigError, InUse, MongogateError
+from mongogate.tools.state import PendingState
 
 BACKLOG = 2048  # uvicorn's default
+
+
+class OpenAfterInitialize:
+    """ServerMiddleware: a stdio server opens its database once `initialize` is answered (or at the
+    first other request), so that work never delays the answer a client's start-up timeout counts."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        pending = ctx.lifespan_context
+        if not isinstance(pending, PendingState):
+            return await call_next(ctx)
+        if ctx.method != "initialize":
+            pending.kick()
+            return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        finally:
+            pending.kick()
 
 
 def bind(host: str, port: int) -> socket.socket:

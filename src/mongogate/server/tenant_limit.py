@@ -23,7 +23,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mongogate.config import LimitsSettings
 from mongogate.errors import Busy, MongogateError
 from mongogate.tools.base import error_result
-from mongogate.tools.state import AppState
+from mongogate.tools.state import AppState, PendingState
 
 
 @dataclass
@@ -108,7 +108,7 @@ class TenantConcurrency:
             return await call_next(ctx)
         app = ctx.lifespan_context
         try:
-            tenant = app.principal(ctx).tenant if isinstance(app, AppState) else None
+            tenant = app.principal(ctx).tenant if isinstance(app, AppState | PendingState) else None
         except MongogateError:
             tenant = None
         if tenant is None:

@@ -28,7 +28,7 @@ from mongogate.requests import current as current_request
 from mongogate.requests import new_request_id
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.faults import classify
-from mongogate.tools.state import AppState
+from mongogate.tools.state import AppState, app_state
 from mongogate.values import ByteBudget
 
 log = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ def make_tool(
         principal: Principal | None = None
         app: AppState | None = None
         try:
-            app = ctx.request_context.lifespan_context
+            app = await app_state(ctx.request_context.lifespan_context)
             principal = app.principal(ctx)
             check_arguments(kwargs, app.settings.limits, key_caps=key_caps)  # before schema/policy work
             if required_scopes:

@@ -8,6 +8,7 @@ has one reason code and writes exactly one audit event. The hot path does the wa
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.execute import QueryResult, run_query
 from mongogate.policy.render import Renderer, encode
 from mongogate.policy.schema import input_schema, output_schema
+from mongogate.requests import current as current_request
 from mongogate.specs import QueryToolSpec
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, make_tool
 
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
 
     from mongogate.db import Database
+
+
+log = logging.getLogger("mongogate.query")
 
 
 class QueryArgs(ToolInput):
@@ -93,10 +98,36 @@ def _handler(
                 ms=(time.perf_counter() - started) * 1000,
                 request_id=call.request_id,
             )
+        if result.type_mismatches:
+            _log_drift(spec, result.type_mismatches)
         data = result.as_dict()
         return CallToolResult(content=[TextContent(type="text", text=encode(data))], structured_content=data)
 
     return handler
+
+
+#: (tool, field) pairs already reported at WARNING by this process
+_drift_seen: set[tuple[str, str]] = set()
+
+
+def _log_drift(spec: QueryToolSpec, mismatches: dict[str, int]) -> None:
+    """One line per call (the request id is on it), at WARNING the first time this process sees a
+    field of a tool drift, at INFO after that: a drifted collection does not flood the log, and
+    ``mongogate_type_mismatches_total`` keeps counting."""
+    new = [f for f in mismatches if (spec.name, f) not in _drift_seen]
+    _drift_seen.update((spec.name, f) for f in new)
+    shown = ", ".join(
+        f"{f} ({spec.fields[f]}): {n}" if f in spec.fields else f"{f}: {n}" for f, n in mismatches.items()
+    )
+    log.log(
+        logging.WARNING if new else logging.INFO,
+        "query tool %s: stored values did not match their declared type and were returned as null "
+        "(documents per field: %s); run `mongogate check` to see the drift in collection %r",
+        spec.name,
+        shown,
+        spec.collection,
+        extra={"request_id": ids.request_id if (ids := current_request()) else None},
+    )
 
 
 def with_count(input_schema: dict[str, Any], output_schema: dict[str, Any]) -> None:

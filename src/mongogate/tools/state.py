@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.memory.store import MemoryStore
@@ -35,3 +37,46 @@ class AppState:
     recall: LongTermMemory | None = None
     #: whether the database refuses this server's writes for good (disk full); read by /readyz
     writes: WriteHealth = field(default_factory=WriteHealth)
+
+
+class PendingState:
+    """The lifespan's value while the database is still being opened (a stdio server answers
+    `initialize` and `tools/list` at once; a tool call waits here for the open to finish)."""
+
+    def __init__(
+        self, settings: Settings, principal: Callable[[Any], Principal], start: Callable[[], None]
+    ) -> None:
+        self.settings = settings
+        self.principal = principal
+        self.state: AppState | None = None
+        self._done = anyio.Event()
+        self._start: Callable[[], None] | None = start
+
+    def kick(self) -> None:
+        """Start opening the database (once): after `initialize` is answered, or at the first
+        other request, so the open never competes with the answer a client is timing."""
+        start, self._start = self._start, None
+        if start is not None:
+            start()
+
+    @property
+    def started(self) -> bool:
+        return self._start is None
+
+    def ready(self, state: AppState) -> None:
+        self.state = state
+        self._done.set()
+
+    async def wait(self) -> AppState:
+        self.kick()
+        await self._done.wait()
+        assert self.state is not None  # set before the event; a failed open ends the process
+        return self.state
+
+
+async def app_state(value: object) -> AppState:
+    """The AppState a lifespan yielded, once the database is open."""
+    if isinstance(value, PendingState):
+        return await value.wait()
+    assert isinstance(value, AppState), f"unexpected lifespan value {type(value).__name__}"
+    return value

@@ -1,0 +1,128 @@
+"""Start-up (issue 20.6): a stdio server answers `initialize` without waiting for the database,
+and still reports a database it cannot use; every command says which data directory it uses,
+and `server.data_dir` follows the config file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import EXE, INITIALIZE, ROOT, free_port
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    e["MONGOGATE_SERVER__DATA_DIR"] = str(tmp_path / "data")
+    return e
+
+
+def _send(proc: subprocess.Popen[str], msg: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(msg) + "\n")
+    proc.stdin.flush()
+
+
+def test_stdio_initialize_does_not_wait_for_the_database(env: dict[str, str]) -> None:
+    """Old code: the database was opened (and pinged) before the server read its first line, so a
+    slow or unreachable database held `initialize` for the whole server selection timeout (here
+    the process exited with status 3 and never answered)."""
+    uri = f"mongodb://127.0.0.1:{free_port()}/?serverSelectionTimeoutMS=5000"
+    proc = subprocess.Popen(
+        [*EXE, "serve"],
+        env=env | {"MONGOGATE_DATABASE__URI": uri, "MONGOGATE_AUTH__TENANT": "acme"},
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        _send(proc, INITIALIZE[0])
+        first = proc.stdout.readline()
+        assert first, f"no answer to initialize: {proc.stderr.read()}"
+        assert json.loads(first)["result"]["serverInfo"]["name"] == "mongogate"
+        _send(proc, INITIALIZE[1])
+        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        names = {t["name"] for t in json.loads(proc.stdout.readline())["result"]["tools"]}
+        assert {"begin_turn", "load_context"} <= names
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()  # the client leaves while the database is still being opened
+        status = proc.wait(timeout=60)
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    # the database that cannot be used is still reported, in one line, with its status
+    assert status == 3, err
+    lines = [line for line in err.splitlines() if line.startswith("mongogate:")]
+    assert len(lines) == 1 and "cannot reach MongoDB" in lines[0] and "Traceback" not in err
+
+
+def test_engine_stop_from_elsewhere_finds_the_engine_of_the_config_file(tmp_path: Path) -> None:
+    """Old code: the default data directory followed the working directory, so `engine stop
+    --config <path>` run from another directory said "was not running" while it ran."""
+    from mongogate.engine import client as engine_client
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    conf_dir, here, there = tmp_path / "conf", tmp_path / "here", tmp_path / "there"
+    for d in (conf_dir, here, there):
+        d.mkdir()
+    config = conf_dir / "mongogate.toml"
+    config.write_text('[auth]\ntenant = "acme"\n')  # no server.data_dir: the default
+    try:
+        start = subprocess.run(
+            [*EXE, "engine", "start", "--config", str(config)],
+            env=env,
+            cwd=here,
+            capture_output=True,
+            text=True,
+        )
+        assert start.returncode == 0, start.stderr
+        stop = subprocess.run(
+            [*EXE, "engine", "stop", "--config", str(config)],
+            env=env,
+            cwd=there,
+            capture_output=True,
+            text=True,
+        )
+        assert stop.returncode == 0, stop.stderr
+        assert "engine: stopped (pid" in stop.stdout, stop.stdout
+        for out in (start.stdout, stop.stdout):  # each says which directory, absolute
+            assert f"data directory: {conf_dir / '.mongogate'}" in out
+        assert not (here / ".mongogate").exists() and not (there / ".mongogate").exists()
+    finally:
+        for d in (conf_dir / ".mongogate", here / ".mongogate"):
+            if d.exists():
+                engine_client.stop(d)
+
+
+def test_every_command_names_its_data_directory(tmp_path: Path) -> None:
+    """`check`, `engine status` and `serve --http`'s banner say which directory they use."""
+    import contextlib
+    import io
+
+    from mongogate.cli import main
+    from mongogate.cli.serve import _banner
+    from mongogate.config import load_settings
+
+    config = tmp_path / "m.toml"
+    uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"
+    config.write_text(f'[server]\ndata_dir = "d"\n[database]\nuri = "{uri}"\n')
+    settings = load_settings(config)
+    line = f"data directory: {tmp_path / 'd'} (relative paths follow the config file)"
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(Exception):
+        main(["check", "--config", str(config)])
+    assert line in out.getvalue().splitlines()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        _banner(settings, "http://127.0.0.1:8000/mcp", demo=False)
+    assert line in err.getvalue().splitlines()

@@ -9,7 +9,13 @@
   cannot tell them apart.
 
 Written by hand for this benchmark; not tuned against any one method (the questions were
-written before any ranking was run on them).
+written before any ranking was run on them; the second block of facts and questions was added
+later, also before any ranking ran on it).
+
+**The split** (`split`, fixed): within each kind, in the order listed, the 1st, 3rd, 5th ...
+question is in the tuning half and the 2nd, 4th, 6th ... in the held-out half. Twins are
+listed side by side, so each half asks about one of most pairs. Fusion knobs are chosen on the
+tuning half only; the held-out half is reported beside it.
 """
 
 from __future__ import annotations
@@ -89,6 +95,53 @@ FACTS: list[tuple[str, str]] = [
     ("life-keys", "The spare house key is with the neighbour at number 12."),
     ("life-phone", "The phone contract ends in February and can be cancelled online."),
     ("life-dog", "The dog Biscuit needs his worming tablet every three months."),
+    # added for the tuning / held-out split (issue 18): more identifier families with several
+    # near-miss twins, and more facts asked about in other words
+    ("id-inv1", "Invoice INV-30417 was paid by bank transfer in June."),
+    ("id-inv2", "Invoice INV-30471 is overdue by two weeks."),
+    ("id-inv3", "Invoice INV-34017 was cancelled and reissued."),
+    ("id-inv4", "Invoice INV-30714 is disputed by the client."),
+    ("id-ops1", "Ticket OPS-712 upgrades the load balancer firmware."),
+    ("id-ops2", "Ticket OPS-721 rotates the database passwords."),
+    ("id-ops3", "Ticket OPS-127 migrates the DNS records to a new provider."),
+    ("id-ops4", "Ticket OPS-217 cleans up unused storage volumes."),
+    ("id-rel1", "Release v2.14.3 fixed the crash on startup."),
+    ("id-rel2", "Release v2.13.4 introduced the dark mode setting."),
+    ("id-rel3", "Release v2.41.3 dropped support for Python 3.9."),
+    ("id-err1", "Error E1043 means the payment card was declined."),
+    ("id-err2", "Error E1034 means the session has expired."),
+    ("id-err3", "Error E1403 means the upload is too large."),
+    ("id-plate1", "The company van's number plate is KR-4521-TX."),
+    ("id-plate2", "The rental car's number plate is KR-4512-TX."),
+    ("id-emp1", "Employee number 20931 belongs to the new intern, Felix."),
+    ("id-emp2", "Employee number 20913 belongs to the office manager, Greta."),
+    ("id-port1", "The metrics exporter listens on port 9187."),
+    ("id-port2", "The admin console listens on port 9817."),
+    ("id-name1", "Nowak from legal approves every vendor contract."),
+    ("id-name2", "Novak from sales owns the Berlin accounts."),
+    ("id-pr1", "Pull request 4821 adds retries to the webhook sender."),
+    ("id-pr2", "Pull request 4812 removes the legacy export job."),
+    ("id-ip1", "The home router's admin page is at 192.168.1.1."),
+    ("id-ip2", "The network printer's address is 192.168.1.11."),
+    ("id-vat", "Invoices to German clients need the VAT ID DE-811907980."),
+    ("life-lunch", "The team lunch is every Friday at the Thai place on Elm Street."),
+    ("pref-contact", "Lukas prefers to be contacted on Signal, not by email."),
+    ("life-office", "The office closes at 6pm on weekdays and stays shut on weekends."),
+    ("proj-passwords", "Passwords must be rotated every 90 days."),
+    ("life-printer", "The printer on the second floor jams with thick paper."),
+    ("person-nina", "Nina is learning Japanese for a trip to Kyoto in spring."),
+    ("life-espresso", "The espresso machine is descaled on the first Monday of each month."),
+    ("person-zoe-school", "Parents' evening at Zoe's school is on the 12th of November."),
+    ("proj-standup", "The standup is at 9:15 in the small kitchen."),
+    ("life-claims", "Health insurance claims must reach the insurer within 30 days."),
+    ("life-cat", "Our cat Miso only eats the salmon flavoured food."),
+    ("person-marta", "Marta is on parental leave until August."),
+    ("proj-allhands", "The quarterly all-hands is streamed from the Lisbon office."),
+    ("proj-expenses", "Expense reports are approved by the finance lead within a week."),
+    ("life-generator", "The backup generator is tested on the last Saturday of the month."),
+    ("person-hannah", "Hannah is afraid of dogs, so keep Biscuit in the garden when she visits."),
+    ("life-hose", "The garden hose is stored in the shed behind the garage."),
+    ("life-anniversary", "The wedding anniversary is on the 2nd of June."),
 ]
 
 QUESTIONS: list[tuple[str, str, str]] = [
@@ -154,7 +207,76 @@ QUESTIONS: list[tuple[str, str, str]] = [
     ("identifier", "CS-2024-0518", "id-case2"),
     ("identifier", "Kowalski", "person-manager2"),
     ("identifier", "Tangerine-Owl-42", "id-gate"),
+    # added for the tuning / held-out split, written before any ranking ran on them
+    ("paraphrase", "where do we eat together at the end of the week?", "life-lunch"),
+    ("paraphrase", "what is the best way to reach Lukas?", "pref-contact"),
+    ("paraphrase", "until what time is the building open?", "life-office"),
+    ("paraphrase", "how often do credentials have to be changed?", "proj-passwords"),
+    ("paraphrase", "why does the copier upstairs keep getting stuck?", "life-printer"),
+    ("paraphrase", "what language is Nina studying?", "person-nina"),
+    ("paraphrase", "when does the coffee maker get cleaned?", "life-espresso"),
+    ("paraphrase", "when do I meet my daughter's teachers?", "person-zoe-school"),
+    ("paraphrase", "when and where is the daily team sync?", "proj-standup"),
+    ("paraphrase", "how long do I have to submit a medical bill?", "life-claims"),
+    ("paraphrase", "what does our pet like to eat?", "life-cat"),
+    ("paraphrase", "when is Marta back at work?", "person-marta"),
+    ("paraphrase", "where is the company-wide meeting broadcast from?", "proj-allhands"),
+    ("paraphrase", "who signs off on my reimbursements?", "proj-expenses"),
+    ("paraphrase", "when is the emergency power checked?", "life-generator"),
+    ("paraphrase", "what should we do with our pet when Hannah comes over?", "person-hannah"),
+    ("paraphrase", "where is the thing to water the lawn with?", "life-hose"),
+    ("paraphrase", "when did we get married?", "life-anniversary"),
+    ("paraphrase", "which version made the app stop crashing when it opens?", "id-rel1"),
+    ("paraphrase", "what does it mean when a card payment is refused?", "id-err1"),
+    ("paraphrase", "which ticket is about changing the database credentials?", "id-ops2"),
+    ("paraphrase", "which bill has not been paid on time?", "id-inv2"),
+    ("identifier", "INV-30417", "id-inv1"),
+    ("identifier", "is INV-30471 paid?", "id-inv2"),
+    ("identifier", "INV-34017", "id-inv3"),
+    ("identifier", "what is wrong with INV-30714?", "id-inv4"),
+    ("identifier", "OPS-712", "id-ops1"),
+    ("identifier", "what does OPS-721 do?", "id-ops2"),
+    ("identifier", "OPS-127", "id-ops3"),
+    ("identifier", "OPS-217 status", "id-ops4"),
+    ("identifier", "v2.14.3", "id-rel1"),
+    ("identifier", "what changed in v2.13.4?", "id-rel2"),
+    ("identifier", "v2.41.3", "id-rel3"),
+    ("identifier", "E1043", "id-err1"),
+    ("identifier", "what does error E1034 mean?", "id-err2"),
+    ("identifier", "E1403", "id-err3"),
+    ("identifier", "KR-4521-TX", "id-plate1"),
+    ("identifier", "whose plate is KR-4512-TX?", "id-plate2"),
+    ("identifier", "employee 20931", "id-emp1"),
+    ("identifier", "20913", "id-emp2"),
+    ("identifier", "port 9187", "id-port1"),
+    ("identifier", "9817", "id-port2"),
+    ("identifier", "Nowak", "id-name1"),
+    ("identifier", "what does Novak handle?", "id-name2"),
+    ("identifier", "PR 4821", "id-pr1"),
+    ("identifier", "4812", "id-pr2"),
+    ("identifier", "192.168.1.1", "id-ip1"),
+    ("identifier", "192.168.1.11", "id-ip2"),
+    ("identifier", "DE-811907980", "id-vat"),
 ]
+
+
+def split(half: str) -> list[tuple[str, str, str]]:
+    """The questions of one half: "tuning" (1st, 3rd, ... of each kind), "held-out" (2nd, 4th, ...)
+    or "all"."""
+    if half == "all":
+        return list(QUESTIONS)
+    if half not in HALVES:
+        raise ValueError(f"half {half!r}: give one of {', '.join(HALVES)} or 'all'")
+    seen: dict[str, int] = {}
+    out = []
+    for q in QUESTIONS:
+        i = seen[q[0]] = seen.get(q[0], -1) + 1
+        if (i % 2 == 0) == (half == "tuning"):
+            out.append(q)
+    return out
+
+
+HALVES = ("tuning", "held-out")
 
 # words of the generated distractor memories (benchmarks/recall.py), not of any question
 WHO = [

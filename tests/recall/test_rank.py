@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall, text_ranking
-from mongogate.recall.terms import MAX_TERMS, coverage, terms, text_search
+from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall, strong_hits, text_ranking
+from mongogate.recall.terms import MAX_TERMS, coverage, holds, identifiers, terms, text_search
 
 
 def test_fuse_is_reciprocal_rank_fusion() -> None:
@@ -131,3 +131,53 @@ def test_fused_recall_ignores_text_hits_that_hold_no_query_term() -> None:
 def test_fusion_refuses_meaningless_knobs(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="Fusion"):
         Fusion(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what is PAY-1289 about?", ["pay-1289"]),
+        ("192.168.1.1", ["192.168.1.1"]),
+        ("PR #4821, then (TP1345).", ["4821", "tp1345"]),
+        ("who runs the company-wide meeting?", []),  # dashed words without a digit are words
+        ("Kowalski", []),
+    ],
+)
+def test_identifiers_are_the_tokens_with_a_digit(query: str, expected: list[str]) -> None:
+    assert identifiers(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("identifier", "text", "held"),
+    [
+        ("192.168.1.1", "The router is at 192.168.1.1.", True),
+        ("192.168.1.1", "The printer is at 192.168.1.11.", False),  # the same $text terms
+        ("ord-58213", "Order ORD-58213 was shipped", True),
+        ("ord-58213", "Order ORD-582130 was shipped", False),
+        ("58213", "Order ORD-58213 was shipped", False),  # a part of a longer identifier
+        ("v2.14.3", "Release v2.14.3 fixed the crash", True),
+    ],
+)
+def test_a_memory_holds_an_identifier_only_as_a_whole_token(identifier: str, text: str, held: bool) -> None:
+    assert holds(identifier, text) is held
+
+
+def test_fused_recall_puts_the_memory_naming_the_identifier_first_even_below_meaning() -> None:
+    # "PR 4821": the memory holds "4821" but not "pr" (half the terms), and meaning does not
+    # find it at all among many memories: the share weighting alone left it far down
+    hits = [("pr", "Pull request 4821 adds retries"), ("ip", "The printer is at 192.168.1.11.")]
+    vector = [f"v{i}" for i in range(20)]
+    assert fuse_recall("PR 4821", hits, vector, Fusion(identifiers_first=False))[0][0] == "v0"
+    got = fuse_recall("PR 4821", hits, vector)
+    assert got[0][0] == "pr"
+    assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)  # scores stay best first
+    twins = [("eleven", "The printer is at 192.168.1.11."), ("one", "The router is at 192.168.1.1.")]
+    assert fuse_recall("192.168.1.1", twins, ["eleven", "one"])[0][0] == "one"
+
+
+def test_strong_hits_hold_the_most_identifiers_and_need_at_least_one() -> None:
+    hits = [("a", "ORD-1 and INC-2"), ("b", "ORD-1 only"), ("c", "no identifier")]
+    assert strong_hits("ORD-1 INC-2", hits) == {"a"}
+    assert strong_hits("ORD-1", hits) == {"a", "b"}
+    assert strong_hits("ORD-9", hits) == set()
+    assert strong_hits("what about orders?", hits) == set()

@@ -63,3 +63,15 @@ async def test_fused_recall_puts_the_exact_identifier_and_the_paraphrase_answer_
     # "work" matches the laptop by text alone (fifth by meaning, a clear margin below the gym):
     # plain RRF put it first
     assert (await ltm.recall(ACME, "what days do I work out?", limit=1)).memories[0].id == ids["gym"]
+
+
+async def test_fused_recall_tells_apart_identifiers_that_share_every_text_term(ltm: LongTermMemory) -> None:
+    # 192.168.1.1 and 192.168.1.11 hold the same $text terms (192, 168, 1, 11): only the whole
+    # token tells them apart, and an exact identifier and a paraphrase both land first
+    router = await ltm.remember(ACME, "The home router's admin page is at 192.168.1.1.")
+    printer = await ltm.remember(ACME, "The network printer's address is 192.168.1.11.")
+    hose = await ltm.remember(ACME, "The garden hose is stored in the shed behind the garage.")
+    await ltm.remember(ACME, "Pull request 4821 adds retries to the webhook sender.")
+    assert (await ltm.recall(ACME, "192.168.1.1", limit=1)).memories[0].id == router.id
+    assert (await ltm.recall(ACME, "192.168.1.11", limit=1)).memories[0].id == printer.id
+    assert (await ltm.recall(ACME, "where is the garden hose kept?", limit=1)).memories[0].id == hose.id

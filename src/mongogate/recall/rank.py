@@ -11,6 +11,14 @@ memories that share one incidental word with it ("work" in "what days do I work 
 plain RRF let those beat the vector ranking's right answer. Weighting each text hit by the
 share of the query's terms it holds (squared), with equal shares sharing a rank, keeps an
 exact identifier on top and lets a one-word overlap count little.
+
+And one rule on top: when the query names identifiers (tokens with a digit, `terms.identifiers`),
+the text hits that hold the most of them as whole tokens ("strong" hits) come first, in their
+fused order, and everything else keeps its fused order behind them. Meaning cannot tell
+ORD-58213 from ORD-58231, and neither can `$text` terms tell 192.168.1.1 from 192.168.1.11; a
+memory naming exactly what was asked for is the answer a user expects at the top. Without an
+identifier in the query (or no memory holding one) the ranking is the fusion alone, so the
+vector ranking's order is never displaced by anything weaker than an exact identifier.
 """
 
 from __future__ import annotations
@@ -19,9 +27,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mongogate.recall.terms import coverage, terms
+from mongogate.recall.terms import coverage, holds, identifiers, terms
 
-__all__ = ["DEFAULT_FUSION", "DEFAULT_K", "Fusion", "fuse", "fuse_recall", "text_ranking"]
+__all__ = ["DEFAULT_FUSION", "DEFAULT_K", "Fusion", "fuse", "fuse_recall", "strong_hits", "text_ranking"]
 
 #: RRF's constant in `fuse` (Cormack, Clarke and Büttcher use 60)
 DEFAULT_K = 60
@@ -42,6 +50,8 @@ class Fusion:
     vector_weight: float = 1.0
     #: a text hit's weight is multiplied by (share of query terms it holds) ** this
     exactness_power: float = 2.0
+    #: text hits holding the query's identifiers as whole tokens go first (`strong_hits`)
+    identifiers_first: bool = True
 
     def __post_init__(self) -> None:
         for name in ("k", "text_weight", "vector_weight", "exactness_power"):
@@ -96,7 +106,25 @@ def fuse_recall(
         if share > 0
     ]
     vector_side = [(doc_id, rank, fusion.vector_weight) for rank, doc_id in enumerate(vector_ids, start=1)]
-    return _sum([text_side, vector_side], fusion.k)
+    fused = _sum([text_side, vector_side], fusion.k)
+    strong = strong_hits(query, text_hits) if fusion.identifiers_first else set()
+    if not strong:
+        return fused
+    # strong hits first, each scored above every other (its fused score + the best other one)
+    lift = max((score for doc_id, score in fused if doc_id not in strong), default=0.0)
+    first = [(doc_id, score + lift) for doc_id, score in fused if doc_id in strong]
+    return first + [(doc_id, score) for doc_id, score in fused if doc_id not in strong]
+
+
+def strong_hits(query: str, text_hits: Sequence[tuple[str, str]]) -> set[str]:
+    """The ids of the text hits that hold the most of the query's identifiers (at least one) as
+    whole tokens; empty when the query names none or no hit holds one."""
+    wanted = identifiers(query)
+    if not wanted:
+        return set()
+    held = {doc_id: sum(holds(x, text) for x in wanted) for doc_id, text in text_hits}
+    most = max(held.values(), default=0)
+    return {doc_id for doc_id, n in held.items() if n == most} if most else set()
 
 
 def _sum(rankings: Sequence[Sequence[tuple[str, int, float]]], k: float) -> list[tuple[str, float]]:

@@ -245,7 +245,7 @@ def test_stdio_without_tenant_exits_with_explanation(env: dict[str, str]) -> Non
 
 
 def test_audit_prints_matching_events_and_a_summary(env: dict[str, str], tmp_path: Path) -> None:
-    from mongogate.policy.audit import AuditLog
+    from mongogate.audit.log import AuditLog
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path, redact_values=False, max_value_chars=64, stream=None)

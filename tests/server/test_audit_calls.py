@@ -15,9 +15,9 @@ import jwt
 import pytest
 from mcp import Client
 
+from mongogate.audit.log import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS
-from mongogate.policy.audit import read_events
 from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
 from mongogate.server.http import BackgroundHttpServer

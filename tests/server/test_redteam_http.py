@@ -126,8 +126,8 @@ def test_an_event_mongodb_cannot_encode_falls_back_and_the_writer_lives_on(
 
     from pymongo import MongoClient
 
-    from mongogate.policy.audit import AuditLog
-    from mongogate.policy.audit_store import COLLECTION
+    from mongogate.audit.log import AuditLog
+    from mongogate.audit.store import COLLECTION
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog.for_database(

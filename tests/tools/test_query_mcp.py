@@ -13,10 +13,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from mongogate.audit.log import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS, seed_demo
 from mongogate.errors import ConfigError
-from mongogate.policy.audit import read_events
 from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
 from mongogate.server.http import BackgroundHttpServer

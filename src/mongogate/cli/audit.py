@@ -53,8 +53,8 @@ def _collection(settings: Settings) -> Iterator[Any]:
     """`audit_events` through the read-write user: database.uri, else the data dir's engine."""
     from pymongo import MongoClient
 
+    from mongogate.audit.store import COLLECTION
     from mongogate.engine import client as engine_client
-    from mongogate.policy.audit_store import COLLECTION
 
     uri = settings.database.uri
     if uri is None:  # the data dir's shared engine (started if needed), with its credentials
@@ -82,7 +82,7 @@ def _format(args: argparse.Namespace) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from mongogate.policy.audit_read import follow
+    from mongogate.audit.read import follow
 
     settings = settings_from(args)
     source = args.source or ("file" if args.path or settings.audit.sink == "file" else "mongodb")
@@ -101,7 +101,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         coll = stack.enter_context(_collection(settings)) if source == "mongodb" else None
         if args.follow:
-            from mongogate.policy.audit_store import follow_db
+            from mongogate.audit.store import follow_db
 
             stream = follow(path, **filters) if coll is None else follow_db(coll, **filters)
             with contextlib.suppress(KeyboardInterrupt):
@@ -121,8 +121,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _reader(path: Path, coll: Any) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
-    from mongogate.policy.audit_read import read_events
-    from mongogate.policy.audit_store import read_events_db
+    from mongogate.audit.read import read_events
+    from mongogate.audit.store import read_events_db
 
     def read(filters: dict[str, Any]) -> list[dict[str, Any]]:
         return list(read_events(path, **filters) if coll is None else read_events_db(coll, **filters))
@@ -131,7 +131,7 @@ def _reader(path: Path, coll: Any) -> Callable[[dict[str, Any]], list[dict[str, 
 
 
 def _output(events: list[dict[str, Any]], fmt: str, summary: bool, where: str) -> None:
-    from mongogate.policy.audit_read import summarize
+    from mongogate.audit.read import summarize
 
     s = summarize(events)
     if summary:

@@ -54,10 +54,10 @@ def cmd_try(args: argparse.Namespace) -> int:
 async def _try(
     settings: Settings, registry: Any, spec: QueryToolSpec, arguments: object, args: argparse.Namespace
 ) -> dict[str, Any]:
+    from mongogate.audit.forbidden import allowed_names
+    from mongogate.audit.log import AuditLog
     from mongogate.errors import PolicyViolation
     from mongogate.logs import default_instance_id
-    from mongogate.policy.audit import AuditLog
-    from mongogate.policy.audit_forbidden import allowed_names
     from mongogate.requests import new_request_id
     from mongogate.server.audit_calls import refusal_of
     from mongogate.tools.base import error_text
@@ -144,7 +144,7 @@ def rejection(
     audit: Any, spec: QueryToolSpec, raw: dict[str, Any], common: dict[str, Any], reason: str, path: str
 ) -> dict[str, Any]:
     """The event tools/query.py writes for this refusal."""
-    from mongogate.policy.audit_forbidden import allowed_names
+    from mongogate.audit.forbidden import allowed_names
 
     logged_filter = spec.kind == "find" and "filter" in raw
     event: dict[str, Any] = audit.rejection_event(
@@ -208,7 +208,7 @@ def _nothing(*_: Any) -> None:
 
 async def write_event(settings: Settings, event: dict[str, Any]) -> None:
     """``--audit``: the event goes where the server's would (the file, or the collection too)."""
-    from mongogate.policy.audit_setup import audit_from_settings
+    from mongogate.audit.setup import audit_from_settings
 
     uri = settings.database.uri
     if settings.audit.sink != "file" and uri is None:

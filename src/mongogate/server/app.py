@@ -13,6 +13,9 @@ from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mongogate import __version__
+from mongogate.audit.forbidden import allowed_names
+from mongogate.audit.log import AuditLog
+from mongogate.audit.setup import audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
@@ -21,9 +24,6 @@ from mongogate.logs import default_instance_id
 from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
-from mongogate.policy.audit import AuditLog
-from mongogate.policy.audit_forbidden import allowed_names
-from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.search import path_report

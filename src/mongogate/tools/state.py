@@ -14,7 +14,7 @@ from mongogate.principal import Principal
 from mongogate.runs import Runs
 
 if TYPE_CHECKING:
-    from mongogate.policy.audit import AuditLog
+    from mongogate.audit.log import AuditLog
     from mongogate.recall.store import LongTermMemory
 
 

@@ -27,8 +27,8 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from mongogate.policy.audit_store import COLLECTION, ensure_indexes, to_doc
-from mongogate.policy.audit_writer import resolve_future
+from mongogate.audit.file import resolve_future
+from mongogate.audit.store import COLLECTION, ensure_indexes, to_doc
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
-from mongogate.policy.audit_read import field_filters, parse_ts
+from mongogate.audit.read import field_filters, parse_ts
 
 COLLECTION = "audit_events"
 TTL_INDEX = "ts_ttl"

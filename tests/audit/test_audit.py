@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
+from mongogate.audit.log import AuditLog, follow, read_events, summarize
 from mongogate.errors import PolicyViolation
-from mongogate.policy.audit import AuditLog, follow, read_events, summarize
 from mongogate.policy.filters import check_filter
 from tests.policy.specs import LIMITS, ORDERS
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mongogate.audit.read import read_events
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, seed_demo
-from mongogate.policy.audit_read import read_events
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
@@ -42,7 +42,8 @@ ATTACKS: list[Any] = [
                  id="behind-40-made-up-names"),
     pytest.param("find_wide", {"filter": WHERE, "sort": {f"k{i}": 1 for i in range(20_000)}}, "$where",
                  id="refused-by-the-bounds"),
-    pytest.param("find_wide", {"filter": "{\"$where\": 1}", "junk": [WHERE]}, "$where", id="filter-as-text-and-an-extra-argument"),
+    pytest.param("find_wide", {"filter": "{\"$where\": 1}", "junk": [WHERE]}, "$where",
+                 id="filter-as-text-and-an-extra-argument"),
     pytest.param("order_stats", {"pipeline": [{"$match": {}}] * 7 + [{"$match": WHERE}]}, "$where",
                  id="last-stage"),
     pytest.param("order_stats", {"pipeline": [{"$facet": {"a": [{"$match": WHERE}]}}]}, "$where",

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from mongogate.policy.audit import AuditLog
-from mongogate.policy.audit_sink import MongoSink
-from mongogate.policy.audit_store import COLLECTION, TTL_INDEX, ensure_indexes, follow_db, read_events_db
+from mongogate.audit.log import AuditLog
+from mongogate.audit.mongo import MongoSink
+from mongogate.audit.store import COLLECTION, TTL_INDEX, ensure_indexes, follow_db, read_events_db
 from tests.helpers import free_port
 
 

@@ -1,6 +1,6 @@
 """Reading the audit file: filters, a summary, and ``tail -f`` (``mongogate audit``).
 
-The MongoDB sink is read by policy/audit_store.py with the same filters and summary.
+The MongoDB sink is read by audit/store.py with the same filters and summary.
 """
 
 from __future__ import annotations

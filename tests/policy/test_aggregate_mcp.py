@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mongogate.audit.log import read_events
+from mongogate.audit.read import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, demo_orders, seed_demo
 from mongogate.server.app import build_server

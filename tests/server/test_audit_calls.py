@@ -15,7 +15,7 @@ import jwt
 import pytest
 from mcp import Client
 
-from mongogate.audit.log import read_events
+from mongogate.audit.read import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS
 from mongogate.policy.spec import QueryToolSpec

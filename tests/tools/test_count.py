@@ -13,7 +13,7 @@ from mcp import Client
 from pymongo import AsyncMongoClient
 from pymongo.monitoring import CommandListener, CommandStartedEvent
 
-from mongogate.audit.log import read_events
+from mongogate.audit.read import read_events
 from mongogate.config import PolicySettings
 from mongogate.demo import FIND_ORDERS, ORDERS_INDEX, demo_orders, seed_demo
 from mongogate.errors import ConfigError

@@ -25,18 +25,9 @@ from mongogate.audit.bounded import MAX_PATH, MAX_VALUES, OFFENDING_VALUES, Boun
 from mongogate.audit.file import AuditWriter
 from mongogate.audit.forbidden import EVERYTHING_CHECKABLE, find_forbidden
 from mongogate.audit.mongo import MongoSink
-from mongogate.audit.read import follow, matcher, read_events, summarize
 from mongogate.requests import current as current_request
 
-__all__ = [
-    "STDERR",
-    "AuditLog",
-    "count_events",
-    "follow",
-    "matcher",
-    "read_events",
-    "summarize",
-]
+__all__ = ["STDERR", "AuditLog", "Rejection", "count_events"]
 
 Sink = Literal["file", "mongodb", "both"]
 log = logging.getLogger(__name__)

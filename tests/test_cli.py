@@ -144,7 +144,7 @@ def test_token_without_config_from_the_project_directory(env: dict[str, str]) ->
     r = run(["token", "--tenant", "globex"], env)
     assert r.returncode == 0, r.stderr
     from mongogate.config import load_settings
-    from mongogate.server.auth import build_token_verifier
+    from mongogate.server.auth.verify import build_token_verifier
 
     verifier = build_token_verifier(load_settings(ROOT / "examples" / "mongogate.toml").auth)
     assert verifier is not None

@@ -37,7 +37,7 @@ def _when(flag: str, text: str | None) -> datetime | None:
     """``--since``/``--until``: an ISO 8601 time (naive is UTC) or a duration ago."""
     if not text:
         return None
-    from mongogate.server.tokens import parse_ttl
+    from mongogate.server.auth.tokens import parse_ttl
 
     try:
         return datetime.now(UTC) - timedelta(seconds=parse_ttl(text))

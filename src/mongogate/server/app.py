@@ -30,8 +30,13 @@ from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
 from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
-from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
-from mongogate.server.challenge import Challenge, ChallengingServer
+from mongogate.server.auth.challenge import Challenge, ChallengingServer
+from mongogate.server.auth.verify import (
+    build_token_verifier,
+    current_principal,
+    principal_for_stdio,
+    require_scopes,
+)
 from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
@@ -96,7 +101,7 @@ def build_server(
         verifier = build_token_verifier(settings.auth)
         url = public_url(settings)
         # The SDK's own metadata would name issuer_url as an authorization server whatever it is:
-        # without resource_server_url it serves none, and server/challenge.py serves the truth.
+        # without resource_server_url it serves none, and server/auth/challenge.py serves the truth.
         sdk_auth = SdkAuthSettings.model_validate(
             {"issuer_url": url, "resource_server_url": None, "validate_token_resource": False}
         )

@@ -27,9 +27,9 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
+from mongogate.compat.settings import PostReadToml
 from mongogate.config_errors import env_problem, format_errors
 from mongogate.errors import ConfigError
 from mongogate.mongouri import uri_problem
@@ -371,12 +371,11 @@ FILE_PATHS = (
 )
 
 
-class _TomlFile(TomlConfigSettingsSource):
+class _TomlFile(PostReadToml):
     """The TOML source, with relative paths made relative to the file, not the working directory."""
 
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        data = super()._read_file(file_path)
-        base = Path(file_path).parent
+    def after_read(self, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        base = path.parent
         for section, key in FILE_PATHS:
             table = data.get(section)
             value = table.get(key) if isinstance(table, dict) else None

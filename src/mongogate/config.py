@@ -72,7 +72,8 @@ class DatabaseSettings(Section):
     """Connection of a user with only the `read` role, used by query tools. Unset: `uri`."""
     name: str = "mongogate"
     timeout_ms: int = Field(default=5000, ge=100)
-    """Server selection timeout, unless the URI sets its own ``serverSelectionTimeoutMS``."""
+    """Server selection and connect timeout of every client, unless the URI sets its own
+    ``serverSelectionTimeoutMS`` / ``connectTimeoutMS``."""
     write_concern: WriteConcernSettings = Field(default_factory=lambda: WriteConcernSettings())
     """Memory, run and scheduler writes: acknowledged by a majority, journaled (replica-set safe)."""
     read_concern: Literal["local", "majority", "linearizable"] = "majority"

@@ -25,6 +25,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongogate.audit.queue import BackgroundQueue
 from mongogate.audit.store import COLLECTION, ensure_indexes, to_doc
+from mongogate.connect import mongo_client
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +149,7 @@ class MongoSink:
 
     def _collection(self) -> Any:
         if self._client is None:
-            self._client = MongoClient(
-                self._uri,
-                serverSelectionTimeoutMS=self._timeout_ms,
-                connectTimeoutMS=self._timeout_ms,
-                tz_aware=True,
-            )
+            self._client = mongo_client(self._uri, self._timeout_ms)
         coll = self._client[self._db_name][COLLECTION]
         if not self._indexed:
             ensure_indexes(coll, self._retention_days)

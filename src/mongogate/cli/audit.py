@@ -53,9 +53,8 @@ def _when(flag: str, text: str | None) -> datetime | None:
 @contextlib.contextmanager
 def _collection(settings: Settings) -> Iterator[Any]:
     """`audit_events` through the read-write user: database.uri, else the data dir's engine."""
-    from pymongo import MongoClient
-
     from mongogate.audit.store import COLLECTION
+    from mongogate.connect import mongo_client
     from mongogate.engine import client as engine_client
 
     uri = settings.database.uri
@@ -63,7 +62,7 @@ def _collection(settings: Settings) -> Iterator[Any]:
         lease = engine_client.lease(settings.server.data_dir, settings.database.engine_idle_stop_s)
         uri = lease.uri
         lease.release()
-    client: Any = MongoClient(uri, serverSelectionTimeoutMS=settings.database.timeout_ms, tz_aware=True)
+    client = mongo_client(uri, settings.database.timeout_ms)
     try:
         yield client[settings.database.name][COLLECTION]
     finally:

@@ -10,6 +10,3 @@ class Principal:
     tenant: str
     subject: str = "anonymous"
     scopes: frozenset[str] = field(default_factory=frozenset)
-
-    def has_scopes(self, required: list[str] | tuple[str, ...]) -> bool:
-        return set(required) <= self.scopes

@@ -25,6 +25,7 @@ from mongogate.audit.bounded import MAX_PATH, MAX_VALUES, OFFENDING_VALUES, Boun
 from mongogate.audit.file import AuditWriter
 from mongogate.audit.forbidden import EVERYTHING_CHECKABLE, find_forbidden
 from mongogate.audit.mongo import MongoSink
+from mongogate.clock import iso_z
 from mongogate.requests import current as current_request
 
 __all__ = ["STDERR", "AuditLog", "Rejection", "count_events"]
@@ -47,7 +48,7 @@ def rpc_id() -> str | None:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_z(datetime.now(UTC))
 
 
 class Rejection(TypedDict):

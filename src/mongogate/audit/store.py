@@ -26,7 +26,7 @@ from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
 from mongogate.audit.query import AuditQuery, parse_ts
-from mongogate.clock import as_utc
+from mongogate.clock import as_utc, iso_z
 
 COLLECTION = "audit_events"
 TTL_INDEX = "ts_ttl"
@@ -60,7 +60,7 @@ def from_doc(doc: dict[str, Any]) -> dict[str, Any]:
     event = {k: v for k, v in doc.items() if k != "_id"}
     ts = parse_ts(event.get("ts"))
     if ts is not None:
-        event["ts"] = ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        event["ts"] = iso_z(ts)
     for key in JSON_FIELDS:
         if isinstance(event.get(key), str):
             with contextlib.suppress(ValueError):

@@ -187,15 +187,37 @@ async def execute(
 
 
 async def _seed(settings: Settings, db: Any, registry: Any) -> None:
+    from mongogate.audit.log import AuditLog
     from mongogate.demo import seed_demo
     from mongogate.memory.store import MemoryStore
     from mongogate.memory.turns import Turns
+    from mongogate.recall.embedding import make_embedder
+    from mongogate.recall.store import LongTermMemory
+    from mongogate.runs import Runs
     from mongogate.tools.state import AppState
 
+    if seed_demo not in registry.startup_hooks:
+        return
     memory = MemoryStore(db.memory, settings.memory)
-    state = AppState(settings, db, memory, Turns(memory), principal=_nobody, require_scopes=_nothing)
-    if seed_demo in registry.startup_hooks:
-        await seed_demo(state)
+    recall = LongTermMemory(  # the embedder loads lazily: the seed never uses it
+        db.memory, settings.memory.long_term, make_embedder(settings.memory.embedding), memory.clock
+    )
+    a = settings.audit
+    audit = AuditLog(
+        settings.audit_path, redact_values=a.redact_values, max_value_chars=a.max_value_chars, stream=None
+    )
+    state = AppState(
+        settings,
+        db,
+        memory,
+        Turns(memory),
+        principal=_nobody,
+        require_scopes=_nothing,
+        audit=audit,  # nothing is written: the seed only inserts orders
+        runs=Runs(db.memory, settings.memory),
+        recall=recall,
+    )
+    await seed_demo(state)
 
 
 def _nobody(ctx: Any) -> Any:

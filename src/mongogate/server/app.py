@@ -28,6 +28,7 @@ from mongogate.principal import Principal
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
+from mongogate.runs import Runs
 from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
 from mongogate.server.auth.challenge import Challenge, ChallengingServer
@@ -41,6 +42,7 @@ from mongogate.server.health import readiness_for
 from mongogate.server.metrics import Metrics, register
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.surface import UnknownTools, offer_tools_only
+from mongogate.specs import RUN_TOOL_NAMES
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
@@ -159,6 +161,9 @@ def build_server(
             audit = audit_from_settings(settings, rw_uri, instance)
             if metrics is not None:
                 metrics.attach_audit(audit)
+            runs = Runs(db.memory, settings.memory)
+            if all_tools & RUN_TOOL_NAMES:  # checkpoints need their unique index before any call
+                await runs.ensure_indexes()
             state = AppState(
                 settings=settings,
                 db=db,
@@ -167,6 +172,7 @@ def build_server(
                 principal=principal,
                 require_scopes=require_scopes,
                 audit=audit,
+                runs=runs,
                 recall=recall,
             )
             for hook in registry.startup_hooks:

@@ -44,8 +44,8 @@ from mongogate.config import load_settings
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, ORDERS_INDEX
 from mongogate.engine.embedded import EmbeddedEngine
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from mongogate.tools.registry import ToolRegistry
 
 SECRET = "bench-secret-0123456789abcdef-0123456789abcdef"

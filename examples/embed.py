@@ -10,8 +10,8 @@ import os
 
 from mongogate.config import Settings, load_settings
 from mongogate.demo import seed_demo
-from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
 
 

@@ -147,7 +147,7 @@ def test_token_without_config_from_the_project_directory(cli: Cli, env: dict[str
     r = cli(["token", "--tenant", "globex"], env)
     assert r.returncode == 0, r.stderr
     from mongogate.config import load_settings
-    from mongogate.server.auth import build_token_verifier
+    from mongogate.server.auth.verify import build_token_verifier
 
     verifier = build_token_verifier(load_settings(ROOT / "examples" / "mongogate.toml").auth)
     assert verifier is not None
@@ -248,7 +248,7 @@ def test_stdio_without_tenant_exits_with_explanation(cli: Cli, env: dict[str, st
 
 
 def test_audit_prints_matching_events_and_a_summary(cli: Cli, env: dict[str, str], tmp_path: Path) -> None:
-    from mongogate.policy.audit import AuditLog
+    from mongogate.audit.log import AuditLog
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path, redact_values=False, max_value_chars=64, stream=None)

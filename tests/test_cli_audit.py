@@ -16,8 +16,8 @@ from typing import Any
 import jwt
 import pytest
 
+from mongogate.audit.log import AuditLog
 from mongogate.cli import main
-from mongogate.policy.audit import AuditLog
 from tests.conftest import DEV_SECRET
 from tests.helpers import EXE, ROOT
 

@@ -14,8 +14,8 @@ import anyio
 import pytest
 from mcp import Client
 
+from mongogate.audit.read import read_events
 from mongogate.cli import main
-from mongogate.policy.audit_read import read_events
 from tests.helpers import EXE, ROOT
 from tests.policy.test_aggregate_mcp import server_for
 

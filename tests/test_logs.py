@@ -15,9 +15,9 @@ import pytest
 from mcp import Client
 from pymongo import MongoClient
 
+from mongogate.audit.store import COLLECTION, read_events_db
 from mongogate.cli import main
 from mongogate.logs import configure
-from mongogate.policy.audit_store import COLLECTION, read_events_db
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings

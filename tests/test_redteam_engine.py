@@ -176,8 +176,8 @@ def test_mongogate_audit_prints_caller_text_escaped(
     of `mongogate audit` escaped: one line per event, no raw control character."""
     import json
 
+    from mongogate.audit.log import AuditLog
     from mongogate.cli import main
-    from mongogate.policy.audit import AuditLog
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog(path, stream=None, redact_values=False, max_value_chars=64)

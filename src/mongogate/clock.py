@@ -22,6 +22,11 @@ def as_utc(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def iso_z(value: datetime, timespec: str = "milliseconds") -> str:
+    """``value`` as ISO 8601 UTC text ending in ``Z`` (audit events, JSON log lines)."""
+    return as_utc(value).astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
 class Clock(Protocol):
     def now(self) -> datetime:
         """The current time, timezone-aware UTC, truncated to milliseconds."""

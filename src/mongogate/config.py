@@ -29,9 +29,9 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
+from mongogate.compat.settings import PostReadToml
 from mongogate.config_errors import env_problem, format_errors
 from mongogate.errors import ConfigError
 from mongogate.mongouri import uri_problem
@@ -75,7 +75,8 @@ class DatabaseSettings(Section):
     """Connection of a user with only the `read` role, used by query tools. Unset: `uri`."""
     name: str = "mongogate"
     timeout_ms: int = Field(default=5000, ge=100)
-    """Server selection timeout, unless the URI sets its own ``serverSelectionTimeoutMS``."""
+    """Server selection and connect timeout of every client, unless the URI sets its own
+    ``serverSelectionTimeoutMS`` / ``connectTimeoutMS``."""
     write_concern: WriteConcernSettings = Field(default_factory=lambda: WriteConcernSettings())
     """Memory, run and scheduler writes: acknowledged by a majority, journaled (replica-set safe)."""
     read_concern: Literal["local", "majority", "linearizable"] = "majority"
@@ -487,15 +488,14 @@ FILE_PATHS = (
 DEFAULT_DATA_DIR = ".mongogate"
 
 
-class _TomlFile(TomlConfigSettingsSource):
+class _TomlFile(PostReadToml):
     """The TOML source, with relative paths made relative to the file, not the working directory.
 
     A file without ``server.data_dir`` puts it next to itself (``<file's dir>/.mongogate``), so
     every command given the same file uses the same data directory wherever it runs from."""
 
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        data = super()._read_file(file_path)
-        base = Path(file_path).parent
+    def after_read(self, data: dict[str, Any], path: Path) -> dict[str, Any]:
+        base = path.parent
         server = data.setdefault("server", {})
         if isinstance(server, dict) and "data_dir" not in server:
             server["data_dir"] = DEFAULT_DATA_DIR

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ValidationError
 from pydantic_settings import SettingsError
 
 from mongogate.errors import unknown_key
+from mongogate.mongouri import without_password
 from mongogate.specs import SpecError
 
 _SECRET_KEYS = frozenset({"sha256", "jwt_secret"})
 _URI_KEYS = frozenset({"uri", "query_uri"})
-_URI_PASSWORD = re.compile(r"(?<=://)([^/@:]*):[^/@]*@")
 
 
 def mask(loc: tuple[Any, ...], value: object) -> str:
@@ -32,13 +32,8 @@ def mask(loc: tuple[Any, ...], value: object) -> str:
         return "***"
     text = repr(value)
     if keys & _URI_KEYS:
-        text = _URI_PASSWORD.sub(r"\1:***@", text)
+        text = without_password(text)
     return text
-
-
-def mask_text(text: str) -> str:
-    """Passwords inside any URI in ``text`` become ``***``."""
-    return _URI_PASSWORD.sub(r"\1:***@", text)
 
 
 def _env_name(loc: tuple[Any, ...], environ: dict[str, str]) -> str | None:
@@ -136,7 +131,7 @@ def env_problem(exc: SettingsError) -> str:
             bad.append(name)
     named = bad or names
     if not named:
-        return f"invalid configuration in the environment: {mask_text(str(exc))}"
+        return f"invalid configuration in the environment: {without_password(str(exc))}"
     return (
         f"invalid configuration in the environment variable {' / '.join(named)}: its value could not be "
         "parsed; a list or table needs JSON, e.g. MONGOGATE_SERVER__ALLOWED_HOSTS='[\"a.example\"]'"

@@ -1,23 +1,42 @@
-"""The two pymongo clients, and the one-line error when a server does not answer.
+"""Every pymongo client mongogate makes, and the one-line error when a server does not answer.
 
-The URI's own ``serverSelectionTimeoutMS`` is honoured (``database.timeout_ms`` applies only when
-the URI sets none); an unreachable or refused server is one StorageError naming its hosts, the
-setting it came from and the timeout used, never pymongo's topology dump.
+One factory (``mongo_client`` / ``async_mongo_client``): each client names itself to the server
+as ``DriverInfo("mongogate", version)`` (visible in the server's logs and ``currentOp``) and
+follows the same timeout rules: the URI's own ``serverSelectionTimeoutMS`` and
+``connectTimeoutMS`` are honoured, ``database.timeout_ms`` applies to what it does not set
+(mongogate/mongouri.py ``client_options``). An unreachable or refused server is one StorageError
+naming its hosts, the setting it came from and the timeout used, never pymongo's topology dump.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, MongoClient
+from pymongo.driver_info import DriverInfo
 from pymongo.errors import ConfigurationError, ConnectionFailure, InvalidURI, PyMongoError
 
+from mongogate import __version__
 from mongogate.config import DatabaseSettings
 from mongogate.errors import ConfigError, StorageError
 from mongogate.mongouri import client_options, unreachable, without_password
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
+
+#: how every client of mongogate introduces itself to the server (the handshake's driver info)
+DRIVER = DriverInfo("mongogate", __version__)
+
+
+def mongo_client(uri: str, timeout_ms: int, **options: Any) -> MongoClient[Doc]:
+    """A synchronous client (the audit sink's writer thread, the CLI)."""
+    return MongoClient(uri, driver=DRIVER, **client_options(uri, timeout_ms), **options)
+
+
+def async_mongo_client(uri: str, timeout_ms: int, **options: Any) -> AsyncMongoClient[Doc]:
+    """An asyncio client (the server's memory and query clients)."""
+    return AsyncMongoClient(uri, driver=DRIVER, **client_options(uri, timeout_ms), **options)
 
 
 def connect(uri: str, settings: DatabaseSettings) -> tuple[AsyncMongoClient[Doc], AsyncMongoClient[Doc]]:
@@ -27,7 +46,7 @@ def connect(uri: str, settings: DatabaseSettings) -> tuple[AsyncMongoClient[Doc]
     clients: list[AsyncMongoClient[Doc]] = []
     for key, u in (("database.uri", uri), ("database.query_uri", query_uri)):
         try:
-            clients.append(AsyncMongoClient(u, **client_options(u, timeout)))
+            clients.append(async_mongo_client(u, timeout))
         except (InvalidURI, ConfigurationError) as e:  # e.g. a mongodb+srv:// name that does not resolve
             raise ConfigError(f"{key}: {without_password(str(e))}") from e
     return clients[0], clients[1]

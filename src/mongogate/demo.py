@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pymongo.errors import BulkWriteError
 
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
 
+from mongogate.clock import iso_z
 from mongogate.requests import current as current_request
 
 LogFormat = Literal["text", "json"]
@@ -64,9 +65,8 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, message, request_id, tenant, tool, outcome, ms."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         entry: dict[str, Any] = {
-            "ts": ts.replace("+00:00", "Z"),
+            "ts": iso_z(datetime.fromtimestamp(record.created, UTC)),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

@@ -15,6 +15,7 @@ from pymongo.uri_parser import parse_uri
 
 SCHEMES = ("mongodb://", "mongodb+srv://")
 _TIMEOUT_OPTION = "serverselectiontimeoutms"
+_CONNECT_TIMEOUT_OPTION = "connecttimeoutms"
 _PASSWORD = re.compile(r"(?<=://)([^/@:]*):[^/@]*@")
 
 
@@ -76,11 +77,16 @@ def selection_timeout(uri: str, default_ms: int) -> tuple[int, str]:
 
 
 def client_options(uri: str, default_timeout_ms: int) -> dict[str, Any]:
-    """Keyword options for ``AsyncMongoClient(uri, ...)``: a keyword would override the URI, so the
-    timeout is passed only when the URI does not set one."""
+    """Keyword options for a client of ``uri`` (mongogate/connect.py makes every client with
+    them): a keyword would override the URI, so each timeout is passed only when the URI does not
+    set its own. The connect timeout follows the server selection timeout: no single connection
+    attempt may outlast the selection it serves."""
+    given = _options(uri)
     opts: dict[str, Any] = {"tz_aware": True}
-    if _TIMEOUT_OPTION not in _options(uri):
+    if _TIMEOUT_OPTION not in given:
         opts["serverSelectionTimeoutMS"] = default_timeout_ms
+    if _CONNECT_TIMEOUT_OPTION not in given:
+        opts["connectTimeoutMS"] = default_timeout_ms
     return opts
 
 

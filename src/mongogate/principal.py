@@ -19,6 +19,3 @@ class Principal:
     def identity(self) -> str:
         """Who the caller is, for ownership: the authenticated subject, not its display form."""
         return self.subject if self.subject_id is None else self.subject_id
-
-    def has_scopes(self, required: list[str] | tuple[str, ...]) -> bool:
-        return set(required) <= self.scopes

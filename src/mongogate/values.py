@@ -17,6 +17,16 @@ Doc = dict[str, Any]
 MAX_INT64 = 2**63 - 1
 
 
+def clip(text: str, n: int = 40, *, mark: str = "...") -> str:
+    """``text`` cut to ``n`` characters, with ``mark`` when it was longer (error texts stay short)."""
+    return text if len(text) <= n else text[:n] + mark
+
+
+def shown(value: object, n: int = 40) -> str:
+    """``repr(value)`` cut to ``n`` characters: how a refused value appears in an error."""
+    return clip(repr(value), n)
+
+
 def check_int(
     value: object, what: str, lo: int, hi: int, *, default: int | None = None, hint: str = ""
 ) -> int:
@@ -24,9 +34,8 @@ def check_int(
     if value is None and default is not None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
         where = f" ({hint})" if hint else ""
-        raise InvalidInput(f"{what} must be an integer from {lo} to {hi}{where}; got {shown}")
+        raise InvalidInput(f"{what} must be an integer from {lo} to {hi}{where}; got {shown(value)}")
     return value
 
 

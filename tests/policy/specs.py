@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mongogate.config import PolicySettings
 from mongogate.demo import FIND_ORDERS
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 
 # The demo's spec, as `--demo` registers it, minus its `index`: these tests' collections carry no
 # index, and a hint naming a missing one fails (tests/policy/test_aggregate_db.py covers the hint).

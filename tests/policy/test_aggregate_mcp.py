@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mongogate.audit.read import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, demo_orders
-from mongogate.policy.audit import read_events
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings

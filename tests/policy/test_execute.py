@@ -28,7 +28,7 @@ from mongogate.config import PolicySettings
 from mongogate.errors import PolicyViolation, StorageError
 from mongogate.policy.execute import NOTICE, QueryResult, projection_of, run_query
 from mongogate.policy.render import json_size
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 from tests.policy.specs import ITEMS, LIMITS, ORDERS
 
 pytestmark = pytest.mark.anyio

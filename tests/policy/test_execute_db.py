@@ -20,7 +20,7 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from mongogate.policy.execute import run_query
 from mongogate.policy.schema import input_schema
-from mongogate.policy.spec import SUPPORTED_OPERATORS
+from mongogate.specs import SUPPORTED_OPERATORS
 from tests.policy.specs import LIMITS, ORDERS
 
 pytestmark = pytest.mark.anyio

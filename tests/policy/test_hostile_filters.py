@@ -9,7 +9,7 @@ import pytest
 
 from mongogate.errors import PolicyViolation
 from mongogate.policy.filters import check_filter
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 from tests.policy.specs import ITEMS, LIMITS, ORDERS
 
 

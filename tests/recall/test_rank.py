@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -128,7 +129,7 @@ def test_fused_recall_ignores_text_hits_that_hold_no_query_term() -> None:
 @pytest.mark.parametrize(
     "kwargs", [{"k": -1.0}, {"text_weight": math.nan}, {"exactness_power": -2.0}, {"vector_weight": -1}]
 )
-def test_fusion_refuses_meaningless_knobs(kwargs: dict[str, float]) -> None:
+def test_fusion_refuses_meaningless_knobs(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="Fusion"):
         Fusion(**kwargs)
 

@@ -15,13 +15,13 @@ import jwt
 import pytest
 from mcp import Client
 
+from mongogate.audit.read import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS
-from mongogate.policy.audit import read_events
-from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import DEV_SECRET, jwt_auth, make_settings
 

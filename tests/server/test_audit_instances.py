@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mongogate.audit.read import read_events
 from mongogate.db import EmbeddedEngine
-from mongogate.policy.audit_read import read_events
 from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of, samples
 from mongogate.tools.registry import ToolRegistry

@@ -32,8 +32,8 @@ from pymongo.database import Database
 
 from mongogate.config import Settings
 from mongogate.server.app import build_server
-from mongogate.server.auth import hash_api_key
-from mongogate.server.jwks import Reason
+from mongogate.server.auth.jwks import Reason
+from mongogate.server.auth.verify import hash_api_key
 
 from .test_auth_tokens import forge, now
 

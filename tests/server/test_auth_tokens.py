@@ -28,7 +28,8 @@ from pydantic import SecretStr
 from mongogate.config import ApiKeyEntry, AuthSettings
 from mongogate.errors import AuthError, ConfigError
 from mongogate.principal import Principal
-from mongogate.server.auth import (
+from mongogate.server.auth.tokens import mint_dev_token, parse_ttl
+from mongogate.server.auth.verify import (
     ApiKeyVerifier,
     JwtVerifier,
     build_token_verifier,
@@ -38,7 +39,6 @@ from mongogate.server.auth import (
     principal_from_access_token,
     require_scopes,
 )
-from mongogate.server.tokens import mint_dev_token, parse_ttl
 
 ISS = "https://issuer.example"
 AUD = "mongogate"
@@ -470,9 +470,16 @@ async def test_api_key_unknown(key: str, caplog: pytest.LogCaptureFixture) -> No
         assert key not in caplog.text
 
 
-def test_api_key_verifier_needs_entries() -> None:
-    with pytest.raises(ConfigError, match=r"\[\[auth.api_keys\]\]"):
-        ApiKeyVerifier([])
+def test_api_keys_mode_needs_entries_decided_by_the_settings() -> None:
+    """The rule lives in AuthSettings (one place); a verifier with no entries lets no key in."""
+    with pytest.raises(ValueError, match=r"\[\[auth.api_keys\]\]"):
+        AuthSettings(mode="api_keys")
+    assert ApiKeyVerifier([]).lookup("mg_live_acme_0123456789abcdefghijklmnop") is None
+
+
+def test_a_jwt_verifier_needs_the_jwt_mode_whose_settings_chose_one_key_source() -> None:
+    with pytest.raises(ConfigError, match=r"auth\.mode 'jwt'"):
+        JwtVerifier(AuthSettings.model_validate({"mode": "none", "jwt_secret": SECRET}))
 
 
 # --------------------------------------------------------------------------- stdio principal

@@ -18,8 +18,8 @@ import pytest
 
 from mongogate.demo import FIND_ORDERS, seed_demo
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import cpu_s

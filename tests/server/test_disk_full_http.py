@@ -22,8 +22,8 @@ from pymongo.errors import OperationFailure
 
 from mongogate.engine.embedded import EmbeddedEngine
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from tests.conftest import jwt_auth, make_settings
 
 from . import rpc

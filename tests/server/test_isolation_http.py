@@ -14,8 +14,8 @@ from pymongo import AsyncMongoClient
 
 from mongogate.demo import FIND_ORDERS, ORDERS_INDEX
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState
 from tests.conftest import jwt_auth, make_settings

@@ -29,10 +29,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mongogate.clock import ManualClock
 from mongogate.config import AuthSettings, Settings
 from mongogate.server.app import build_server
-from mongogate.server.auth import JwtVerifier
-from mongogate.server.challenge import Challenge
+from mongogate.server.auth.challenge import Challenge
+from mongogate.server.auth.jwks import Reason, Rejected, RemoteJwks
+from mongogate.server.auth.verify import JwtVerifier
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.jwks import Reason, Rejected, RemoteJwks
 
 from ..conftest import make_settings
 from .test_auth_tokens import forge, now

@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mongogate.config import Settings
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
 from mongogate.server.metrics import metrics_of, samples
-from mongogate.server.tokens import mint_dev_token
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import INITIALIZE

@@ -81,7 +81,7 @@ def test_a_dripping_jwks_url_is_given_up_after_the_fetch_timeout() -> None:
     import threading
     import time
 
-    from mongogate.server.jwks import JwksUnavailable, fetch_jwks
+    from mongogate.server.auth.jwks import JwksUnavailable, fetch_jwks
 
     drip = 400  # bytes, one per 50 ms: 20 s if the client waits for all of them
     listener = socket.create_server(("127.0.0.1", 0))
@@ -126,8 +126,8 @@ def test_an_event_mongodb_cannot_encode_falls_back_and_the_writer_lives_on(
 
     from pymongo import MongoClient
 
-    from mongogate.policy.audit import AuditLog
-    from mongogate.policy.audit_store import COLLECTION
+    from mongogate.audit.log import AuditLog
+    from mongogate.audit.store import COLLECTION
 
     path = tmp_path / "audit.jsonl"
     log = AuditLog.for_database(
@@ -189,8 +189,8 @@ async def test_a_stateless_server_opens_no_idle_get_streams(
     each one was held open for good, each counting against `server.max_connections`: a token
     holder could fill them all. The spec's other answer is 405."""
     from mongogate.server.app import build_server
+    from mongogate.server.auth.tokens import mint_dev_token
     from mongogate.server.http import BackgroundHttpServer
-    from mongogate.server.tokens import mint_dev_token
     from tests.conftest import jwt_auth, make_settings
     from tests.server import rpc
 
@@ -223,7 +223,7 @@ def test_a_deeply_nested_key_set_is_unavailable_keys_not_a_crash() -> None:
     import http.server
     import threading
 
-    from mongogate.server.jwks import Reason, Rejected, RemoteJwks
+    from mongogate.server.auth.jwks import Reason, Rejected, RemoteJwks
 
     body = b"[" * 200_000 + b"]" * 200_000
 

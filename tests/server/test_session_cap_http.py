@@ -22,8 +22,8 @@ from mcp.server.mcpserver.tools import Tool
 
 from mongogate.config import Settings
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from mongogate.tools.base import Call, ToolInput, make_tool
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import jwt_auth, make_settings

@@ -18,9 +18,9 @@ import jwt
 import pytest
 
 from mongogate.server.app import build_server
-from mongogate.server.auth import hash_api_key
+from mongogate.server.auth.tokens import mint_dev_token
+from mongogate.server.auth.verify import hash_api_key
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from tests.conftest import DEV_SECRET, jwt_auth, make_settings
 
 from . import rpc

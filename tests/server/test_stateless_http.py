@@ -169,8 +169,8 @@ async def test_stateless_mode_still_requires_a_token_and_issues_no_session(
     engine_uri: str, db_name: str, tmp_path: Any
 ) -> None:
     from mongogate.server.app import build_server
+    from mongogate.server.auth.tokens import mint_dev_token
     from mongogate.server.http import BackgroundHttpServer
-    from mongogate.server.tokens import mint_dev_token
     from tests.conftest import jwt_auth, make_settings
 
     settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth(), server={"stateless": True})

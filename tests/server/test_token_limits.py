@@ -12,8 +12,8 @@ from pydantic import SecretStr
 from mongogate.cli.serve import _banner
 from mongogate.clock import ManualClock
 from mongogate.config import AuthSettings, load_settings
-from mongogate.server.auth import JwtVerifier, principal_from_access_token
-from mongogate.server.tokens import mint_dev_token
+from mongogate.server.auth.tokens import mint_dev_token
+from mongogate.server.auth.verify import JwtVerifier, principal_from_access_token
 
 from .test_auth_tokens import SECRET, auth_settings, claims, hs, now
 

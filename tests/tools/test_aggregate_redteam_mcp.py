@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mongogate.policy.audit import read_events
+from mongogate.audit.read import read_events
 from tests.policy.test_aggregate_mcp import server_for
 
 pytestmark = pytest.mark.anyio

@@ -12,10 +12,10 @@ from mcp import Client
 from pymongo import AsyncMongoClient
 from pymongo.monitoring import CommandListener, CommandStartedEvent
 
+from mongogate.audit.read import read_events
 from mongogate.config import PolicySettings
 from mongogate.demo import FIND_ORDERS, ORDERS_INDEX, demo_orders, seed_demo
 from mongogate.errors import ConfigError
-from mongogate.policy.audit import read_events
 from mongogate.policy.execute import run_query
 from mongogate.policy.query_indexes import create_index_command, index_status, missing_report
 from mongogate.server.app import build_server

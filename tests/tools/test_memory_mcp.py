@@ -12,8 +12,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from mongogate.specs import MEMORY_TOOL_NAMES, RECALL_TOOL_NAMES, RUN_TOOL_NAMES
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import failure, ok

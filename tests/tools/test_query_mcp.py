@@ -13,14 +13,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from mongogate.audit.read import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS
 from mongogate.errors import ConfigError
-from mongogate.policy.audit import read_events
-from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import jwt_auth, make_settings
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from pymongo import MongoClient
 
 from mongogate.config import RUN_TOOL_NAMES, Settings
 from mongogate.server.app import build_server
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.anyio
 
 
 def server(settings: Settings, *, hook: bool = True) -> MCPServer[Any]:
-    """The default registry carries the run tools; `hook=False` leaves out their startup hook."""
+    """The default registry carries the run tools; `hook=False` adds them by hand (`add_tools`)."""
     if hook:
         return build_server(settings)
     registry = ToolRegistry.from_settings(settings)
@@ -148,13 +149,20 @@ async def test_bad_input_is_a_clear_tool_error(engine_uri: str, db_name: str, tm
         assert cp["version"] == 0 and cp["state"] is None  # nothing was written by any refused call
 
 
-async def test_without_the_startup_hook_the_run_tools_say_so(
+async def test_run_tools_added_by_hand_get_their_service_and_indexes_at_start(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
-    """The service is built once at startup, never lazily inside a request."""
+    """Was: run tools added with `add_tools` alone answered `[config_invalid]` on every call until
+    the embedder also registered a startup hook. The lifespan builds the service, and the indexes
+    of whichever run tools are registered, before the first call."""
     async with Client(server(make_settings(engine_uri, db_name, tmp_path), hook=False)) as c:
-        text = await error(c, "acquire_run", run_id="r")
-    assert "[config_invalid]" in text and "ensure_run_indexes" in text
+        assert (await call(c, "acquire_run", run_id="r"))["run_id"] == "r"
+    client: MongoClient[dict[str, Any]] = MongoClient(engine_uri)
+    try:
+        names = {ix["name"] for ix in client[db_name]["run_events"].list_indexes()}
+    finally:
+        client.close()
+    assert "run_seq_unique" in names
 
 
 async def test_other_tenants_runs_look_missing(engine_uri: str, db_name: str, tmp_path: Path) -> None:

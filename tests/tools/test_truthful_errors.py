@@ -13,8 +13,8 @@ from mcp import Client
 from mongogate.errors import InvalidInput
 from mongogate.memory.keys import check_id
 from mongogate.server.app import build_server
+from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
-from mongogate.server.tokens import mint_dev_token
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import failure, ok
 from tests.server import rpc

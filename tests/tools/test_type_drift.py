@@ -18,9 +18,9 @@ from mcp import Client
 from pymongo import AsyncMongoClient
 
 from mongogate.policy.render import Renderer
-from mongogate.policy.spec import QueryToolSpec
 from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of, samples
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
 

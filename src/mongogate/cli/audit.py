@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mongogate.audit.query import AuditQuery
 from mongogate.cli.audit_format import (
     EVENT_COLUMNS,
     SUMMARY_COLUMNS,
@@ -27,6 +28,7 @@ from mongogate.cli.audit_format import (
     to_csv,
 )
 from mongogate.cli.common import settings_from
+from mongogate.clock import as_utc
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
@@ -35,7 +37,7 @@ def _when(flag: str, text: str | None) -> datetime | None:
     """``--since``/``--until``: an ISO 8601 time (naive is UTC) or a duration ago."""
     if not text:
         return None
-    from mongogate.server.tokens import parse_ttl
+    from mongogate.server.auth.tokens import parse_ttl
 
     try:
         return datetime.now(UTC) - timedelta(seconds=parse_ttl(text))
@@ -45,23 +47,22 @@ def _when(flag: str, text: str | None) -> datetime | None:
         ts = datetime.fromisoformat(text)
     except ValueError as e:
         raise MongogateError(f"{flag} {text!r}: give an ISO 8601 time or a duration like 1h, 30m, 2d") from e
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    return as_utc(ts)
 
 
 @contextlib.contextmanager
 def _collection(settings: Settings) -> Iterator[Any]:
     """`audit_events` through the read-write user: database.uri, else the data dir's engine."""
-    from pymongo import MongoClient
-
+    from mongogate.audit.store import COLLECTION
+    from mongogate.connect import mongo_client
     from mongogate.engine import client as engine_client
-    from mongogate.policy.audit_store import COLLECTION
 
     uri = settings.database.uri
     if uri is None:  # the data dir's shared engine (started if needed), with its credentials
         lease = engine_client.lease(settings.server.data_dir, settings.database.engine_idle_stop_s)
         uri = lease.uri
         lease.release()
-    client: Any = MongoClient(uri, serverSelectionTimeoutMS=settings.database.timeout_ms, tz_aware=True)
+    client = mongo_client(uri, settings.database.timeout_ms)
     try:
         yield client[settings.database.name][COLLECTION]
     finally:
@@ -82,28 +83,28 @@ def _format(args: argparse.Namespace) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from mongogate.policy.audit_read import follow
+    from mongogate.audit.read import follow
 
     settings = settings_from(args)
     source = args.source or ("file" if args.path or settings.audit.sink == "file" else "mongodb")
     path = Path(args.path) if args.path else settings.audit_path
-    filters: dict[str, Any] = {
-        "since": _when("--since", args.since),
-        "until": _when("--until", args.until),
-        "tenant": args.tenant,
-        "principal": args.principal,
-        "tool": args.tool,
-        "reason": args.reason,
-        "instance": args.instance,
-    }
+    query = AuditQuery(
+        since=_when("--since", args.since),
+        until=_when("--until", args.until),
+        tenant=args.tenant,
+        principal=args.principal,
+        tool=args.tool,
+        reason=args.reason,
+        instance=args.instance,
+    )
     fmt = _format(args)
     where = str(path) if source == "file" else f"{settings.database.name}.audit_events"
     with contextlib.ExitStack() as stack:
         coll = stack.enter_context(_collection(settings)) if source == "mongodb" else None
         if args.follow:
-            from mongogate.policy.audit_store import follow_db
+            from mongogate.audit.store import follow_db
 
-            stream = follow(path, **filters) if coll is None else follow_db(coll, **filters)
+            stream = follow(path, query) if coll is None else follow_db(coll, query)
             with contextlib.suppress(KeyboardInterrupt):
                 for event in stream:  # table: one row each (no header); csv and jsonl: JSON Lines
                     if fmt == "table":
@@ -112,26 +113,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
                         _print(event)
             return 0
         read = _reader(path, coll)
-        events = read(filters)
+        events = read(query)
         if not events:
-            for line in explain_empty(read, filters, settings, source, path):
+            for line in explain_empty(read, query, settings, source, path):
                 print(f"mongogate audit: {line}", file=sys.stderr)
     _output(events, fmt, args.summary, where)
     return 0
 
 
-def _reader(path: Path, coll: Any) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
-    from mongogate.policy.audit_read import read_events
-    from mongogate.policy.audit_store import read_events_db
+def _reader(path: Path, coll: Any) -> Callable[[AuditQuery], list[dict[str, Any]]]:
+    from mongogate.audit.read import read_events
+    from mongogate.audit.store import read_events_db
 
-    def read(filters: dict[str, Any]) -> list[dict[str, Any]]:
-        return list(read_events(path, **filters) if coll is None else read_events_db(coll, **filters))
+    def read(query: AuditQuery) -> list[dict[str, Any]]:
+        return list(read_events(path, query) if coll is None else read_events_db(coll, query))
 
     return read
 
 
 def _output(events: list[dict[str, Any]], fmt: str, summary: bool, where: str) -> None:
-    from mongogate.policy.audit_read import summarize
+    from mongogate.audit.read import summarize
 
     s = summarize(events)
     if summary:
@@ -163,8 +164,8 @@ _LISTABLE = ("reason", "tenant", "principal", "tool", "instance")
 
 
 def explain_empty(
-    read: Callable[[dict[str, Any]], list[dict[str, Any]]],
-    filters: dict[str, Any],
+    read: Callable[[AuditQuery], list[dict[str, Any]]],
+    query: AuditQuery,
     settings: Settings,
     source: str,
     path: Path,
@@ -185,18 +186,19 @@ def explain_empty(
         return [f"no audit file at {path}: {hint}"]
     lines = []
     for name in _LISTABLE:
-        if filters.get(name) is None:
+        value = getattr(query, name)
+        if value is None:
             continue
-        others = read({**filters, name: None})
+        others = read(query.without(name))
         if others:
             seen = Counter(str(e.get(name)) for e in others).most_common(8)
             listed = ", ".join(f"{cell(v)} ({n})" for v, n in seen)
             lines.append(
-                f"no event has {name} {cell(filters[name])!r} here; {len(others)} match without "
+                f"no event has {name} {cell(value)!r} here; {len(others)} match without "
                 f"--{name}, with: {listed}"
             )
-    if not lines and (filters.get("since") or filters.get("until")):
-        outside = read({**filters, "since": None, "until": None})
+    if not lines and (query.since or query.until):
+        outside = read(query.without("since", "until"))
         if outside:
             lines.append(
                 f"{len(outside)} event(s) match outside --since/--until (from {outside[0].get('ts')} "

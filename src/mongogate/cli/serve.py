@@ -114,7 +114,7 @@ def _banner(settings: Settings, url: str, demo: bool) -> None:
     lines = [f"mongogate serving MCP over Streamable HTTP at {url}", data_dir_line(settings)]
     if demo and settings.auth.mode == "jwt" and settings.auth.jwt_secret is not None:
         # Only `--demo` (what `make run` starts) prints a token: a real server never mints one.
-        from mongogate.server.tokens import mint_dev_token
+        from mongogate.server.auth.tokens import mint_dev_token
 
         token = mint_dev_token(settings.auth, tenant="acme", ttl_s=8 * 3600, subject="dev")
         lines += [

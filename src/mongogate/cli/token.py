@@ -20,7 +20,7 @@ DEFAULT_CONFIGS = (Path("mongogate.toml"), Path("examples") / "mongogate.toml")
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from mongogate.server.tokens import mint_dev_token, parse_ttl
+    from mongogate.server.auth.tokens import mint_dev_token, parse_ttl
 
     if args.config is None and not os.environ.get("MONGOGATE_CONFIG"):
         args.config = next((str(p) for p in DEFAULT_CONFIGS if p.is_file()), None)

@@ -54,10 +54,10 @@ def cmd_try(args: argparse.Namespace) -> int:
 async def _try(
     settings: Settings, registry: Any, spec: QueryToolSpec, arguments: object, args: argparse.Namespace
 ) -> dict[str, Any]:
+    from mongogate.audit.forbidden import allowed_names
+    from mongogate.audit.log import AuditLog
     from mongogate.errors import PolicyViolation
     from mongogate.logs import default_instance_id
-    from mongogate.policy.audit import AuditLog
-    from mongogate.policy.audit_forbidden import allowed_names
     from mongogate.requests import new_request_id
     from mongogate.server.audit_calls import refusal_of
     from mongogate.tools.base import error_text
@@ -144,7 +144,7 @@ def rejection(
     audit: Any, spec: QueryToolSpec, raw: dict[str, Any], common: dict[str, Any], reason: str, path: str
 ) -> dict[str, Any]:
     """The event tools/query.py writes for this refusal."""
-    from mongogate.policy.audit_forbidden import allowed_names
+    from mongogate.audit.forbidden import allowed_names
 
     logged_filter = spec.kind == "find" and "filter" in raw
     event: dict[str, Any] = audit.rejection_event(
@@ -187,15 +187,37 @@ async def execute(
 
 
 async def _seed(settings: Settings, db: Any, registry: Any) -> None:
+    from mongogate.audit.log import AuditLog
     from mongogate.demo import seed_demo
     from mongogate.memory.store import MemoryStore
     from mongogate.memory.turns import Turns
+    from mongogate.recall.embedding import make_embedder
+    from mongogate.recall.store import LongTermMemory
+    from mongogate.runs import Runs
     from mongogate.tools.state import AppState
 
+    if seed_demo not in registry.startup_hooks:
+        return
     memory = MemoryStore(db.memory, settings.memory)
-    state = AppState(settings, db, memory, Turns(memory), principal=_nobody, require_scopes=_nothing)
-    if seed_demo in registry.startup_hooks:
-        await seed_demo(state)
+    recall = LongTermMemory(  # the embedder loads lazily: the seed never uses it
+        db.memory, settings.memory.long_term, make_embedder(settings.memory.embedding), memory.clock
+    )
+    a = settings.audit
+    audit = AuditLog(
+        settings.audit_path, redact_values=a.redact_values, max_value_chars=a.max_value_chars, stream=None
+    )
+    state = AppState(
+        settings,
+        db,
+        memory,
+        Turns(memory),
+        principal=_nobody,
+        require_scopes=_nothing,
+        audit=audit,  # nothing is written: the seed only inserts orders
+        runs=Runs(db.memory, settings.memory),
+        recall=recall,
+    )
+    await seed_demo(state)
 
 
 def _nobody(ctx: Any) -> Any:
@@ -208,7 +230,7 @@ def _nothing(*_: Any) -> None:
 
 async def write_event(settings: Settings, event: dict[str, Any]) -> None:
     """``--audit``: the event goes where the server's would (the file, or the collection too)."""
-    from mongogate.policy.audit_setup import audit_from_settings
+    from mongogate.audit.setup import audit_from_settings
 
     uri = settings.database.uri
     if settings.audit.sink != "file" and uri is None:

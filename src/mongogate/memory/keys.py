@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from mongogate.errors import InvalidInput
+from mongogate.values import shown
 
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -48,8 +49,7 @@ def check_content(content: object, what: str, max_bytes: int) -> str:
 
 def check_role(role: object) -> str:
     if not isinstance(role, str) or role not in ROLES:
-        shown = repr(role)[:40]
-        raise InvalidInput(f"role {shown} is unknown; use one of {', '.join(ROLES)}")
+        raise InvalidInput(f"role {shown(role)} is unknown; use one of {', '.join(ROLES)}")
     return role
 
 

@@ -121,16 +121,6 @@ class MemoryStore:
     async def delete_session(self, tenant: str, session_id: object) -> Erased:
         return await delete_session(self, tenant, session_id)
 
-    async def get_session(self, tenant: str, session_id: object) -> Doc:
-        sid = self.check_id(session_id, "session_id")
-        try:
-            doc = await self.sessions.find_one({"_id": sid, "tenant": tenant})
-        except PyMongoError as e:
-            raise StorageError("could not read the session") from e
-        if doc is None:
-            raise session_not_found(sid)
-        return doc
-
     async def append(
         self,
         tenant: str,

@@ -17,6 +17,7 @@ from typing import Any
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
 from mongogate.values import MAX_INT64, Doc, check_int
+from mongogate.values import shown as _clip
 
 #: namespace shape: segments joined by "/", each of letters, digits and `_ . - : @ +`
 MAX_NAMESPACE_DEPTH = 8
@@ -31,11 +32,6 @@ NAMESPACE_RULES = (
     "letters, digits or _ . - : @ + each (no spaces or control characters, no segment of only dots)"
 )
 _MIN_INT64 = -MAX_INT64 - 1
-
-
-def _clip(value: object, n: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= n else text[:n] + "..."
 
 
 def storable(value: str, what: str) -> str:

@@ -15,6 +15,9 @@ from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mongogate import __version__
+from mongogate.audit.forbidden import allowed_names
+from mongogate.audit.log import AuditLog
+from mongogate.audit.setup import audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
 from mongogate.config import Settings
 from mongogate.db import Database
@@ -23,22 +26,26 @@ from mongogate.logs import default_instance_id
 from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
-from mongogate.policy.audit import AuditLog
-from mongogate.policy.audit_forbidden import allowed_names
-from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
+from mongogate.runs import Runs
 from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import QueryCallAudit
-from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
-from mongogate.server.challenge import Challenge, ChallengingServer
+from mongogate.server.auth.challenge import Challenge, ChallengingServer
+from mongogate.server.auth.verify import (
+    build_token_verifier,
+    current_principal,
+    principal_for_stdio,
+    require_scopes,
+)
 from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.startup import OpenAfterInitialize
 from mongogate.server.surface import UnknownTools, offer_tools_only
 from mongogate.server.tenant_limit import TenantConcurrency
+from mongogate.specs import RUN_TOOL_NAMES
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
@@ -119,7 +126,7 @@ def build_server(
         verifier = build_token_verifier(settings.auth)
         url = public_url(settings)
         # The SDK's own metadata would name issuer_url as an authorization server whatever it is:
-        # without resource_server_url it serves none, and server/challenge.py serves the truth.
+        # without resource_server_url it serves none, and server/auth/challenge.py serves the truth.
         sdk_auth = SdkAuthSettings.model_validate(
             {"issuer_url": url, "resource_server_url": None, "validate_token_resource": False}
         )
@@ -177,6 +184,9 @@ def build_server(
         log.info("%s", report[1])
         for line in (report[0], *report[2:]):
             log.debug("%s", line)
+        runs = Runs(db.memory, settings.memory)
+        if all_tools & RUN_TOOL_NAMES:  # checkpoints need their unique index before any call
+            await runs.ensure_indexes()
         state = AppState(
             settings=settings,
             db=db,
@@ -185,6 +195,7 @@ def build_server(
             principal=principal,
             require_scopes=require_scopes,
             audit=audit,
+            runs=runs,
             recall=recall,
         )
         for hook in registry.startup_hooks:

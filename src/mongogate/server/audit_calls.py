@@ -18,8 +18,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from mongogate.audit.log import Rejection, count_events
 from mongogate.errors import MongogateError
-from mongogate.policy.audit import Rejection, count_events
 from mongogate.requests import current as current_request
 from mongogate.requests import serving
 from mongogate.tools.state import AppState, PendingState, app_state
@@ -36,7 +36,7 @@ NOT_REFUSALS = frozenset({"storage_error"})
 class QueryCallAudit:
     """ServerMiddleware: audit a refused query-tool call that no check audited.
 
-    ``allowed``: each tool's allowed ``$`` names (policy/audit_forbidden.py), so that the event
+    ``allowed``: each tool's allowed ``$`` names (audit/forbidden.py), so that the event
     lists every other one in the arguments, whichever check refused the call."""
 
     def __init__(

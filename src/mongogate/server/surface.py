@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptRequestParams, ReadResourceRequestParams
 
+from mongogate.compat.sdk import add_request_handler, drop_request_handlers
 from mongogate.errors import NotFound
 from mongogate.policy.paths import seg
 from mongogate.tools.base import error_result
@@ -59,9 +60,7 @@ class UnknownTools:
 
 def offer_tools_only(server: MCPServer[Any]) -> None:
     """Advertise neither prompts nor resources; answer a prompt or resource by name with -32602."""
-    lowlevel = server._lowlevel_server  # the SDK's handler table: what is registered is advertised
-    for method in _UNOFFERED:
-        lowlevel._request_handlers.pop(method, None)
+    drop_request_handlers(server, _UNOFFERED)  # what is registered is advertised
 
     async def no_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> Any:
         log.info("prompts/get: no prompt named %r (this server offers tools only)", seg(params.name))
@@ -75,5 +74,5 @@ def offer_tools_only(server: MCPServer[Any]) -> None:
         log.info("resources/read: no resource %r (this server offers tools only)", uri)
         raise MCPError(code=INVALID_PARAMS, message=f"no resource '{uri}': this server offers tools only")
 
-    lowlevel.add_request_handler("prompts/get", GetPromptRequestParams, no_prompt)
-    lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, no_resource)
+    add_request_handler(server, "prompts/get", GetPromptRequestParams, no_prompt)
+    add_request_handler(server, "resources/read", ReadResourceRequestParams, no_resource)

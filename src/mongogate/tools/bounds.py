@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mongogate.errors import InvalidInput
-from mongogate.values import MAX_INT64
+from mongogate.values import MAX_INT64, clip
 
 if TYPE_CHECKING:
     from mongogate.config import LimitsSettings
@@ -97,8 +97,8 @@ def check_arguments(
         cap = caps.get(name)
         if cap is not None and isinstance(value, Mapping) and len(value) > cap:
             raise InvalidInput(
-                f"argument {_clip(name)!r} has {len(value)} keys; at most {cap} (one per field the tool's "
-                "schema lists for it). Use only the listed fields"
+                f"argument {clip(name, mark='…')!r} has {len(value)} keys; at most {cap} (one per field "
+                "the tool's schema lists for it). Use only the listed fields"
             )
         _Walk(name, bounds_for(name, limits), stored=name in STORED_ARGUMENTS).run(value)
 
@@ -171,7 +171,7 @@ class _Walk:
         if not key or key.startswith("$") or "\x00" in key or (self.name == "metadata" and "." in key):
             dots = ", '.'" if self.name == "metadata" else ""
             self.refuse(
-                f"key {_clip(key)!r} cannot be stored",
+                f"key {clip(key, mark='…')!r} cannot be stored",
                 loc,
                 f"non-empty keys without a leading '$', NUL{dots} (MongoDB would refuse or misread them)",
             )
@@ -181,16 +181,12 @@ class _Walk:
         raise InvalidInput(f"argument {where} {what}; use {works}")
 
 
-def _clip(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 def _render(name: str, loc: _Loc) -> str:
     parts: list[str | int] = []
     while loc is not None:
         loc, part = loc
         parts.append(part)
-    out = _clip(name)
+    out = clip(name, mark="…")
     for p in reversed(parts[-8:]):  # the innermost few levels say enough
-        out += f"[{p}]" if isinstance(p, int) else f".{_clip(p)}"
+        out += f"[{p}]" if isinstance(p, int) else f".{clip(p, mark='…')}"
     return out

@@ -17,11 +17,11 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import ConfigDict
 
+from mongogate.audit.forbidden import allowed_names
 from mongogate.config import Settings
 from mongogate.errors import PolicyViolation
 from mongogate.policy.aggregate_run import run_pipeline
 from mongogate.policy.aggregate_schema import aggregate_input_schema, aggregate_output_schema
-from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.execute import QueryResult, run_query
 from mongogate.policy.render import Renderer, encode
 from mongogate.policy.schema import input_schema, output_schema

@@ -15,7 +15,6 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mongogate.config import LimitsSettings, MemorySettings, Settings
-from mongogate.errors import ConfigError
 from mongogate.memory.search import MAX_QUERY_CHARS as MESSAGE_QUERY_CHARS
 from mongogate.memory.search import SEARCH_DEFAULT, SEARCH_MAX, search_messages
 from mongogate.recall import checks
@@ -263,9 +262,6 @@ class SearchMessagesOut(ToolOutput):
 
 
 def service(call: Call) -> tuple[LongTermMemory, Scope]:
-    # Built by the server's lifespan, never in the middle of a request.
-    if call.app.recall is None:
-        raise ConfigError("the long-term memory tools are registered but the server built no LongTermMemory")
     s = call.app.settings.memory.long_term
     return call.app.recall, scope_for(s.scope, call.principal.tenant, call.principal.identity)
 

@@ -37,8 +37,7 @@ class ToolRegistry:
         if run_tools:  # checkpoints for long runs: save/load_checkpoint, run_events, acquire/release_run
             from mongogate.tools import run_tools as runs
 
-            self.add_tools(runs.run_tools)
-            self.on_startup(runs.ensure_run_indexes)
+            self.add_tools(runs.run_tools)  # their indexes: built by the lifespan
         if recall_tools:  # long-term memory: remember, recall, forget, ...; built by the lifespan
             from mongogate.tools.recall_tools import recall_tools as recall_factory
 

@@ -1,6 +1,7 @@
 """The run (checkpoint) tools: thin MCP adapters over `mongogate.runs.Runs`.
 
-Registered with ``registry.add_tools(run_tools)`` and ``registry.on_startup(ensure_run_indexes)``.
+Registered with ``registry.add_tools(run_tools)``; the server's lifespan builds the ``Runs``
+service and, when these tools are registered, its indexes.
 The tenant is always the caller's; a run id of another tenant behaves like a missing one.
 """
 
@@ -13,8 +14,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mongogate.config import MemorySettings, Settings
-from mongogate.errors import ConfigError
-from mongogate.runs import DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, Runs
+from mongogate.runs import DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT
 from mongogate.runs.model import RUN_STATUSES, RunStatus
 from mongogate.tools.base import (
     ID_RULES,
@@ -28,25 +28,7 @@ from mongogate.tools.base import (
     limit,
     make_tool,
 )
-from mongogate.tools.state import AppState
 from mongogate.values import MAX_INT64
-
-
-async def ensure_run_indexes(state: AppState) -> None:
-    """Startup hook: build the `Runs` service once the database is open, and its indexes."""
-    runs = Runs(state.db.memory, state.settings.memory)
-    await runs.ensure_indexes()
-    state.runs = runs
-
-
-async def _runs(call: Call) -> Runs:
-    # Built at startup, never in the middle of a request: a missing hook is a set-up error.
-    if call.app.runs is None:
-        raise ConfigError(
-            "the run tools are registered without their startup hook: "
-            "call registry.on_startup(ensure_run_indexes) with registry.add_tools(run_tools)"
-        )
-    return call.app.runs
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -169,7 +151,7 @@ class RunEventsOut(ToolOutput):
 
 
 async def _acquire_run(call: Call, a: AcquireRunIn) -> AcquireRunOut:
-    runs = await _runs(call)
+    runs = call.app.runs
     tenant = call.principal.tenant
     if a.lease_id is not None:
         until = await runs.heartbeat(tenant, a.run_id, a.lease_id, a.lease_ms)
@@ -194,18 +176,18 @@ async def _acquire_run(call: Call, a: AcquireRunIn) -> AcquireRunOut:
 
 
 async def _release_run(call: Call, a: ReleaseRunIn) -> ReleaseRunOut:
-    runs = await _runs(call)
+    runs = call.app.runs
     return ReleaseRunOut(released=await runs.release(call.principal.tenant, a.run_id, a.lease_id))
 
 
 async def _save_checkpoint(call: Call, a: SaveCheckpointIn) -> SaveCheckpointOut:
-    runs = await _runs(call)
+    runs = call.app.runs
     r = await runs.save_checkpoint(call.principal.tenant, a.run_id, a.lease_id, a.version, a.state, a.status)
     return SaveCheckpointOut(applied=r.applied, stale=r.stale, version=r.version, seq=r.seq)
 
 
 async def _load_checkpoint(call: Call, a: LoadCheckpointIn) -> LoadCheckpointOut:
-    runs = await _runs(call)
+    runs = call.app.runs
     cp = await runs.load_checkpoint(
         call.principal.tenant, a.run_id, call.app.settings.limits.max_response_bytes
     )
@@ -222,7 +204,7 @@ async def _load_checkpoint(call: Call, a: LoadCheckpointIn) -> LoadCheckpointOut
 
 
 async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
-    runs = await _runs(call)
+    runs = call.app.runs
     page = await runs.run_events(
         call.principal.tenant,
         a.run_id,

@@ -1,24 +1,25 @@
-"""What every tool call can reach: the server's long-lived parts (the lifespan value)."""
+"""What every tool call can reach: the server's long-lived parts (the lifespan value).
+
+Every part is built by the lifespan before the first call, so none is optional: a tool never
+checks whether something was filled in later."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
+from mongogate.audit.log import AuditLog
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.principal import Principal
+from mongogate.recall.store import LongTermMemory
 from mongogate.runs import Runs
 from mongogate.tools.faults import WriteHealth
-
-if TYPE_CHECKING:
-    from mongogate.policy.audit import AuditLog
-    from mongogate.recall.store import LongTermMemory
 
 
 @dataclass
@@ -30,11 +31,11 @@ class AppState:
     #: resolves the caller from the request (token) or the launch configuration (stdio)
     principal: Callable[[Any], Principal]
     require_scopes: Callable[[Principal, list[str], str], None]
-    audit: AuditLog | None = None
-    #: checkpoints; set by the run tools' startup hook (`ensure_run_indexes`), before any call
-    runs: Runs | None = None
-    #: long-term memory (remember / recall); built by the server's lifespan with its indexes
-    recall: LongTermMemory | None = None
+    audit: AuditLog
+    #: checkpoints (its indexes are built at start when run tools are registered)
+    runs: Runs
+    #: long-term memory (remember / recall), with its indexes
+    recall: LongTermMemory
     #: whether the database refuses this server's writes for good (disk full); read by /readyz
     writes: WriteHealth = field(default_factory=WriteHealth)
 

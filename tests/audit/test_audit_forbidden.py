@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mongogate.policy.audit import AuditLog, read_events, summarize
+from mongogate.audit.log import AuditLog
+from mongogate.audit.read import read_events, summarize
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings

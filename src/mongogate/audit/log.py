@@ -1,10 +1,10 @@
 """The audit log: one event per rejected filter (and per query if enabled).
 
 ``audit.sink``: "file" writes JSON Lines to a file and to stderr, never to stdout (stdout
-carries the stdio transport), on a background thread (policy/audit_writer.py): no event loop
+carries the stdio transport), on a background thread (audit/file.py): no event loop
 waits on disk. "mongodb" inserts into the shared ``audit_events`` collection from a bounded
-queue (policy/audit_sink.py); the file is its fallback. "both" does both. Every event names
-the server instance that wrote it. Reading is in policy/audit_read.py and audit_store.py.
+queue (audit/mongo.py); the file is its fallback. "both" does both. Every event names
+the server instance that wrote it. Reading is in audit/read.py and audit/store.py.
 Values in logged filters are truncated (or redacted to their types), so the log stays
 small and does not become a copy of what the model tried to smuggle.
 """
@@ -21,22 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TextIO, TypedDict, Unpack
 
-from mongogate.policy.audit_copy import MAX_PATH, MAX_VALUES, OFFENDING_VALUES, BoundedCopy, clip, resolve
-from mongogate.policy.audit_forbidden import EVERYTHING_CHECKABLE, find_forbidden
-from mongogate.policy.audit_read import follow, matcher, read_events, summarize
-from mongogate.policy.audit_sink import MongoSink
-from mongogate.policy.audit_writer import AuditWriter
+from mongogate.audit.bounded import MAX_PATH, MAX_VALUES, OFFENDING_VALUES, BoundedCopy, clip, resolve
+from mongogate.audit.file import AuditWriter
+from mongogate.audit.forbidden import EVERYTHING_CHECKABLE, find_forbidden
+from mongogate.audit.mongo import MongoSink
+from mongogate.clock import iso_z
 from mongogate.requests import current as current_request
 
-__all__ = [
-    "STDERR",
-    "AuditLog",
-    "count_events",
-    "follow",
-    "matcher",
-    "read_events",
-    "summarize",
-]
+__all__ = ["STDERR", "AuditLog", "Rejection", "count_events"]
 
 Sink = Literal["file", "mongodb", "both"]
 log = logging.getLogger(__name__)
@@ -56,7 +48,7 @@ def rpc_id() -> str | None:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_z(datetime.now(UTC))
 
 
 class Rejection(TypedDict):

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from pymongo import MongoClient
 
-from mongogate.policy.audit import AuditLog
-from mongogate.policy.audit_sink import MongoSink
-from mongogate.policy.audit_store import COLLECTION, TTL_INDEX, ensure_indexes, follow_db, read_events_db
+from mongogate.audit.log import AuditLog
+from mongogate.audit.mongo import MongoSink
+from mongogate.audit.query import AuditQuery
+from mongogate.audit.store import COLLECTION, TTL_INDEX, ensure_indexes, follow_db, read_events_db
 from tests.helpers import free_port
 
 
@@ -76,8 +77,8 @@ def test_events_land_once_in_the_collection_with_instance_and_indexes(
     assert events[0]["filter"] == {"$where": "sleep(1)", "a.b": {"$gt": 1}}  # `$` keys survive (as JSON)
     assert events[0]["offending"]["operator"] == "$where"
     assert isinstance(coll.find_one({})["ts"], datetime)  # type: ignore[index]  # a date: the TTL needs one
-    assert [e["request_id"] for e in read_events_db(coll, tenant="beta")] == ["r2"]
-    assert list(read_events_db(coll, instance="other")) == []
+    assert [e["request_id"] for e in read_events_db(coll, AuditQuery(tenant="beta"))] == ["r2"]
+    assert list(read_events_db(coll, AuditQuery(instance="other"))) == []
     indexes = {i["name"]: i for i in coll.list_indexes()}
     assert {"tenant_ts", "tool_ts", "reason_ts", "instance_ts", TTL_INDEX} <= set(indexes)
     assert indexes[TTL_INDEX]["expireAfterSeconds"] == 7 * 86400

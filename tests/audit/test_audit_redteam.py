@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mongogate.audit.read import read_events
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, seed_demo
-from mongogate.policy.audit_read import read_events
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings

@@ -12,7 +12,7 @@ import hashlib
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
 import jwt
@@ -23,22 +23,22 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import AuthSettings
 from mongogate.errors import AuthError, ConfigError
 from mongogate.principal import Principal
-from mongogate.server.apikeys import (
+from mongogate.server.auth.apikeys import (
     MAX_TOKEN_CHARS,
     ApiKeyVerifier,
     api_key_access_token,
     hash_api_key,
     session_owner,
 )
-from mongogate.server.challenge import note_rejection
-from mongogate.server.jwks import KeySource, Reason, Rejected, RemoteJwks, StaticKeys, reason_of
-from mongogate.server.keys import (
+from mongogate.server.auth.challenge import note_rejection
+from mongogate.server.auth.jwks import KeySource, Reason, Rejected, RemoteJwks, StaticKeys, reason_of
+from mongogate.server.auth.keys import (
     MIN_HS256_SECRET_BYTES,
     MIN_RSA_BITS,
-    _Key,
-    _load_jwks,
-    _load_pem_public_key,
+    Key,
     hs256_secret_bytes,
+    load_jwks,
+    load_pem_public_key,
 )
 
 __all__ = [
@@ -108,23 +108,15 @@ class JwtVerifier(TokenVerifier):
     """
 
     def __init__(self, auth: AuthSettings, *, clock: Clock = SYSTEM_CLOCK) -> None:
-        sources = [
-            s
-            for s in (auth.jwt_secret, auth.jwt_public_key_file, auth.jwks_file, auth.jwks_url)
-            if s is not None
-        ]
-        if len(sources) != 1:
-            raise ConfigError(
-                "auth.mode 'jwt' needs exactly one of auth.jwt_secret (HS256), auth.jwt_public_key_file "
-                "(RS256/ES256 PEM), auth.jwks_file or auth.jwks_url"
-            )
+        if auth.mode != "jwt":  # AuthSettings decides the key source (exactly one) for mode 'jwt'
+            raise ConfigError(f"a JWT verifier needs auth.mode 'jwt', not {auth.mode!r}")
         self._keys: KeySource
         if auth.jwt_secret is not None:
-            self._keys = StaticKeys({None: _Key("HS256", hs256_secret_bytes(auth))})
+            self._keys = StaticKeys({None: Key("HS256", hs256_secret_bytes(auth))})
         elif auth.jwt_public_key_file is not None:
-            self._keys = StaticKeys({None: _load_pem_public_key(auth.jwt_public_key_file)})
+            self._keys = StaticKeys({None: load_pem_public_key(auth.jwt_public_key_file)})
         elif auth.jwks_file is not None:
-            self._keys = StaticKeys(_load_jwks(auth.jwks_file))
+            self._keys = StaticKeys(load_jwks(auth.jwks_file))
         else:
             assert auth.jwks_url is not None
             self._keys = RemoteJwks(
@@ -177,7 +169,7 @@ class JwtVerifier(TokenVerifier):
             key = await anyio.to_thread.run_sync(self._keys.fetch_for, header)
         return self._decode(token, header, key)
 
-    def _decode(self, token: str, header: Mapping[str, Any], key: _Key) -> AccessToken:
+    def _decode(self, token: str, header: Mapping[str, Any], key: Key) -> AccessToken:
         if header.get("alg") != key.alg:
             # PyJWT would refuse too; checking first gives a clear reason and never touches the key.
             raise Rejected(Reason.ALGORITHM, f"algorithm not allowed (this key verifies only {key.alg})")
@@ -269,7 +261,7 @@ def build_token_verifier(auth: AuthSettings, *, clock: Clock = SYSTEM_CLOCK) -> 
         return JwtVerifier(auth, clock=clock)
     if auth.mode == "api_keys":
         return ApiKeyVerifier(auth.api_keys)
-    raise ConfigError(f"auth.mode {auth.mode!r} is not one of 'none', 'jwt', 'api_keys'")
+    assert_never(auth.mode)  # AuthSettings.mode is a Literal of the three
 
 
 # --------------------------------------------------------------------------- principals
@@ -335,7 +327,7 @@ def principal_for_stdio(
         except Rejected as e:
             raise ConfigError(f"{TOKEN_ENV} was rejected: {e}") from None
         return principal_from_access_token(access)
-    raise ConfigError(f"auth.mode {auth.mode!r} is not one of 'none', 'jwt', 'api_keys'")
+    assert_never(auth.mode)  # AuthSettings.mode is a Literal of the three
 
 
 def current_principal(ctx_or_none: object | None, stdio_principal: Principal | None) -> Principal:

@@ -7,37 +7,31 @@ batch goes to the fallback (the audit file and stderr) and ``fallbacks`` counts 
 for ``retry_s`` after a failure, batches go straight to the fallback instead of waiting on a
 dead server again. A full queue sends the event to the fallback at once (counted), so
 nothing is dropped silently. ``close()`` (at shutdown, and at interpreter exit) writes what
-is queued.
+is queued. The thread and its queue are audit/queue.py's, shared with the file sink.
 """
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import contextlib
 import logging
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable
-from queue import Empty, SimpleQueue
 from typing import Any
 
 from pymongo import MongoClient
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from mongogate.policy.audit_store import COLLECTION, ensure_indexes, to_doc
-from mongogate.policy.audit_writer import resolve_future
+from mongogate.audit.queue import BackgroundQueue
+from mongogate.audit.store import COLLECTION, ensure_indexes, to_doc
+from mongogate.connect import mongo_client
 
 log = logging.getLogger(__name__)
 
-#: a queued item: (event, its line for the fallback) or None (a sync marker), and a callback
-_Item = tuple[tuple[dict[str, Any], str] | None, Callable[[], None] | None]
-_STOP: Any = object()
+#: a queued event and its line (what the fallback gets)
+_Event = tuple[dict[str, Any], str]
 _DUPLICATE = 11000
-
-_live: weakref.WeakSet[MongoSink] = weakref.WeakSet()
 
 
 class MongoSink:
@@ -61,10 +55,11 @@ class MongoSink:
         self._timeout_ms = timeout_ms
         self._retention_days = retention_days
         self._retry_s = retry_s
-        self._queue: SimpleQueue[Any] = SimpleQueue()
-        self._lock = threading.RLock()  # RLock: the shutdown path writes inline while holding it
+        self._queue: BackgroundQueue[_Event] = BackgroundQueue(
+            "mongogate-audit-db", self._write, stopped=self._close_client, batch=500
+        )
+        self._lock = threading.Lock()  # guards the depth count (taken before an event is queued)
         self._depth = 0
-        self._thread: threading.Thread | None = None
         self._client: MongoClient[dict[str, Any]] | None = None
         self._indexed = False
         self._down_until = 0.0
@@ -72,7 +67,6 @@ class MongoSink:
         self.fallbacks = 0
         #: events inserted into MongoDB
         self.written = 0
-        _live.add(self)
 
     @property
     def depth(self) -> int:
@@ -82,90 +76,33 @@ class MongoSink:
     # -- producers --------------------------------------------------------------------------
 
     def submit(self, event: dict[str, Any], line: str) -> None:
-        """Queue the event; inside a running loop return at once, elsewhere once it is written."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            done = threading.Event()
-            self._offer(event, line, done.set)
-            done.wait()
-            return
-        self._offer(event, line, None)
-
-    def _offer(self, event: dict[str, Any], line: str, callback: Callable[[], None] | None) -> None:
+        """Queue the event; inside a running loop return at once, elsewhere once it is written.
+        A full queue sends it to the fallback at once (counted)."""
         with self._lock:
             full = self._depth >= self._max
             if not full:
                 self._depth += 1
-                self._put_locked(((event, line), callback))
         if full:
             self.fallbacks += 1
             self._fallback([line])
-            if callback is not None:
-                callback()
+            return
+        self._queue.submit((event, line))
 
     async def synced(self) -> None:
         """Wait (without blocking the loop) until every event queued so far is written or fallen back."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is waiting
-                loop.call_soon_threadsafe(resolve_future, future)
-
-        with self._lock:
-            self._put_locked((None, wake))
-        await future
+        await self._queue.synced()
 
     def flush(self) -> None:
-        done = threading.Event()
-        with self._lock:
-            self._put_locked((None, done.set))
-        done.wait()
+        self._queue.flush()
 
     def close(self) -> None:
         """Write what is queued, close the client and stop the thread (a later event restarts it)."""
-        with self._lock:
-            thread = self._thread
-            if thread is None:
-                return
-            self._queue.put(_STOP)
-        thread.join()
+        self._queue.close()
 
-    def _put_locked(self, item: Any) -> None:
-        self._queue.put(item)
-        if self._thread is None:
-            thread = threading.Thread(target=self._run, name="mongogate-audit-db", daemon=True)
-            try:
-                thread.start()
-            except RuntimeError:  # interpreter shutting down: write on this thread instead
-                self._queue.put(_STOP)
-                self._run()
-                return
-            self._thread = thread
+    # -- on the queue's thread --------------------------------------------------------------
 
-    # -- the writer thread ------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            with contextlib.suppress(Empty):
-                while len(batch) < 500:
-                    batch.append(self._queue.get_nowait())
-            stop = any(item is _STOP for item in batch)
-            items = [item for item in batch if item is not _STOP]
-            self._write(items)
-            if stop:
-                with self._lock:
-                    self._close_client()
-                    self._thread = None
-                    if not self._queue.empty():  # events queued behind the stop: a new thread
-                        self._put_locked((None, None))
-                return
-
-    def _write(self, items: list[_Item]) -> None:
-        events = [payload for payload, _ in items if payload is not None]
-        if events:
+    def _write(self, events: list[_Event]) -> None:
+        try:
             failed = self._insert(events)
             if failed:
                 self.fallbacks += len(failed)
@@ -173,11 +110,9 @@ class MongoSink:
                     self._fallback(failed)
                 except Exception:  # the fallback must not kill the writer
                     log.exception("audit fallback failed")
+        finally:
             with self._lock:
                 self._depth -= len(events)
-        for _, callback in items:
-            if callback is not None:
-                callback()
 
     def _insert(self, events: list[tuple[dict[str, Any], str]]) -> list[str]:
         """Insert the batch; the lines of the events MongoDB did not take."""
@@ -214,12 +149,7 @@ class MongoSink:
 
     def _collection(self) -> Any:
         if self._client is None:
-            self._client = MongoClient(
-                self._uri,
-                serverSelectionTimeoutMS=self._timeout_ms,
-                connectTimeoutMS=self._timeout_ms,
-                tz_aware=True,
-            )
+            self._client = mongo_client(self._uri, self._timeout_ms)
         coll = self._client[self._db_name][COLLECTION]
         if not self._indexed:
             ensure_indexes(coll, self._retention_days)
@@ -231,9 +161,3 @@ class MongoSink:
             with contextlib.suppress(Exception):
                 self._client.close()
             self._client = None
-
-
-@atexit.register
-def _close_all() -> None:
-    for sink in list(_live):
-        sink.close()

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from bson import ObjectId
 
+from mongogate.audit.log import AuditLog
+from mongogate.audit.query import AuditQuery
+from mongogate.audit.read import follow, read_events, summarize
 from mongogate.errors import PolicyViolation
-from mongogate.policy.audit import AuditLog, follow, read_events, summarize
 from mongogate.policy.filters import check_filter
 from tests.policy.specs import LIMITS, ORDERS
 
@@ -177,11 +179,11 @@ def test_read_filter_and_summarize(tmp_path: Path) -> None:
         f.write('not json\n[1, 2]\n\n{"event": "filter_rejected", "ts": "garbage"}\n')
     events = list(read_events(path))
     assert len(events) == 5
-    assert [e["tenant"] for e in read_events(path, tenant="beta")] == ["beta"]
-    assert len(list(read_events(path, tool="find_invoices"))) == 1
-    assert len(list(read_events(path, reason="operator_not_allowed"))) == 2
-    assert len(list(read_events(path, since=datetime.now(UTC) - timedelta(minutes=5)))) == 4
-    assert list(read_events(path, since=datetime.now(UTC) + timedelta(minutes=5))) == []
+    assert [e["tenant"] for e in read_events(path, AuditQuery(tenant="beta"))] == ["beta"]
+    assert len(list(read_events(path, AuditQuery(tool="find_invoices")))) == 1
+    assert len(list(read_events(path, AuditQuery(reason="operator_not_allowed")))) == 2
+    assert len(list(read_events(path, AuditQuery(since=datetime.now(UTC) - timedelta(minutes=5))))) == 4
+    assert list(read_events(path, AuditQuery(since=datetime.now(UTC) + timedelta(minutes=5)))) == []
     assert list(read_events(tmp_path / "missing.jsonl")) == []
     summary = summarize(read_events(path))
     assert summary == {
@@ -203,7 +205,7 @@ def test_follow_sees_new_events_and_partial_lines(tmp_path: Path) -> None:
     done = threading.Event()
 
     def consume() -> None:
-        for event in follow(path, tool="find_orders", poll_s=0.01, stop=done.is_set):
+        for event in follow(path, AuditQuery(tool="find_orders"), poll_s=0.01, stop=done.is_set):
             seen.append(event)
             if len(seen) == 3:
                 done.set()

@@ -24,7 +24,7 @@ import jwt
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import ConfigError
-from mongogate.server.keys import _Key, parse_jwks
+from mongogate.server.auth.keys import Key, parse_jwks
 
 __all__ = [
     "MAX_JWKS_BYTES",
@@ -99,7 +99,7 @@ def _kid(header: Mapping[str, Any]) -> str | None:
     return kid
 
 
-def _pick(keys: Mapping[str | None, _Key], kid: str | None) -> _Key | None:
+def _pick(keys: Mapping[str | None, Key], kid: str | None) -> Key | None:
     """The key a token names; a lone key without ``kid`` verifies every token, and a token
     without ``kid`` is verified by a lone key."""
     if len(keys) == 1 and None in keys:
@@ -114,9 +114,9 @@ def _pick(keys: Mapping[str | None, _Key], kid: str | None) -> _Key | None:
 class KeySource(Protocol):
     """Keys by token header. ``cached`` never waits (None: ask ``fetch_for``, which may do I/O)."""
 
-    def cached(self, header: Mapping[str, Any]) -> _Key | None: ...
+    def cached(self, header: Mapping[str, Any]) -> Key | None: ...
 
-    def fetch_for(self, header: Mapping[str, Any]) -> _Key: ...
+    def fetch_for(self, header: Mapping[str, Any]) -> Key: ...
 
     @property
     def algorithms(self) -> frozenset[str]: ...
@@ -125,13 +125,13 @@ class KeySource(Protocol):
 class StaticKeys:
     """Keys read at startup (HS256 secret, PEM file, JWKS file): never refreshed."""
 
-    def __init__(self, keys: Mapping[str | None, _Key]) -> None:
+    def __init__(self, keys: Mapping[str | None, Key]) -> None:
         self._keys = dict(keys)
 
-    def cached(self, header: Mapping[str, Any]) -> _Key | None:
+    def cached(self, header: Mapping[str, Any]) -> Key | None:
         return self.fetch_for(header)
 
-    def fetch_for(self, header: Mapping[str, Any]) -> _Key:
+    def fetch_for(self, header: Mapping[str, Any]) -> Key:
         key = _pick(self._keys, _kid(header))
         if key is None:
             raise Rejected(Reason.UNKNOWN_KEY, "unknown kid")
@@ -157,7 +157,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, _Key]:
+def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, Key]:
     """GET the key set (stdlib urllib: honours the usual proxy variables), size-capped."""
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     # urllib's timeout is per socket read: a body sent a byte at a time would never time out.
@@ -208,7 +208,7 @@ class RemoteJwks:
         refresh_interval_s: float,
         clock: Clock = SYSTEM_CLOCK,
         timeout_s: float = 5.0,
-        fetch: Callable[[str, float], dict[str | None, _Key]] = fetch_jwks,
+        fetch: Callable[[str, float], dict[str | None, Key]] = fetch_jwks,
     ) -> None:
         self.url = url
         self._cache_s = cache_s
@@ -216,7 +216,7 @@ class RemoteJwks:
         self._clock = clock
         self._timeout_s = timeout_s
         self._fetch = fetch
-        self._keys: dict[str | None, _Key] = {}
+        self._keys: dict[str | None, Key] = {}
         self._fetched_at: datetime | None = None  # last successful fetch
         self._tried_at: datetime | None = None  # last attempt, successful or not
         self._lock = threading.Lock()
@@ -229,14 +229,14 @@ class RemoteJwks:
     def _may_fetch(self, now: datetime) -> bool:
         return self._tried_at is None or (now - self._tried_at).total_seconds() >= self._interval_s
 
-    def _answer(self, key: _Key | None) -> _Key:
+    def _answer(self, key: Key | None) -> Key:
         if key is not None:
             return key
         if not self._keys:
             raise Rejected(Reason.KEYS_UNAVAILABLE, f"no signing keys could be fetched from {self.url}")
         raise Rejected(Reason.UNKNOWN_KEY, "unknown kid (not in the provider's current key set)")
 
-    def cached(self, header: Mapping[str, Any]) -> _Key | None:
+    def cached(self, header: Mapping[str, Any]) -> Key | None:
         """The key without I/O; None only when a fetch is due and allowed (then call ``fetch_for``).
 
         A flood of unknown ``kid``s inside the interval is answered here, without a thread hop.
@@ -247,7 +247,7 @@ class RemoteJwks:
             return self._answer(key)
         return None
 
-    def fetch_for(self, header: Mapping[str, Any]) -> _Key:
+    def fetch_for(self, header: Mapping[str, Any]) -> Key:
         kid = _kid(header)
         with self._lock:  # concurrent misses: the first fetches, the others find its result
             now = self._clock.now()

@@ -25,7 +25,8 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
-from mongogate.policy.audit_read import field_filters, parse_ts
+from mongogate.audit.query import AuditQuery, parse_ts
+from mongogate.clock import as_utc, iso_z
 
 COLLECTION = "audit_events"
 TTL_INDEX = "ts_ttl"
@@ -59,7 +60,7 @@ def from_doc(doc: dict[str, Any]) -> dict[str, Any]:
     event = {k: v for k, v in doc.items() if k != "_id"}
     ts = parse_ts(event.get("ts"))
     if ts is not None:
-        event["ts"] = ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        event["ts"] = iso_z(ts)
     for key in JSON_FIELDS:
         if isinstance(event.get(key), str):
             with contextlib.suppress(ValueError):
@@ -84,54 +85,39 @@ def ensure_indexes(coll: Collection[Any], retention_days: int | None) -> None:
         ensure_indexes(coll, retention_days)
 
 
-def query_for(
-    *, since: datetime | None = None, until: datetime | None = None, **fields: str | None
-) -> dict[str, Any]:
-    q: dict[str, Any] = dict(field_filters(fields))
-    window: dict[str, Any] = {}
-    if since is not None:
-        window["$gte"] = _aware(since)
-    if until is not None:
-        window["$lt"] = _aware(until)
-    if window:
-        q["ts"] = window
-    return q
-
-
-def read_events_db(coll: Collection[Any], **filters: Any) -> Iterator[dict[str, Any]]:
-    """Matching events, oldest first (by time, then id)."""
-    for doc in coll.find(query_for(**filters), sort=[("ts", ASCENDING), ("_id", ASCENDING)]):
+def read_events_db(coll: Collection[Any], query: AuditQuery | None = None) -> Iterator[dict[str, Any]]:
+    """Events ``query`` matches (all by default), oldest first (by time, then id)."""
+    for doc in coll.find(
+        (query or AuditQuery()).mongo_filter(), sort=[("ts", ASCENDING), ("_id", ASCENDING)]
+    ):
         yield from_doc(doc)
 
 
 def follow_db(
     coll: Collection[Any],
+    query: AuditQuery | None = None,
     *,
     from_start: bool = True,
     poll_s: float = 1.0,
     stop: Callable[[], bool] | None = None,
     overlap_s: float = FOLLOW_OVERLAP_S,
-    **filters: Any,
 ) -> Iterator[dict[str, Any]]:
     """Matching events already there (if ``from_start``), then new ones as they arrive; each once."""
-    since: datetime | None = filters.pop("since", None)
+    query = query or AuditQuery()
     seen: dict[Any, datetime] = {}
     if not from_start:
         newest = coll.find_one({}, sort=[("ts", DESCENDING)])
         start = newest["ts"] if newest else datetime.now(UTC) - timedelta(seconds=overlap_s)
-        for doc in coll.find({"ts": {"$gte": _aware(start) - timedelta(seconds=overlap_s)}}, {"ts": 1}):
-            seen[doc["_id"]] = _aware(doc["ts"])
+        for doc in coll.find({"ts": {"$gte": as_utc(start) - timedelta(seconds=overlap_s)}}, {"ts": 1}):
+            seen[doc["_id"]] = as_utc(doc["ts"])
     while stop is None or not stop():
-        low = since
-        if seen:
-            window = max(seen.values()) - timedelta(seconds=overlap_s)
-            low = window if low is None else max(low, window)
+        low = max(seen.values()) - timedelta(seconds=overlap_s) if seen else None
         fresh = False
-        q = query_for(since=low, **filters)
+        q = query.mongo_filter(since=low)
         for doc in coll.find(q, sort=[("ts", ASCENDING), ("_id", ASCENDING)]):
             if doc["_id"] in seen:
                 continue
-            seen[doc["_id"]] = _aware(doc["ts"])
+            seen[doc["_id"]] = as_utc(doc["ts"])
             fresh = True
             yield from_doc(doc)
         if seen:  # forget what fell out of the window
@@ -139,7 +125,3 @@ def follow_db(
             seen = {k: v for k, v in seen.items() if v >= floor}
         if not fresh:
             time.sleep(poll_s)
-
-
-def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)

@@ -29,13 +29,10 @@ class BoundedCopy:
     redact_values: bool
     max_value_chars: int
 
-    def safe(self, value: object) -> Any:
-        """A JSON-safe, bounded copy of ``value``: strings clipped (or scalars redacted to their
-        types), at most 50 entries per object or array, 12 levels and 500 values in all."""
-        return self._bounded(value, MAX_VALUES)[0]
-
     def _bounded(self, value: object, max_values: int) -> tuple[Any, dict[str, int]]:
-        """``safe``'s copy, and what it left out: keys, items, subtrees cut by depth, values over budget."""
+        """A JSON-safe, bounded copy of ``value`` (strings clipped, or scalars redacted to their
+        types; at most 50 entries per object or array, 12 levels and ``max_values`` values), and
+        what it left out: keys, items, subtrees cut by depth, values over budget."""
         budget = [max_values]
         cut = {"keys": 0, "items": 0, "deep": 0, "values": 0}
 

@@ -1,6 +1,6 @@
 """Reading the audit file: filters, a summary, and ``tail -f`` (``mongogate audit``).
 
-The MongoDB sink is read by policy/audit_store.py with the same filters and summary.
+The MongoDB sink is read by audit/store.py with the same query (audit/query.py) and summary.
 """
 
 from __future__ import annotations
@@ -10,56 +10,10 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-
-def parse_ts(value: object) -> datetime | None:
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-    if not isinstance(value, str):
-        return None
-    try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts
-
-
-#: the filters that pick events by one field's value (``since``/``until`` are the time window)
-FIELD_FILTERS = ("tenant", "principal", "tool", "reason", "event", "instance")
-
-
-def field_filters(fields: dict[str, str | None]) -> dict[str, str]:
-    """The field filters that are set; an unknown name is a programming error."""
-    unknown = sorted(set(fields) - set(FIELD_FILTERS))
-    if unknown:
-        raise TypeError(f"unknown audit filter(s) {unknown}; known: {', '.join(FIELD_FILTERS)}")
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-def matcher(
-    *, since: datetime | None = None, until: datetime | None = None, **fields: str | None
-) -> Callable[[dict[str, Any]], bool]:
-    """A predicate for the CLI's filters (``since`` <= ts < ``until``; naive means UTC)."""
-    since, until = _aware(since), _aware(until)
-    checks = list(field_filters(fields).items())
-
-    def match(e: dict[str, Any]) -> bool:
-        if any(e.get(k) != v for k, v in checks):
-            return False
-        if since is not None or until is not None:
-            ts = parse_ts(e.get("ts"))
-            if ts is None or (since is not None and ts < since) or (until is not None and ts >= until):
-                return False
-        return True
-
-    return match
-
-
-def _aware(ts: datetime | None) -> datetime | None:
-    return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
+from mongogate.audit.query import AuditQuery
 
 
 def _parse_line(line: str) -> dict[str, Any] | None:
@@ -70,10 +24,10 @@ def _parse_line(line: str) -> dict[str, Any] | None:
     return event if isinstance(event, dict) else None
 
 
-def read_events(path: Path, **filters: Any) -> Iterator[dict[str, Any]]:
-    """Matching events in file order (``filters``: those of ``matcher``); malformed lines are
-    skipped, a missing file yields nothing."""
-    match = matcher(**filters)
+def read_events(path: Path, query: AuditQuery | None = None) -> Iterator[dict[str, Any]]:
+    """Events ``query`` matches (all by default) in file order; malformed lines are skipped,
+    a missing file yields nothing."""
+    match = (query or AuditQuery()).matches
     if not Path(path).exists():
         return
     with Path(path).open(encoding="utf-8", errors="replace") as f:
@@ -113,16 +67,16 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def follow(
     path: Path,
+    query: AuditQuery | None = None,
     *,
     from_start: bool = True,
     poll_s: float = 0.5,
     stop: Callable[[], bool] | None = None,
-    **filters: Any,
 ) -> Iterator[dict[str, Any]]:
     """Like ``tail -f``: matching events already there (if ``from_start``), then new ones as they
     arrive ("new" counts from this call). Polls; survives the file not existing yet and being
     truncated or replaced. Runs until ``stop()`` is true (or the consumer stops iterating)."""
-    match = matcher(**filters)
+    match = (query or AuditQuery()).matches
     path = Path(path)
     st = _stat(path)
     inode = st.st_ino if st else None

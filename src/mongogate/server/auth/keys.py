@@ -34,7 +34,7 @@ _GENERATE_SECRET_HINT = "generate one with: python -c 'import secrets; print(sec
 
 
 @dataclass(frozen=True)
-class _Key:
+class Key:
     """A verification key and the one algorithm it may be used with (pinned from the key, not the token)."""
 
     alg: str
@@ -63,25 +63,25 @@ def hs256_secret_bytes(auth: AuthSettings) -> bytes:
     return secret
 
 
-def _key_from_public_key(public: object, where: str) -> _Key:
+def _key_from_public_key(public: object, where: str) -> Key:
     """Pin the algorithm from the key type: RSA -> RS256, EC P-256/384/521 -> ES256/384/512."""
     if isinstance(public, rsa.RSAPublicKey):
         if public.key_size < MIN_RSA_BITS:
             raise ConfigError(
                 f"{where}: the RSA key has {public.key_size} bits; at least {MIN_RSA_BITS} needed"
             )
-        return _Key("RS256", public)
+        return Key("RS256", public)
     if isinstance(public, ec.EllipticCurvePublicKey):
         alg = _EC_ALG_BY_CURVE.get(public.curve.name)
         if alg is None:
             raise ConfigError(f"{where}: EC curve {public.curve.name} is not supported; use P-256 (ES256)")
-        return _Key(alg, public)
+        return Key(alg, public)
     raise ConfigError(
         f"{where}: expected an RSA (RS256) or EC P-256 (ES256) public key, got {type(public).__name__}"
     )
 
 
-def _load_pem_public_key(path: Path) -> _Key:
+def load_pem_public_key(path: Path) -> Key:
     """Read a PEM public key (or an X.509 certificate) and pin its algorithm."""
     where = f"auth.jwt_public_key_file {path}"
     try:
@@ -137,7 +137,7 @@ def _jwk_alg(jwk: Mapping[str, Any], where: str) -> str:
     raise ConfigError(f"{where}: unsupported kty {kty!r}; expected 'RSA' or 'EC'")
 
 
-def _jwk_key(jwk: Mapping[str, Any], here: str) -> _Key:
+def _jwk_key(jwk: Mapping[str, Any], here: str) -> Key:
     alg = _jwk_alg(jwk, here)
     try:
         public = jwt.PyJWK(dict(jwk), algorithm=alg).key
@@ -147,10 +147,10 @@ def _jwk_key(jwk: Mapping[str, Any], here: str) -> _Key:
     key = _key_from_public_key(public, here)
     if key.alg.startswith("ES") and key.alg != alg:
         raise ConfigError(f"{here}: alg {alg} does not match the key's curve ({key.alg})")
-    return _Key(alg, public)
+    return Key(alg, public)
 
 
-def _load_jwks(path: Path) -> dict[str | None, _Key]:
+def load_jwks(path: Path) -> dict[str | None, Key]:
     """Read a JWKS file into ``kid -> key``; signature keys only, public parts only."""
     where = f"auth.jwks_file {path}"
     try:
@@ -166,7 +166,7 @@ def _load_jwks(path: Path) -> dict[str | None, _Key]:
     return parse_jwks(doc, where)
 
 
-def parse_jwks(doc: object, where: str, *, skip_unusable: bool = False) -> dict[str | None, _Key]:
+def parse_jwks(doc: object, where: str, *, skip_unusable: bool = False) -> dict[str | None, Key]:
     """A JSON Web Key Set into ``kid -> key``; signature keys only, public parts only.
 
     ``skip_unusable`` (a provider's JWKS URL) drops keys of a type we do not verify with (an
@@ -175,7 +175,7 @@ def parse_jwks(doc: object, where: str, *, skip_unusable: bool = False) -> dict[
     entries = doc.get("keys") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise ConfigError(f'{where}: expected a JSON object {{"keys": [...]}} (a JSON Web Key Set)')
-    keys: dict[str | None, _Key] = {}
+    keys: dict[str | None, Key] = {}
     for i, jwk in enumerate(entries):
         here = f"{where}: keys[{i}]"
         if not isinstance(jwk, dict):

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from mongogate.config import ApiKeyEntry
-from mongogate.errors import ConfigError
-from mongogate.server.challenge import note_rejection
-from mongogate.server.jwks import Reason
+from mongogate.server.auth.challenge import note_rejection
+from mongogate.server.auth.jwks import Reason
 
 __all__ = ["MAX_TOKEN_CHARS", "ApiKeyVerifier", "api_key_access_token", "hash_api_key", "session_owner"]
 
@@ -45,8 +44,7 @@ class ApiKeyVerifier(TokenVerifier):
     """Maps API keys, by SHA-256 digest, to a tenant, subject and scopes; keys are never held in clear."""
 
     def __init__(self, entries: Sequence[ApiKeyEntry]) -> None:
-        if not entries:
-            raise ConfigError("auth.mode 'api_keys' needs at least one [[auth.api_keys]] entry")
+        # AuthSettings refuses mode 'api_keys' without entries; with none, no key passes
         self._entries = tuple(entries)
 
     def lookup(self, key: str) -> ApiKeyEntry | None:

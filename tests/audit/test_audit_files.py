@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from mongogate.audit.log import AuditLog
+from mongogate.audit.read import read_events
 from mongogate.engine.files import secure_dir
 from mongogate.errors import ConfigError
-from mongogate.policy.audit import AuditLog
-from mongogate.policy.audit_read import read_events
 from tests.helpers import EXE, ROOT
 
 NOBODY = 65534

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mongogate.audit.log import AuditLog
 from mongogate.config import Settings
-from mongogate.policy.audit import AuditLog
 
 
 def audit_from_settings(settings: Settings, uri: str | None, instance: str | None) -> AuditLog:

@@ -1,0 +1,10 @@
+"""uvicorn's h11 protocol class, subclassed by server/http.py (uvicorn 0.54; pinned by
+tests/test_compat.py): the subclass reads ``cycle``, ``headers``, ``config``, ``loop`` and
+``transport`` and extends ``connection_made``, ``data_received``, ``handle_events`` and
+``connection_lost``, none of which uvicorn documents as an API."""
+
+from __future__ import annotations
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["H11Protocol"]

@@ -22,14 +22,13 @@ from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.policy.audit import AuditLog
-from mongogate.policy.audit_forbidden import allowed_names
 from mongogate.policy.audit_setup import audit_from_settings
 from mongogate.principal import Principal
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
 from mongogate.safefs import check_private_file
-from mongogate.server.audit_calls import QueryCallAudit
+from mongogate.server.audit_calls import audited_tools
 from mongogate.server.auth import build_token_verifier, current_principal, principal_for_stdio, require_scopes
 from mongogate.server.challenge import Challenge, ChallengingServer
 from mongogate.server.health import readiness_for
@@ -175,14 +174,13 @@ def build_server(
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()
 
-    query_tools = frozenset(spec.name for spec in registry.query_specs)
     server = ChallengingServer(
         "mongogate",
-        # ObserveCalls first: it opens the request id that the audit, the logs and errors share
+        # ObserveCalls first: it opens the request id that the audit, the logs and errors share,
+        # and writes the metric and the one audit event of a refused query-tool call
         middleware=[
-            ObserveCalls(metrics, all_tools),
+            ObserveCalls(metrics, all_tools, audited_tools(registry.query_specs)),
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
-            QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
         ],
         version=__version__,
         instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,

@@ -16,6 +16,8 @@ class MongogateError(Exception):
     retryable: bool = False
     #: the CLI's exit status when this error stops a command (README, "Exit statuses")
     exit_status: int = 2
+    #: the argument a refusal names (``filter.$where``, ``sort``), when it names one
+    path: str | None = None
 
 
 class ConfigError(MongogateError):
@@ -36,6 +38,10 @@ class InvalidInput(MongogateError):
 
     code = "invalid_input"
 
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
+
 
 class NotFound(MongogateError):
     """The thing does not exist for this tenant (another tenant's id looks exactly the same)."""
@@ -45,6 +51,8 @@ class NotFound(MongogateError):
 
 class PolicyViolation(MongogateError):
     """A query filter (or sort/limit) broke the tool's policy; nothing reached the database."""
+
+    path: str
 
     def __init__(self, reason: str, path: str, message: str, allowed: str | None = None) -> None:
         self.reason = reason

@@ -134,3 +134,22 @@ async def test_control_characters_never_reach_a_log_line(
     assert len(lines) == before + 1  # one event, one line
     event = json.loads(lines[-1])
     assert event["principal"] == forged.replace("\n", "\\n").replace("\r", "\\r")
+
+
+async def test_a_bounds_refusal_is_audited_at_the_whole_path_it_named(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """The event's path is the value the bounds decided, not what a pattern could read back from
+    the text (a key holding a space or a quote used to cut it short)."""
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    deep: Any = "x"
+    for _ in range(200):
+        deep = {"k": deep}
+    async with Client(build_server(settings, ToolRegistry([WIDE]))) as c:
+        r = await c.call_tool("find_wide", {"filter": {"it's a key": deep}})
+        assert r.is_error
+    text = r.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("[invalid_input] argument filter.it's a key.k")
+    [event] = list(read_events(settings.audit_path))
+    assert event["reason"] == "invalid_input"
+    assert event["path"].startswith("filter.it's a key.k.k") and event["path"] in text

@@ -12,11 +12,10 @@ small and does not become a copy of what the model tried to smuggle.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import sys
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NotRequired, TextIO, TypedDict, Unpack
@@ -28,7 +27,7 @@ from mongogate.audit.mongo import MongoSink
 from mongogate.clock import iso_z
 from mongogate.requests import current as current_request
 
-__all__ = ["STDERR", "AuditLog", "Rejection", "count_events"]
+__all__ = ["STDERR", "AuditLog", "Rejection"]
 
 Sink = Literal["file", "mongodb", "both"]
 log = logging.getLogger(__name__)
@@ -176,7 +175,6 @@ class AuditLog(BoundedCopy):
         node itself is kept (path, operator, bounded value), ``trimmed`` says what was cut, and
         ``forbidden`` lists every ``$`` name the tool never allows (``allowed``: its spec's
         names; by default everything a spec could allow) found anywhere in ``filter``."""
-        _note_event()
         return self.write(self.rejection_event(**fields))
 
     def rejection_event(
@@ -206,7 +204,6 @@ class AuditLog(BoundedCopy):
     def call_failed(self, **fields: Unpack[Rejection]) -> dict[str, Any]:
         """A call the database failed (``storage_error``): its own event type, never counted as a
         rejected filter (the filter was allowed). It still lists forbidden names, should there be any."""
-        _note_event()
         event = self.rejection_event(event="storage_error", **fields)
         del event["offending"]
         return self.write(event)
@@ -259,28 +256,3 @@ class AuditLog(BoundedCopy):
                 observe(event)
         return event
 
-
-# Counts the audit events of the current tool call (see ``count_events``).
-_events: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "mongogate_audit_events", default=None
-)
-
-
-def _note_event() -> None:
-    counter = _events.get()
-    if counter is not None:
-        counter[0] += 1
-
-
-@contextlib.contextmanager
-def count_events() -> Iterator[list[int]]:
-    """Count the events built inside this block (and the tasks it starts): ``counter[0]``.
-
-    The server wraps each query-tool call in it, to write one event for a call refused
-    before the tool's own audit (unparsable arguments, bounds, scopes) and never two."""
-    counter = [0]
-    token = _events.set(counter)
-    try:
-        yield counter
-    finally:
-        _events.reset(token)

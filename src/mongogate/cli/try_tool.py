@@ -59,7 +59,6 @@ async def _try(
     from mongogate.errors import PolicyViolation
     from mongogate.logs import default_instance_id
     from mongogate.requests import new_request_id
-    from mongogate.server.audit_calls import refusal_of
     from mongogate.tools.base import error_text
 
     request_id = new_request_id()
@@ -87,9 +86,13 @@ async def _try(
             event = rejection(audit, spec, arguments, common, e.reason, e.path)
         except MongogateError as e:  # the argument bounds, before any policy work
             report["refusal"] = error_text(e, request_id)
-            code, path = refusal_of(report["refusal"]) or (e.code, "arguments")
             event = audit.rejection_event(
-                reason=code, path=path, filter=arguments, root="", allowed=allowed_names(spec), **common
+                reason=e.code,
+                path=e.path or "arguments",
+                filter=arguments,
+                root="",
+                allowed=allowed_names(spec),
+                **common,
             )
         if report["allowed"] and args.execute:
             report["result"] = await execute(settings, registry, spec, arguments, args.tenant, args.demo)

@@ -15,7 +15,6 @@ from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mongogate import __version__
-from mongogate.audit.forbidden import allowed_names
 from mongogate.audit.log import AuditLog
 from mongogate.audit.setup import audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
@@ -32,7 +31,7 @@ from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
 from mongogate.runs import Runs
 from mongogate.safefs import check_private_file
-from mongogate.server.audit_calls import QueryCallAudit
+from mongogate.server.audit_calls import audited_tools
 from mongogate.server.auth.challenge import Challenge, ChallengingServer
 from mongogate.server.auth.verify import (
     build_token_verifier,
@@ -243,16 +242,15 @@ def build_server(
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()
 
-    query_tools = frozenset(spec.name for spec in registry.query_specs)
     server = ChallengingServer(
         "mongogate",
-        # ObserveCalls first: it opens the request id that the audit, the logs and errors share
+        # ObserveCalls first: it opens the request id that the audit, the logs and errors share,
+        # and writes the metric and the one audit event of a refused query-tool call
         # TenantConcurrency after UnknownTools: a [busy] refusal is logged and counted, and is no audit event
         middleware=[
-            ObserveCalls(metrics, all_tools),
+            ObserveCalls(metrics, all_tools, audited_tools(registry.query_specs)),
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
             TenantConcurrency(settings.limits),
-            QueryCallAudit(query_tools, {spec.name: allowed_names(spec) for spec in registry.query_specs}),
             OpenAfterInitialize(),
         ],
         version=__version__,

@@ -1,15 +1,16 @@
-"""Every ``tools/call``: one request id, log fields, one log line, and its metrics.
+"""Every ``tools/call``: one request id, log fields, one log line, its metrics and its audit.
 
 The outermost SDK middleware. It opens the request id (mongogate.requests) that the tool's
 error text, its audit events and every log line of the call share, puts the tenant and tool
-in the log fields (mongogate.logs), and when the call ends logs its outcome (``ok`` or the
-error code the model saw) and duration, and counts it (server/metrics.py, when enabled).
+in the log fields (mongogate.logs), and when the call ends reads its outcome, a value the tool
+recorded where it was decided (tools/base.py), never the text the model saw: it logs it (``ok``
+or the error code) and the duration, counts it (server/metrics.py, when enabled), and writes
+the one audit event of a refused query-tool call (server/audit_calls.py).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,22 +21,29 @@ from pydantic import ValidationError
 
 from mongogate.errors import MongogateError
 from mongogate.logs import call_fields
-from mongogate.requests import serving
+from mongogate.requests import OK, Outcome, serving
+from mongogate.server.audit_calls import AuditedTool, audit_refusal
 from mongogate.tools.state import AppState, PendingState
 
 if TYPE_CHECKING:
     from mongogate.server.metrics import Metrics
 
 log = logging.getLogger("mongogate.calls")
-_CODE = re.compile(r"\[([a-z_]{1,40})\]")
+#: a failed result no mongogate code made (the SDK's own tool errors)
+TOOL_ERROR = Outcome("tool_error")
 
 
 class ObserveCalls:
-    """ServerMiddleware: request id, log fields and line, metrics for each tools/call."""
+    """ServerMiddleware: request id, log fields and line, metrics and audit for each tools/call.
 
-    def __init__(self, metrics: Metrics | None, tools: frozenset[str]) -> None:
+    ``audited``: the query tools whose refused calls each leave one audit event."""
+
+    def __init__(
+        self, metrics: Metrics | None, tools: frozenset[str], audited: Mapping[str, AuditedTool] | None = None
+    ) -> None:
         self.metrics = metrics
         self.tools = tools
+        self.audited = dict(audited or {})
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/call":
@@ -43,39 +51,36 @@ class ObserveCalls:
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
         raw = params.get("name")
         tool = raw if isinstance(raw, str) and raw in self.tools else "unknown"
-        with serving(ctx.request_id), call_fields(tool=tool, tenant=_tenant(ctx)) as fields:
+        audited = self.audited.get(raw) if isinstance(raw, str) else None
+        with serving(ctx.request_id) as ids, call_fields(tool=tool, tenant=_tenant(ctx)) as fields:
             started = time.perf_counter()
-            outcome = "error"
+            outcome = Outcome("error")
             try:
                 result = await call_next(ctx)
-                outcome = outcome_of(result)
-                if self.metrics is not None and outcome == "ok":
+                outcome = ids.outcome or (TOOL_ERROR if _is_error(result) else OK)
+                if audited is not None and not outcome.ok:
+                    await audit_refusal(ctx, tool, audited, outcome, params.get("arguments"))
+                if self.metrics is not None and outcome.ok:
                     self.metrics.observe_mismatches(tool, _structured(result).get("type_mismatches"))
                 return result
             except (MCPError, ValidationError) as e:
-                outcome = (
-                    "invalid_params" if isinstance(e, ValidationError) or e.error.code == -32602 else "error"
-                )
+                invalid = isinstance(e, ValidationError) or e.error.code == -32602
+                outcome = Outcome("invalid_params" if invalid else "error")
+                if audited is not None:
+                    await audit_refusal(ctx, tool, audited, outcome, params.get("arguments"))
                 raise
             finally:
                 seconds = time.perf_counter() - started
-                fields.update(outcome=outcome, ms=round(seconds * 1000, 3))
-                log.info("tools/call %s: %s in %.1f ms", tool, outcome, seconds * 1000)
+                fields.update(outcome=outcome.code, ms=round(seconds * 1000, 3))
+                log.info("tools/call %s: %s in %.1f ms", tool, outcome.code, seconds * 1000)
                 if self.metrics is not None:
-                    self.metrics.observe_call(tool, outcome, seconds, fields.get("tenant"))
+                    self.metrics.observe_call(tool, outcome.code, seconds, fields.get("tenant"))
 
 
-def outcome_of(result: HandlerResult) -> str:
-    """``ok``, or the ``[code]`` a failed call's text starts with (else ``tool_error``)."""
-    is_error = result.get("isError") if isinstance(result, Mapping) else getattr(result, "is_error", False)
-    if is_error is not True:
-        return "ok"
-    content = result.get("content") if isinstance(result, Mapping) else getattr(result, "content", None)
-    for item in content or []:
-        text = item.get("text") if isinstance(item, Mapping) else getattr(item, "text", None)
-        if isinstance(text, str) and (m := _CODE.match(text)):
-            return m.group(1)
-    return "tool_error"
+def _is_error(result: HandlerResult) -> bool:
+    if isinstance(result, Mapping):
+        return result.get("isError") is True
+    return getattr(result, "is_error", False) is True
 
 
 def _structured(result: HandlerResult) -> Mapping[str, Any]:

@@ -4,7 +4,9 @@ The SDK's `add_tool()` only takes functions; mongogate builds every tool from a 
 that input schemas forbid unknown arguments and every failure reaches the model in one
 shape: `[code] (retryable)? message`. The tool function returns the error result itself
 (the SDK would prefix raised errors with "Error executing tool X:" or hide them), and the
-driver's detail goes to the server log under the request id, never to the model.
+driver's detail goes to the server log under the request id, never to the model. How the call
+ended is recorded as an `Outcome` value in the request (mongogate.requests); the text is
+rendered from it here, once, and the metric and the audit read the value (server/observe.py).
 """
 
 from __future__ import annotations
@@ -22,10 +24,17 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mongogate.errors import InternalError, InvalidInput, MongogateError, StorageError, WriteRefused
+from mongogate.errors import (
+    InternalError,
+    InvalidInput,
+    MongogateError,
+    PolicyViolation,
+    StorageError,
+    WriteRefused,
+)
 from mongogate.principal import Principal
+from mongogate.requests import OK, Outcome, new_request_id
 from mongogate.requests import current as current_request
-from mongogate.requests import new_request_id
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.faults import classify
 from mongogate.tools.state import AppState, app_state
@@ -92,16 +101,34 @@ class ToolOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def error_text(err: MongogateError, request_id: str | None = None) -> str:
-    hint = " (retryable)" if err.retryable else ""
-    text = f"[{err.code}]{hint} {err}"
-    if request_id and isinstance(err, StorageError | InternalError):
+def outcome_of(err: MongogateError) -> Outcome:
+    """The outcome a failed call reports (a policy walk's refusal is marked: its event logs the
+    argument the walk read)."""
+    return Outcome.of(err, policy=isinstance(err, PolicyViolation))
+
+
+def render(outcome: Outcome, request_id: str | None = None) -> str:
+    """The one text of a failure: ``[code] (retryable)? message``, citing the request id when the
+    detail is in the server log."""
+    hint = " (retryable)" if outcome.retryable else ""
+    text = f"[{outcome.code}]{hint} {outcome.message}"
+    if request_id and outcome.logged:
         text += f" (request {request_id})"
     return text
 
 
+def error_text(err: MongogateError, request_id: str | None = None) -> str:
+    return render(outcome_of(err), request_id)
+
+
 def error_result(err: MongogateError, request_id: str | None = None) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=error_text(err, request_id))], is_error=True)
+    """The failed call's result; its outcome is recorded in the request being served, if any."""
+    outcome = outcome_of(err)
+    ids = current_request()
+    if ids is not None:
+        ids.record(outcome)
+    text = render(outcome, request_id)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def _safe(value: object, limit: int = 40) -> str:
@@ -264,6 +291,8 @@ def make_tool(
             )
         if writes and app is not None and app.writes.refused is not None:
             app.writes.recovered()  # a write went through: readiness may report ready again
+        if ids is not None:
+            ids.record(OK)
         if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
             return result
         data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result

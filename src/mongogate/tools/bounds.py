@@ -98,7 +98,8 @@ def check_arguments(
         if cap is not None and isinstance(value, Mapping) and len(value) > cap:
             raise InvalidInput(
                 f"argument {clip(name, mark='…')!r} has {len(value)} keys; at most {cap} (one per field "
-                "the tool's schema lists for it). Use only the listed fields"
+                "the tool's schema lists for it). Use only the listed fields",
+                path=clip(name, mark="…"),
             )
         _Walk(name, bounds_for(name, limits), stored=name in STORED_ARGUMENTS).run(value)
 
@@ -178,7 +179,7 @@ class _Walk:
 
     def refuse(self, what: str, loc: _Loc, works: str) -> None:
         where = _render(self.name, loc)
-        raise InvalidInput(f"argument {where} {what}; use {works}")
+        raise InvalidInput(f"argument {where} {what}; use {works}", path=where)
 
 
 def _render(name: str, loc: _Loc) -> str:

@@ -2,8 +2,9 @@
 
 The input schema is generated from the spec so the model sees what it may write; the call
 itself is decided by the policy walk alone (``run_query`` -> ``prepare``), so every refusal
-has one reason code and writes exactly one audit event. The hot path does the walk, the
-``find`` and one JSON encoding of the result, nothing more (benchmarks/query_overhead.py).
+has one reason code; its one audit event is written by the call middleware (server/observe.py).
+The hot path does the walk, the ``find`` and one JSON encoding of the result, nothing more
+(benchmarks/query_overhead.py).
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import ConfigDict
 
-from mongogate.audit.forbidden import allowed_names
 from mongogate.config import Settings
-from mongogate.errors import PolicyViolation
 from mongogate.policy.aggregate_run import run_pipeline
 from mongogate.policy.aggregate_schema import aggregate_input_schema, aggregate_output_schema
 from mongogate.policy.execute import QueryResult, run_query
@@ -53,9 +52,8 @@ Runner = Callable[["AsyncCollection[Any]", dict[str, Any], str], Awaitable[Query
 def _handler(
     spec: QueryToolSpec, settings: Settings, run: Runner
 ) -> Callable[[Call, QueryArgs], Awaitable[CallToolResult]]:
-    """The body every query tool shares: run, audit a refusal (one event) or the query, encode."""
+    """The body every query tool shares: run, audit the query (if enabled), encode."""
     log_queries = settings.audit.log_queries
-    allowed = allowed_names(spec)  # every other `$` name in a refused call is listed in its event
     # The collection handle of the last database seen (one per server lifespan), not one per call.
     cached: list[tuple[Database, AsyncCollection[Any]]] = []
 
@@ -68,26 +66,10 @@ def _handler(
         raw = args.model_dump_one_level()
         audit = call.app.audit
         principal = call.principal
-        try:
-            started = time.perf_counter()
-            result = await run(collection(call.app.db), raw, principal.tenant)
-        except PolicyViolation as e:
-            logged_filter = spec.kind == "find" and "filter" in raw
-            if audit is not None:
-                audit.filter_rejected(
-                    tool=spec.name,
-                    tenant=principal.tenant,
-                    principal=principal.subject,
-                    reason=e.reason,
-                    path=e.path,
-                    filter=raw.get("filter", raw) if logged_filter else raw,
-                    request_id=call.request_id,
-                    allowed=allowed,
-                    scan=raw,  # every argument: a `$where` in `sort` is listed too
-                    root="",
-                )
-                await audit.synced()  # on file before the model hears of it; the loop keeps running
-            raise
+        # A refusal (PolicyViolation) ends the call in make_tool: its one audit event is written by
+        # the call middleware from the outcome (server/observe.py), whichever check refused.
+        started = time.perf_counter()
+        result = await run(collection(call.app.db), raw, principal.tenant)
         if audit is not None and log_queries:
             audit.query(  # queued for the audit thread; never waits here
                 tool=spec.name,

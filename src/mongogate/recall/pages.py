@@ -82,8 +82,15 @@ def decode_cursor(cursor: object) -> tuple[datetime, str]:
 
 
 def live(now: datetime) -> Doc:
-    """Not yet expired: the TTL monitor erases late (every minute or so), reads never show them."""
-    return {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
+    """Not yet expired: the TTL monitor erases late (every minute or so), reads never show them.
+
+    "Not an expired date": matches a future `expires_at`, a null one and a missing one, as
+    `$or: [{expires_at: null}, {expires_at: {$gt: now}}]` did, in one clause instead of two (the
+    `$or` made every recall read several times slower on the embedded engine; benchmarks/RESULTS.md,
+    "recall"). The `$type` is needed there: mongoeco's `$lte` on a date also matches null (MongoDB
+    compares only values of one type), so a bare `$not: {$lte: now}` hid every memory without a TTL.
+    """
+    return {"expires_at": {"$not": {"$type": "date", "$lte": now}}}
 
 
 def item_of(doc: Doc, score: float | None = None) -> MemoryItem:

@@ -240,3 +240,42 @@ async def test_forced_vector_search_without_its_index_says_what_to_do(
             "[storage_error] (retryable) could not run $vectorSearch: create the search index"
         )
         assert "vector_search = 'scan'" in text
+
+
+async def test_required_scopes_refuse_every_memory_tool_over_http_and_write_nothing(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: Any
+) -> None:
+    """`[memory.long_term] required_scopes`: the same per-tool check as a query tool's
+    `required_scopes`. A JWT without the scope gets the coded refusal from each of the six tools,
+    and nothing is written; one with it is served. The session tools keep needing none."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"required_scopes": ["memory"]}}
+    )
+    calls: dict[str, dict[str, Any]] = {
+        "remember": {"text": "The gate code is 8812."},
+        "recall": {"query": "gate code"},
+        "forget": {"id": "f" * 32},
+        "list_memories": {},
+        "memory_history": {"id": "f" * 32},
+        "search_messages": {"query": "gate"},
+    }
+    assert set(calls) == RECALL_TOOL_NAMES
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        for scopes in ([], ["other", "memory:read"]):
+            token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, scopes=scopes)
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+                Client(streamable_http_client(http.url, http_client=hc)) as c,
+            ):
+                for name, args in calls.items():
+                    text = await failure(c, name, **args)
+                    assert text.startswith(f"[unauthorized] tool {name!r} requires scope(s) memory "), text
+                assert not (await c.call_tool("create_session", {})).is_error
+        assert await mongo[db_name]["memories"].count_documents({}) == 0
+        token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, scopes=["memory"])
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+            Client(streamable_http_client(http.url, http_client=hc)) as c,
+        ):
+            assert (await ok(c, "remember", text="The gate code is 8812."))["status"] == "created"
+            assert (await ok(c, "recall", query="gate code 8812"))["returned"] == 1

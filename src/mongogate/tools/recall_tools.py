@@ -104,8 +104,8 @@ class RememberIn(ToolInput):
     )
     ttl_days: int | None = Field(
         default=None,
-        description="Erase the memory this many days after this write, from 1 to {max_ttl_days}; "
-        "default: keep it.",
+        description="Erase the memory this many days after this call, from 1 to {max_ttl_days}; each "
+        "remember sets the expiry anew, also when the text is unchanged. Default: no expiry.",
         json_schema_extra=limit(minimum=1, maximum="max_ttl_days"),
     )
 

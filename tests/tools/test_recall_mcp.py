@@ -296,7 +296,7 @@ async def test_the_byte_cap_bounds_the_structured_reply_and_the_text_content_rep
             await ok(c, "remember", text=f"packing list {i}: " + "tent stove rope " * 60, key=f"k{i}")
         for _ in range(3):
             await ok(c, "remember", text="packing list 0 again: " + "tent stove rope " * 60, key="k0")
-        calls = {
+        calls: dict[str, dict[str, Any]] = {
             "recall": {"query": "packing list tent", "limit": 12},
             "list_memories": {"limit": 12},
             "memory_history": {"id": (await ok(c, "list_memories", limit=12))["memories"][-1]["id"]},

@@ -60,6 +60,7 @@ from mongogate.recall.model import RecallMethod, Scope
 from mongogate.recall.pages import live
 from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall
 from mongogate.recall.store import LongTermMemory, text_hash
+from mongogate.recall.terms import text_search
 from mongogate.recall.vectors import pack, scan_top, unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -264,6 +265,14 @@ def ops(
     async def floor(q: str) -> object:
         return top(cache, vectors[q], LIMIT)
 
+    def text_find(filt: Doc) -> Op:  # by_text's read: ids and scores of the $text matches
+        async def run(q: str) -> object:
+            meta = {"$meta": "textScore"}
+            query = {**filt, "$text": {"$search": text_search(q) or q}}
+            return await coll.find(query, {"score": meta}, sort=[("score", meta)], limit=20_000).to_list()
+
+        return run
+
     def recall(method: RecallMethod) -> Op:
         return lambda q: ltm.recall(SCOPE, q, limit=LIMIT, method=method)
 
@@ -279,6 +288,10 @@ def ops(
             coll, store, {"embedding": 1}, False
         ),
         "path: the same, liveness as $or (before)": path(coll, before, {"embedding": 1}, False),
+        "text: the store's $text find (scope, liveness)": text_find(ltm.scoped(SCOPE, None, now)),
+        "text: the same, liveness as $or (before)": text_find(
+            {k: v for k, v in before.items() if k != "embedding_model"}
+        ),
         "path: find without a liveness filter, unsorted + numpy": path(coll, model, {"embedding": 1}, False),
         "path: find on (tenant, owner, embedding_model), unsorted + numpy": path(
             indexed, model, {"embedding": 1}, False
@@ -393,11 +406,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     body = [
-        f"Command: `{command}` (`make bench`; `--quick`: 1,000 memories only, 5 rounds).  ",
+        f"Command: `{command}` (`make bench` runs it with the defaults; `--quick`: 1,000 memories only, "
+        "5 rounds).  ",
         f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} cores; pymongo {version('pymongo')}, mongoeco {version('mongoeco')} (embedded "
         f"engine, its own thread), wordllama {version('wordllama')} (256 dimensions, the default local "
-        f"model); {started:%Y-%m-%d %H:%M} UTC; whole run {elapsed:.0f} s; load average (1, 5, 15 min) "
+        f"model); niceness {os.nice(0)}; {started:%Y-%m-%d %H:%M} UTC; whole run {elapsed:.0f} s; "
+        "load average (1, 5, 15 min) "
         f"{load_before} at the start, {loadavg()} at the end (a shared machine: absolute times move with "
         "the load, the ratios much less).",
         "",

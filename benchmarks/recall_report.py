@@ -108,6 +108,20 @@ def tuning_table(rows: list[Tuned], n: int) -> list[str]:
     return out
 
 
+def verdict(q: dict[str, dict[str, tuple[int, int, int]]], where: str) -> str:
+    """Whether fused beats each single method at @1 and at @3, on the combined set and held out."""
+    parts = []
+    for part, name in (("all", "combined set"), ("held-out", "held-out half")):
+        best = [max(q["text"][part][i], q["vector"][part][i]) for i in (0, 1)]
+        fused = q["fused"][part]
+        wins = all(fused[i] > best[i] for i in (0, 1))
+        parts.append(
+            f"on the {name} fused {'beats' if wins else 'does NOT beat'} each single method at @1 "
+            f"({fused[0]} vs {best[0]} of {fused[2]}) and @3 ({fused[1]} vs {best[1]})"
+        )
+    return f"{where}: " + "; ".join(parts) + "."
+
+
 def latency_table(lat: dict[str, Stats]) -> list[str]:
     floor = lat["brute-force exact scan"].p50
     out = ["| operation | p50 / p95 ms | p50 ÷ brute force |", "|---|---:|---:|"]
@@ -128,6 +142,8 @@ def render(r: Run, reps: int, warmup: int) -> list[str]:
         f"On the {len(FACTS)} facts alone:",
         "",
         *quality_table(r.quality[0]),
+        "",
+        verdict(r.quality[0], f"On the {len(FACTS)} facts alone"),
     ]
     if 1_000 in r.quality:
         out += [
@@ -136,6 +152,7 @@ def render(r: Run, reps: int, warmup: int) -> list[str]:
             "",
         ]
         out += quality_table(r.quality[1_000])
+        out += ["", verdict(r.quality[1_000], "Among 1,000 memories")]
     out += [
         "",
         f"**Fusion tuning** (the candidate lists of every question, {DEPTH} deep, fused offline; the "

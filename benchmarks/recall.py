@@ -15,8 +15,9 @@ On one embedded engine, with the real local model (wordllama, 256 dimensions), t
 - **latency** at 1,000 and 10,000 memories in one scope, interleaved in one run: `recall`
   (fused, text, vector) next to an exact brute-force scan (embed the query, read every vector
   of the scope with bare pymongo, cosine in numpy, top 5); and the vector paths the embedded
-  engine allows, fetch and rank only: the store's find (its liveness filter, and the `$or` one
-  it replaced), the projected find without a liveness filter (sorted newest first), the
+  engine allows, fetch and rank only: the store's find (its liveness filter `$or`, and the
+  same as one clause `$not: {$type: date, $lte: now}`), its `$text` find (both ways), the
+  projected find without a liveness filter (sorted newest first), the
   same find unsorted on an index (tenant, owner, embedding_model), whole documents, vectors
   stored as arrays of doubles instead of binary float32, and numpy alone over vectors already
   in memory (the floor).
@@ -242,8 +243,8 @@ def ops(
     model = {**scope, "embedding_model": ltm.embedder.model}
     now = ltm.clock.now()
     store = {**ltm.scoped(SCOPE, None, now), "embedding_model": ltm.embedder.model}  # as by_scan
-    before = {**model, "$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}  # the old live()
-    assert "$or" not in live(now)
+    one = {**model, "expires_at": {"$not": {"$type": "date", "$lte": now}}}  # live() as one clause
+    assert "$or" in live(now)
     embed = ltm.embed_one
 
     async def brute(q: str) -> object:  # the exact floor: every vector, bare pymongo, numpy
@@ -287,10 +288,12 @@ def ops(
         "path: the store's find (scope, model, liveness), unsorted + numpy": path(
             coll, store, {"embedding": 1}, False
         ),
-        "path: the same, liveness as $or (before)": path(coll, before, {"embedding": 1}, False),
+        "path: the same, liveness as one clause ($not $type date $lte)": path(
+            coll, one, {"embedding": 1}, False
+        ),
         "text: the store's $text find (scope, liveness)": text_find(ltm.scoped(SCOPE, None, now)),
-        "text: the same, liveness as $or (before)": text_find(
-            {k: v for k, v in before.items() if k != "embedding_model"}
+        "text: the same, liveness as one clause": text_find(
+            {k: v for k, v in one.items() if k != "embedding_model"}
         ),
         "path: find without a liveness filter, unsorted + numpy": path(coll, model, {"embedding": 1}, False),
         "path: find on (tenant, owner, embedding_model), unsorted + numpy": path(

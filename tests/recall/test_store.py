@@ -341,9 +341,10 @@ async def test_history_is_cut_to_the_newest_versions_within_the_byte_cap(
 async def test_liveness_hides_every_expired_memory_and_keeps_those_without_expiry(
     ltm: LongTermMemory, clock: ManualClock
 ) -> None:
-    """The liveness filter (`$not: {$lte: now}`): a memory past its TTL is never returned by any
-    read, one with a null expiry or no expires_at field at all (a document written before the
-    field existed) always is, and the quota counts only the live ones."""
+    """The liveness filter: a memory past its TTL is never returned by any read, one with a null
+    expiry or no expires_at field at all (a document written before the field existed) always
+    is. Fails with the one-clause filter `{expires_at: {$not: {$lte: now}}}` (mongoeco's `$lte` on
+    a date matches null)."""
     soon = await ltm.remember(ACME, "parking permit 7731 in bay C", ttl_days=1)
     later = await ltm.remember(ACME, "parking permit 7731 renewal in bay D", ttl_days=3)
     never = await ltm.remember(ACME, "parking permit 7731 archive in bay E")

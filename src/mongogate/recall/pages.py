@@ -106,9 +106,9 @@ def live(now: datetime) -> Doc:
     """Not yet expired: the TTL monitor erases late (every minute or so), reads never show them.
 
     Null or missing (no TTL), or a future date. The one clause `{$not: {$type: "date", $lte: now}}`
-    matches the same documents and was measured as no faster on the embedded engine (the `$or` was
-    up to 15% faster at 10,000 memories; benchmarks/RESULTS.md, "recall"); without its `$type` it
-    would hide every memory without a TTL there (mongoeco's `$lte` on a date matches null)."""
+    matches the same documents and was measured as no faster on the embedded engine (within noise,
+    either way, over three runs; benchmarks/RESULTS.md, "recall liveness filter"); without its
+    `$type` it would hide every memory without a TTL there (mongoeco's `$lte` on a date matches null)."""
     return {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
 
 

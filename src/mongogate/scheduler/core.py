@@ -35,8 +35,9 @@ from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.investigations import Investigations
 from mongogate.scheduler.kinds import Every
-from mongogate.scheduler.loop import CLAIM_FIELDS, SchedulerStats, run_loop
-from mongogate.scheduler.slots import Claim, jitter_bound, live_and_expired, new_claim_id, plan
+from mongogate.scheduler.loop import run_loop
+from mongogate.scheduler.slots import CLAIM_FIELDS, Claim, jitter_bound, live_and_expired, new_claim_id, plan
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.status import AgentStatus, read_status
 from mongogate.scheduler.ticks import run_tick
 from mongogate.values import Doc

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -28,41 +28,18 @@ from mongogate.errors import StorageError
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.events import TickEvent, notify
-from mongogate.scheduler.slots import Claim
+from mongogate.scheduler.host import LoopHost
+from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
 
 if TYPE_CHECKING:
-    from mongogate.scheduler.core import Scheduler
     from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("mongogate.scheduler.core")
 
-#: what a claim needs to read from a schedule document
-CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1, "open": 1, "paused": 1, "run_now": 1}
 #: before any real date: the scan's lower bound, which also leaves out null (parked) documents
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass
-class SchedulerStats:
-    claimed: int = 0
-    #: claims lost to another worker (or no longer due): the cost of racing
-    lost: int = 0
-    ok: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    #: slots passed over by this worker's claims (coalesced, or past the misfire grace)
-    missed_slots: int = 0
-    #: claims that ran nothing: every due slot was past the misfire grace
-    misfired: int = 0
-    #: earlier claims found expired without an outcome (their worker died), counted by this worker
-    abandoned: int = 0
-    #: schedule documents of agents nobody registers, parked by this worker
-    orphans_parked: int = 0
-    #: scans of the schedule (each one bounded query)
-    scans: int = 0
-    max_drift_s: float = 0.0
-    by_agent: dict[str, int] = field(default_factory=dict)
 
 
 def _dt(value: object) -> datetime | None:
@@ -78,7 +55,7 @@ class Scan:
     full: bool
 
 
-async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
+async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
     """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start."""
     filt: Doc = {"next_run_at": {"$gte": _EPOCH}}
     if after is not None:
@@ -104,7 +81,7 @@ async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, o
     return Scan(due, None, full=n >= batch)
 
 
-async def park_orphans(s: Scheduler, docs: list[Doc], now: datetime) -> int:
+async def park_orphans(s: LoopHost, docs: list[Doc], now: datetime) -> int:
     """Park due documents of agents that no live worker registers (read fresh: a worker records
     its agents before it creates their documents, so a new agent is never mistaken for one)."""
     known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
@@ -139,7 +116,7 @@ async def nap(clock: Clock, seconds: float, stop: anyio.Event) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _initial_lag(s: Scheduler, observer: WorkerMetrics, now: datetime) -> None:
+async def _initial_lag(s: LoopHost, observer: WorkerMetrics, now: datetime) -> None:
     """A lag series for every registered agent from the start, so one that never runs can be alerted on."""
     seen: dict[str, datetime | None] = {}
     async for d in s.coll.find({}, {"due_at": 1}):
@@ -149,7 +126,7 @@ async def _initial_lag(s: Scheduler, observer: WorkerMetrics, now: datetime) -> 
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
-async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
+async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
     """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish.
 
     Stopping is cooperative, between claims, so a claimed tick is never abandoned by the loop.

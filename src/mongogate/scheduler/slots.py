@@ -24,6 +24,9 @@ from mongogate.clock import as_utc, truncate_ms
 from mongogate.scheduler.kinds import Schedule, step
 from mongogate.values import Doc
 
+#: what a claim needs to read from a schedule document
+CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1, "open": 1, "paused": 1, "run_now": 1}
+
 CatchUp = Literal["skip", "all"]
 
 #: how long after its deadline an unreported tick counts as abandoned (its worker died): the

@@ -27,7 +27,7 @@ from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.core import Scheduler
-from mongogate.scheduler.loop import SchedulerStats
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.status import STATES, SUMMARY_OVER, AgentStatus, print_status, select
 from mongogate.scheduler.worker_metrics import WorkerMetrics
 

@@ -14,10 +14,7 @@ running it twice, and every such tick is counted: its claim stays in `open` unti
 from __future__ import annotations
 
 import logging
-import os
 import random
-import socket
-import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -27,9 +24,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc, truncate_ms
+from mongogate.clock import SYSTEM_CLOCK, Clock, truncate_ms, utc_or_none
 from mongogate.config import MemorySettings, SchedulerSettings
 from mongogate.errors import ConfigError, StorageError
+from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
@@ -52,12 +50,8 @@ _REGISTER_FIELDS |= {"orphaned_at": 1}
 log = logging.getLogger(__name__)
 
 
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def _dt(value: object) -> datetime | None:
-    return as_utc(value) if isinstance(value, datetime) else None
+#: host:pid:random, the server's instance id shape (`logs.default_instance_id`): one per process
+default_worker_id = default_instance_id
 
 
 class Scheduler:
@@ -214,7 +208,7 @@ class Scheduler:
                 agent = self.agents.get(d["_id"])
                 if agent is None or d.get("run_now"):
                     continue
-                slot = _dt(d.get("due_at")) or _dt(d["next_run_at"]) or now
+                slot = utc_or_none(d.get("due_at")) or utc_or_none(d["next_run_at"]) or now
                 bound = jitter_bound(
                     self.settings.jitter_max_s, agent.schedule, slot, now, self.grace_s(agent)
                 )
@@ -250,7 +244,7 @@ class Scheduler:
         now = now or self.clock.now()
         try:
             doc = seen or await self.coll.find_one({"_id": agent.key}, CLAIM_FIELDS)
-            ready = _dt(doc.get("next_run_at")) if doc else None
+            ready = utc_or_none(doc.get("next_run_at")) if doc else None
             if doc is None or ready is None or ready > now or self.busy(agent, doc, now):
                 return None
             claim, update = self._claim_update(agent, doc, ready, now)
@@ -276,7 +270,7 @@ class Scheduler:
     def _claim_update(self, agent: Agent, doc: Doc, ready: datetime, now: datetime) -> tuple[Claim, Doc]:
         """The claim and its update: as small as correctness allows (the schedule, one open claim,
         counters only when they move)."""
-        slot = _dt(doc.get("due_at"))
+        slot = utc_or_none(doc.get("due_at"))
         paused = bool(doc.get("paused"))
         manual = bool(doc.get("run_now"))
         if manual:  # an operator's run-now: an extra tick now; the schedule's own slots are kept

@@ -23,7 +23,7 @@ import anyio
 from pymongo import ASCENDING
 from pymongo.errors import PyMongoError
 
-from mongogate.clock import Clock, as_utc
+from mongogate.clock import Clock, utc_or_none
 from mongogate.errors import StorageError
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
@@ -40,10 +40,6 @@ log = logging.getLogger("mongogate.scheduler.core")
 
 #: before any real date: the scan's lower bound, which also leaves out null (parked) documents
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _dt(value: object) -> datetime | None:
-    return as_utc(value) if isinstance(value, datetime) else None
 
 
 @dataclass
@@ -72,7 +68,7 @@ async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, ob
     async with cursor:
         async for d in cursor:
             n += 1
-            when = _dt(d.get("next_run_at"))
+            when = utc_or_none(d.get("next_run_at"))
             if when is None:
                 continue
             if when > now:
@@ -120,7 +116,7 @@ async def _initial_lag(s: LoopHost, observer: WorkerMetrics, now: datetime) -> N
     """A lag series for every registered agent from the start, so one that never runs can be alerted on."""
     seen: dict[str, datetime | None] = {}
     async for d in s.coll.find({}, {"due_at": 1}):
-        seen[str(d["_id"])] = _dt(d.get("due_at"))
+        seen[str(d["_id"])] = utc_or_none(d.get("due_at"))
     for key in [a.key for a in s.agents]:
         due = seen.get(key)
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
@@ -207,7 +203,9 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 ]
                 if observer is not None:
                     for agent, seen in due:
-                        if (at := _dt(seen.get("due_at")) or _dt(seen.get("next_run_at"))) is not None:
+                        if (
+                            at := utc_or_none(seen.get("due_at")) or utc_or_none(seen.get("next_run_at"))
+                        ) is not None:
                             observer.due(agent.key, (now - at).total_seconds())
                 ready = [(a, d) for a, d in due if not s.busy(a, d, now)]
                 s.rng.shuffle(ready)  # workers racing over the same backlog collide less
@@ -251,7 +249,7 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 moved = claimed or lost or parked
                 last = found.due[-1] if found.due else None
                 stuck = found.full and last is not None and not moved
-                after = ((_dt(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
+                after = ((utc_or_none(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
                 if found.due and (moved or after is not None):
                     # More may be due already; if others won everything, yield briefly.
                     wait = 0.0 if claimed or parked or after is not None else 0.01

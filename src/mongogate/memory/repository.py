@@ -22,6 +22,7 @@ concurrent commits (plain appends of answers of different turns) never wait for 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -35,9 +36,9 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, StorageError
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, refusal, write_gate
-from mongogate.memory.keys import answer_key, check_content, check_id
+from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id
 from mongogate.memory.model import AppendResult, key_conflict, session_not_found
-from mongogate.values import Doc
+from mongogate.values import Doc, check_finite
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,32 @@ class SessionRepository:
 
     def check_text(self, value: object, what: str) -> str:
         return check_content(value, what, self.settings.max_message_bytes)
+
+    # ---------------------------------------------------------------- the session document
+
+    async def create_session(self, tenant: str, title: str | None = None, metadata: Doc | None = None) -> str:
+        if title is not None:
+            check_content(title, "title", MAX_TITLE_BYTES)
+        check_finite(metadata, "metadata")
+        session_id = uuid.uuid4().hex
+        now = self.clock.now()
+        doc: Doc = {
+            "_id": session_id,
+            "tenant": tenant,
+            "title": title,
+            "metadata": metadata or {},
+            "next_seq": 0,
+            "locked_by": None,
+            "locked_until": None,
+            "lease_turn": None,
+            "created_at": now,
+            "last_activity": now,
+        }
+        try:
+            await self.sessions.insert_one(doc)
+        except PyMongoError as e:
+            raise StorageError("could not create the session") from e
+        return session_id
 
     # ---------------------------------------------------------------- the lease
 

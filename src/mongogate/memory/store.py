@@ -9,13 +9,12 @@ document first (see `memory/repository.py`), so "who answered" is decided in one
 from __future__ import annotations
 
 import logging
-import uuid
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
-from mongogate.memory.keys import MAX_TITLE_BYTES, check_content, check_role, message_key
+from mongogate.memory.keys import check_role, message_key
 from mongogate.memory.model import (
     AppendResult,
     Context,
@@ -32,7 +31,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.values import ByteBudget, Doc, check_finite, check_int, reply_batch, wire_bytes
+from mongogate.values import ByteBudget, Doc, check_int, reply_batch, wire_bytes
 
 log = logging.getLogger(__name__)
 
@@ -66,30 +65,6 @@ class MemoryStore(SessionRepository):
             default=self.settings.default_context_limit,
             hint="messages; memory.max_context_limit",
         )
-
-    async def create_session(self, tenant: str, title: str | None = None, metadata: Doc | None = None) -> str:
-        if title is not None:
-            check_content(title, "title", MAX_TITLE_BYTES)
-        check_finite(metadata, "metadata")
-        session_id = uuid.uuid4().hex
-        now = self.clock.now()
-        doc: Doc = {
-            "_id": session_id,
-            "tenant": tenant,
-            "title": title,
-            "metadata": metadata or {},
-            "next_seq": 0,
-            "locked_by": None,
-            "locked_until": None,
-            "lease_turn": None,
-            "created_at": now,
-            "last_activity": now,
-        }
-        try:
-            await self.sessions.insert_one(doc)
-        except PyMongoError as e:
-            raise StorageError("could not create the session") from e
-        return session_id
 
     async def list_sessions(
         self, tenant: str, limit: object = None, cursor: object = None, budget: ByteBudget | None = None

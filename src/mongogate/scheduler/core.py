@@ -31,6 +31,7 @@ from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
+from mongogate.scheduler.host import LoopObserver
 from mongogate.scheduler.investigations import Investigations
 from mongogate.scheduler.kinds import Every
 from mongogate.scheduler.loop import run_loop
@@ -80,6 +81,8 @@ class Scheduler:
         self.coll: AsyncCollection[Doc] = db[SCHEDULE_COLLECTION]
         self.investigations = Investigations(db, clock=clock)
         self.runs = Runs(db, memory or MemorySettings(), clock=clock)
+        #: what the loop reports lag, claims and ticks to (`mongogate worker --metrics-port`)
+        self.observer: LoopObserver | None = None
 
     # ---------------------------------------------------------------- per-agent rules
 

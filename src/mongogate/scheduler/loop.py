@@ -17,7 +17,6 @@ import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 import anyio
 from pymongo import ASCENDING
@@ -28,13 +27,10 @@ from mongogate.errors import StorageError
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.events import TickEvent, notify
-from mongogate.scheduler.host import LoopHost
+from mongogate.scheduler.host import LoopHost, LoopObserver
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
-
-if TYPE_CHECKING:
-    from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("mongogate.scheduler.core")
 
@@ -112,7 +108,7 @@ async def nap(clock: Clock, seconds: float, stop: anyio.Event) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _initial_lag(s: LoopHost, observer: WorkerMetrics, now: datetime) -> None:
+async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> None:
     """A lag series for every registered agent from the start, so one that never runs can be alerted on."""
     seen: dict[str, datetime | None] = {}
     async for d in s.coll.find({}, {"due_at": 1}):
@@ -128,7 +124,7 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     Stopping is cooperative, between claims, so a claimed tick is never abandoned by the loop.
     """
     stats = SchedulerStats()
-    observer: WorkerMetrics | None = getattr(s, "observer", None)
+    observer = s.observer
     await s.ensure_indexes()
     await s.register()
     await s.jitter_overdue()

@@ -87,7 +87,7 @@ async def run_worker(
         )
         if status_only:
             return WorkerReport(status=await scheduler.status())
-        scheduler.observer = metrics  # type: ignore[attr-defined]  # read by scheduler/loop.py
+        scheduler.observer = metrics  # what the loop reports to (scheduler/loop.py)
         stop = stop or anyio.Event()
         async with anyio.create_task_group() as tg:
             if threading.current_thread() is threading.main_thread():

@@ -1,0 +1,78 @@
+"""`build_server` runs `serve`'s start-up checks (issue 21.4): a tool registered in code whose
+declared index is missing stops the server at start, with the tool, the index and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from pymongo import AsyncMongoClient
+
+from mongogate import StartupChecks, ToolRegistry, build_server
+from mongogate.demo import FIND_ORDERS, ORDERS_INDEX
+from mongogate.errors import ConfigError
+from tests.conftest import make_settings
+
+pytestmark = pytest.mark.anyio
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The error inside the task groups the SDK's client and server wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def test_a_missing_declared_index_stops_the_server_at_start(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Old code: the server started and every call answered `[storage_error] (retryable)`."""
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    with pytest.raises(BaseException) as caught:  # an exception group around it
+        async with Client(build_server(settings, ToolRegistry([FIND_ORDERS]))) as c:
+            await c.call_tool("find_orders", {"filter": {}})
+    err = _leaf(caught.value)
+    assert isinstance(err, ConfigError), repr(caught.value)
+    text = str(err)
+    assert "query tool 'find_orders'" in text and "is missing" in text
+    assert 'db.getCollection("orders").createIndex({"userId": 1, "createdAt": -1})' in text
+    assert "StartupChecks(allow_missing_indexes=True)" in text  # the embedder's way round it
+    assert "--allow-missing-indexes" not in text  # a flag of `serve`, not of this process
+
+
+async def test_the_server_starts_once_the_index_exists(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: AsyncMongoClient[dict[str, object]]
+) -> None:
+    await mongo[db_name]["orders"].create_index(list(ORDERS_INDEX))
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    async with Client(build_server(settings, ToolRegistry([FIND_ORDERS]))) as c:
+        r = await c.call_tool("find_orders", {"filter": {}})
+        assert not r.is_error, r.content
+
+
+async def test_a_startup_hook_may_create_the_index(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    """Indexes are checked after the registry's start-up hooks: an application that creates its
+    own indexes there (as the demo's seeding does) starts."""
+    from mongogate.demo import seed_demo
+
+    registry = ToolRegistry([FIND_ORDERS])
+    registry.on_startup(seed_demo)
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path), registry)) as c:
+        r = await c.call_tool("find_orders", {"filter": {"status": "paid"}, "limit": 2})
+        assert not r.is_error, r.content
+        assert r.structured_content and r.structured_content["documents"]
+
+
+async def test_allow_missing_indexes_serves_and_warns(
+    engine_uri: str, db_name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    server = build_server(
+        settings, ToolRegistry([FIND_ORDERS]), checks=StartupChecks(allow_missing_indexes=True)
+    )
+    with caplog.at_level("WARNING", logger="mongogate"):
+        async with Client(server) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert "find_orders" in names
+    assert any("find_orders" in r.getMessage() and "serving anyway" in r.getMessage() for r in caplog.records)

@@ -1,7 +1,8 @@
 """Embed mongogate in an application: register a query tool in code, then serve (docs/API.md).
 
 python examples/embed.py            # stdio, tenant from MONGOGATE_AUTH__TENANT (default "acme")
-mongogate check --embed examples/embed.py:registry   # checks the same registry (indexes, drift)
+mongogate check --embed examples/embed.py:registry   # checks the same registry (indexes, drift;
+                                                     # the index exists once the app has started)
 
 Only names from the package root (`from mongogate import ...`) are public; every submodule is
 private. `build_server` refuses to start while a tool's declared index is missing: this

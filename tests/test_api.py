@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 
@@ -79,3 +80,14 @@ def test_embed_example_imports_only_the_package_root() -> None:
     ]
     ours = [m for m in imported if m and m.split(".")[0] == "mongogate"]
     assert ours and all(m == "mongogate" for m in ours), ours
+
+
+def test_the_api_page_shows_the_example_as_it_is_and_every_public_name() -> None:
+    """docs/API.md's complete example is examples/embed.py (which tests/test_examples.py runs)."""
+    page = (ROOT / "docs" / "API.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    assert (ROOT / "examples" / "embed.py").read_text() in blocks
+    shown = {n.strip() for n in blocks[0].split("(", 1)[1].split(")")[0].replace("\n", " ").split(",")}
+    assert shown - {""} == set(mongogate.__all__) - {"__version__"}
+    for name in mongogate.__all__:
+        assert f"`{name}" in page, name

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ below loads
     from mongogate.errors import ConfigError, MongogateError
     from mongogate.server.app import build_server
     from mongogate.server.checks import StartupChecks
+    from mongogate.server.http import serve_http
     from mongogate.specs import QueryToolSpec
     from mongogate.tools.registry import StartupHook, ToolRegistry
     from mongogate.tools.state import AppState
@@ -35,6 +36,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "AppState": ("mongogate.tools.state", "AppState"),
     "build_server": ("mongogate.server.app", "build_server"),
     "StartupChecks": ("mongogate.server.checks", "StartupChecks"),
+    "serve_http": ("mongogate.server.http", "serve_http"),
     "MongogateError": ("mongogate.errors", "MongogateError"),
     "ConfigError": ("mongogate.errors", "ConfigError"),
 }
@@ -53,6 +55,7 @@ __all__ = [
     "__version__",
     "build_server",
     "load_settings",
+    "serve_http",
 ]
 
 

@@ -76,3 +76,15 @@ async def test_allow_missing_indexes_serves_and_warns(
             names = {t.name for t in (await c.list_tools()).tools}
             assert "find_orders" in names
     assert any("find_orders" in r.getMessage() and "serving anyway" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.timeout(120)
+def test_serve_http_raises_the_refusal_itself(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    """An embedder serving HTTP in the foreground gets the ConfigError, not uvicorn's exit(3)."""
+    from mongogate import serve_http
+    from tests.helpers import free_port
+
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    server = build_server(settings, ToolRegistry([FIND_ORDERS]), transport="http", insecure_no_auth=True)
+    with pytest.raises(ConfigError, match=r"query tool 'find_orders': index .* is missing"):
+        serve_http(server, "127.0.0.1", free_port(), settings.server)

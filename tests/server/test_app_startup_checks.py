@@ -3,13 +3,14 @@ declared index is missing stops the server at start, with the tool, the index an
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from pymongo import AsyncMongoClient
 
-from mongogate import StartupChecks, ToolRegistry, build_server
+from mongogate import StartupChecks, ToolRegistry, build_server, load_settings
 from mongogate.demo import FIND_ORDERS, ORDERS_INDEX
 from mongogate.errors import ConfigError
 from tests.conftest import make_settings
@@ -88,3 +89,25 @@ def test_serve_http_raises_the_refusal_itself(engine_uri: str, db_name: str, tmp
     server = build_server(settings, ToolRegistry([FIND_ORDERS]), transport="http", insecure_no_auth=True)
     with pytest.raises(ConfigError, match=r"query tool 'find_orders': index .* is missing"):
         serve_http(server, "127.0.0.1", free_port(), settings.server)
+
+
+@pytest.mark.real_mongodb
+@pytest.mark.skipif(not os.environ.get("MONGODB_URI"), reason="needs a real MongoDB with role enforcement")
+async def test_a_writable_query_user_stops_the_server_at_start(db_name: str, tmp_path: Path) -> None:
+    """The query connection as the (writable) admin user: refused, as `serve` refuses it."""
+    uri = os.environ["MONGODB_URI"]
+    settings = load_settings(
+        None,
+        database={"uri": uri, "name": db_name},
+        server={"data_dir": str(tmp_path)},
+        auth={"mode": "none", "tenant": "acme"},
+    )
+    with pytest.raises(BaseException) as caught:  # an exception group around it
+        async with Client(build_server(settings)):
+            pass
+    err = _leaf(caught.value)
+    assert isinstance(err, ConfigError) and "can write" in str(err), repr(caught.value)
+    assert "StartupChecks(allow_writable_query_user=True)" in str(err)
+    allowed = build_server(settings, checks=StartupChecks(allow_writable_query_user=True))
+    async with Client(allowed) as c:
+        assert (await c.call_tool("create_session", {})).is_error is False

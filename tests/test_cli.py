@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.conftest import Cli, CliRun
+from tests.conftest import Cli
 from tests.helpers import EXE, INITIALIZE, ROOT, free_port
 
 
@@ -63,16 +63,14 @@ def test_unreachable_host_is_one_line_with_the_uri_timeout(
     """The URI's own serverSelectionTimeoutMS is used and named; `serve` does not blame privileges."""
     port = free_port()
     uri = f"mongodb://127.0.0.1:{port}/?serverSelectionTimeoutMS=200"
-    env = env | {"MONGOGATE_DATABASE__URI": uri, "MONGOGATE_AUTH__TENANT": "acme"}
-    if command == ["serve"]:
-        # a process of its own: a stdio serve that cannot open its database ends its process
-        # (os._exit), and in this one (the `cli` fixture) it ended the whole test run, status 3
-        done = subprocess.run(
-            [*EXE, *command], env=env, cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True
-        )
-        r = CliRun(done.returncode, done.stdout, done.stderr)
-    else:
-        r = cli([*command, "--port", str(free_port())] if "--http" in command else command, env)
+    r = cli(
+        [*command, "--port", str(free_port())] if "--http" in command else command,
+        env
+        | {
+            "MONGOGATE_DATABASE__URI": uri,
+            "MONGOGATE_AUTH__TENANT": "acme",
+        },
+    )
     assert r.returncode == 3, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr

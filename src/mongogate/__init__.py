@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mongogate.version import __version__
 
 if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ below loads them
     from mongogate.config import Settings, load_settings

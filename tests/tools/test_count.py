@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from mongogate.server.app import build_server
 from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import Cli, make_settings
-from tests.helpers import EXE, ROOT
 
 pytestmark = pytest.mark.anyio
 Doc = dict[str, Any]
@@ -160,18 +158,8 @@ def test_check_verifies_indexes_and_serve_refuses_a_missing_one(
     assert "query tool by_total: PROBLEM index" in r.stdout
     assert 'db.getCollection("orders").createIndex({"userId": 1, "total": -1})' in r.stdout
     assert "query tool stats: WARNING no `index` declared" in r.stdout
-    # a process of its own: a stdio serve that refuses ends its process (os._exit), and in this
-    # one (the `cli` fixture) it ended the test run with status 2 and no report
-    served = subprocess.run(
-        [*EXE, "serve", "--config", str(config)],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert served.returncode == 2, served.stderr
-    assert "query tool 'by_total'" in served.stderr and "--allow-missing-indexes" in served.stderr
-    assert 'db.getCollection("orders").createIndex({"userId": 1, "total": -1})' in served.stderr
-    assert served.stdout == ""
+    r = cli(["serve", "--config", str(config)], env)  # stdio: the fixture runs it in a process
+    assert r.returncode == 2, r.stderr
+    assert "query tool 'by_total'" in r.stderr and "--allow-missing-indexes" in r.stderr
+    assert 'db.getCollection("orders").createIndex({"userId": 1, "total": -1})' in r.stderr
+    assert r.stdout == ""

@@ -14,7 +14,6 @@ import anyio
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
-from mongogate import __version__
 from mongogate.audit.log import AuditLog
 from mongogate.audit.setup import audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
@@ -50,6 +49,7 @@ from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState, PendingState
+from mongogate.version import __version__
 
 if TYPE_CHECKING:
     from mongogate.server.metrics import Metrics

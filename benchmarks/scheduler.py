@@ -303,7 +303,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fleet-sizes", default="1000,5000", help="agents per fleet run (default 1000,5000)")
     p.add_argument("--fleet-seconds", type=float, default=15.0, help="length of each loop run (default 15)")
     p.add_argument("--fleet-scans", type=int, default=5, help="timed scans per version and size (default 5)")
-    p.add_argument("--baseline", help="git revision of the previous version (default: merge base with main)")
+    p.add_argument(
+        "--baseline",
+        help="git revision of the previous version (default: 7a628699ea, the scheduler before issue 22)",
+    )
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     started = time.perf_counter()

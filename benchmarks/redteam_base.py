@@ -136,8 +136,13 @@ max_time_ms = {tight_ms}
 
 
 def clean_env() -> dict[str, str]:
-    """The caller's environment without MONGOGATE_* (the config file alone decides)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    """The caller's environment without MONGOGATE_* (the config file alone decides), except the
+    MONGOGATE_TEST_* switches (`MONGOGATE_TEST_KEEP_FREED_MEMORY=1` shows a defence giving way)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MONGOGATE_") or k.startswith("MONGOGATE_TEST_")
+    }
 
 
 @dataclass

@@ -273,28 +273,53 @@ async def fair_share(t: Target) -> Outcome:
     )
 
 
+def _served_s(port: int, tool: str) -> float:
+    """The server's own total time in ``tool`` so far (its /metrics histogram): no HTTP or client in it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    prefix = f'mongogate_tool_call_seconds_sum{{tool="{tool}"}} '
+    return next((float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix)), 0.0)
+
+
+async def _timed(t: Target, c: Any, tool: str, **args: Any) -> tuple[float, str]:
+    """(ms the server spent on one call, its outcome)."""
+    before = await asyncio.to_thread(_served_s, t.port, tool)
+    got, err = await call(c, tool, **args)
+    took = (await asyncio.to_thread(_served_s, t.port, tool) - before) * 1000
+    return took, short(err, 60) if err else f"ok, truncated={got.get('truncated')}"
+
+
 async def probed_aggregation(t: Target, single_pass_ms: float) -> Outcome:
     """order_stats_tight (max_groups 10, max_time_ms ~1.4 x one pass): the answer takes one pass
-    and the group-count probe a second; before the fix the probe got a fresh budget (~2 passes)."""
+    and the group-count probe a second; before the fix the probe got a fresh budget (~2 passes).
+
+    Times are the server's own (`/metrics`: no HTTP round trip), medians of 3, interleaved with a
+    control: the answer's pass alone (a `limit` it overflows, so no probe). mongoeco checks its
+    deadline every 256 documents, and on a loaded machine one query alone overran its maxTimeMS
+    by up to hundreds of ms; that overrun, measured on the control, is the engine's, not a second
+    budget, so the line is 1.2 x max_time_ms plus it."""
     budget = next(s.max_time_ms for s in t.settings.query_tools if s.name == "order_stats_tight")
-    async with connect(t.url, t.token("flood")) as c:
-        started = time.perf_counter()
-        await call(c, "find_orders", filter={"status": "paid"}, limit=1)
-        base_ms = (time.perf_counter() - started) * 1000
-        worst, text = 0.0, ""
-        for _ in range(2):
-            started = time.perf_counter()
-            got, err = await call(c, "order_stats_tight", pipeline=PROBED)
-            took = (time.perf_counter() - started) * 1000 - base_ms
-            if took >= worst:
-                worst, text = took, short(err, 60) if err else f"ok, truncated={got.get('truncated')}"
+    control, probed = [], []
+    async with connect(t.url, t.token("agg")) as c:
+        await call(c, "order_stats_tight", pipeline=[{"$match": {"status": "paid"}}])  # warm: connections
+        for _ in range(3):
+            control.append(await _timed(t, c, "order_stats_tight", pipeline=PROBED[:-1], limit=1))
+            probed.append(await _timed(t, c, "order_stats_tight", pipeline=PROBED))
+    alone_ms = sorted(control)[1][0]
+    middle, text = sorted(probed)[1]
+    overrun = max(0.0, alone_ms - budget)
+    line = 1.2 * budget + overrun
+    reached = sum(o.startswith("ok") for _, o in control)
     return Outcome(
         2,
         "max_groups probe within max_time_ms",
-        f"order_stats_tight: a pipeline whose first $group makes > max_groups groups, answer 1 row "
-        f"(one pass ~{single_pass_ms:.0f} ms)",
-        f"whole call <= 1.2 x max_time_ms = {1.2 * budget:.0f} ms "
-        f"(two full passes: ~{2 * single_pass_ms:.0f})",
-        f"worst of 2: {worst:.0f} ms beyond a trivial call's {base_ms:.0f} ms; {text}",
-        verdict(worst <= 1.2 * budget),
+        f"order_stats_tight (max_time_ms {budget}): a pipeline whose first $group makes > max_groups "
+        f"groups ({t.sizes.wide_docs} orders x 40 tags), answer 1 row (one pass ~{single_pass_ms:.0f} ms "
+        "on the engine)",
+        "whole call (server-timed, median of 3) <= 1.2 x max_time_ms + the engine's own overrun of one "
+        f"query (two full passes: ~{2 * single_pass_ms:.0f} ms)",
+        f"answer pass alone {', '.join(f'{ms:.0f}' for ms, _ in control)} ms ({reached} of 3 within the "
+        f"budget: the probe reached; overrun {overrun:.0f}); probed calls "
+        f"{', '.join(f'{ms:.0f}' for ms, _ in probed)} ms, line {line:.0f} (median: {text})",
+        verdict(middle <= line),
     )

@@ -29,6 +29,7 @@ import os
 import platform
 import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -85,7 +86,7 @@ def seed_wide(uri: str, docs: int) -> None:
 
 
 def one_pass_ms(uri: str) -> float:
-    """What one pass of the probed aggregation costs the engine (the tight tool's budget is 1.4x)."""
+    """What one pass of the probed aggregation costs the engine (the tight tool's budget is 1.5x)."""
     pipeline: list[dict[str, Any]] = [{"$match": {"userId": "agg"}}, *PROBED[:-1]]
     client: MongoClient[dict[str, Any]] = MongoClient(uri)
     with client:
@@ -94,7 +95,7 @@ def one_pass_ms(uri: str) -> float:
             started = time.perf_counter()
             client[DB]["wide"].aggregate(pipeline, hint={"userId": 1, "createdAt": -1}).to_list()
             took.append((time.perf_counter() - started) * 1000)
-    return min(took)  # the pass as the server runs it (with the index hint), least disturbed
+    return statistics.median(took)  # the pass as the server runs it (with the index hint)
 
 
 async def mount(t: Target, names: list[str], single_pass_ms: float) -> list[Outcome]:
@@ -128,7 +129,7 @@ def run(quick: bool, names: list[str]) -> list[Outcome]:
         if "max-groups" in names:
             seed_wide(lease.uri, sizes.wide_docs)
             single = one_pass_ms(lease.uri)
-        target = make_target(tmp, quick, tight_ms=max(150, round(1.4 * single)))
+        target = make_target(tmp, quick, tight_ms=max(150, round(1.5 * single)))
         with target.serving():
             outcomes = asyncio.run(mount(target, names, single))
         return outcomes

@@ -181,7 +181,12 @@ class Target:
         proc = subprocess.Popen(cmd, env=clean_env(), cwd=ROOT, stdout=log, stderr=log, text=True)
         self.pid = proc.pid
         try:
-            wait_for_port(self.port, proc)
+            try:
+                wait_for_port(self.port, proc)
+            except AssertionError as e:  # its stderr went to the log: say why it did not start
+                log.flush()
+                tail = (self.tmp / "server.log").read_text().strip().splitlines()[-5:]
+                raise RuntimeError(f"{e} {' | '.join(tail)}") from None
             yield self
         finally:
             proc.terminate()

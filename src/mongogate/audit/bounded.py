@@ -15,6 +15,7 @@ from itertools import islice
 from typing import Any
 
 from mongogate.policy.render import to_json
+from mongogate.values import fits_int64
 
 MAX_ITEMS = 50  # per object/array in a logged filter
 MAX_DEPTH = 12
@@ -69,7 +70,7 @@ class BoundedCopy:
     def scalar(self, v: object) -> Any:
         if self.redact_values:
             return f"<{scalar_type(v)}>"
-        if v is None or isinstance(v, bool) or (isinstance(v, int) and abs(v) < 2**63):
+        if v is None or isinstance(v, bool) or (isinstance(v, int) and fits_int64(v)):
             return v
         if isinstance(v, float):
             return v if math.isfinite(v) else str(v)

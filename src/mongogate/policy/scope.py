@@ -85,12 +85,42 @@ def projection_of(spec: QueryToolSpec) -> dict[str, int]:
     return proj
 
 
-@dataclass(frozen=True)
-class Scope:
-    """One authenticated caller's view of one tool: built only with a tenant."""
+def hint_of(spec: QueryToolSpec) -> dict[str, int] | None:
+    """The declared index as a key pattern: every query is bounded by the caller's own data."""
+    return {k: d for k, d in spec.index} if spec.index else None
 
-    spec: QueryToolSpec
-    tenant: str
+
+#: per spec (by identity; the spec is held, so its id is not reused): its projection and hint,
+#: worked out once, not on every call. Shared values: nothing mutates them.
+_FIXED: dict[int, tuple[QueryToolSpec, dict[str, int], dict[str, int] | None]] = {}
+_FIXED_MAX = 1024
+
+
+def _fixed(spec: QueryToolSpec) -> tuple[QueryToolSpec, dict[str, int], dict[str, int] | None]:
+    hit = _FIXED.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        if len(_FIXED) >= _FIXED_MAX:
+            _FIXED.clear()
+        hit = _FIXED[id(spec)] = (spec, projection_of(spec), hint_of(spec))
+    return hit
+
+
+class Scope:
+    """One authenticated caller's view of one tool: built only with a tenant (``Scope.of``).
+
+    A plain slotted class rather than a frozen dataclass: one is built per call, on the hot path;
+    nothing sets its attributes after ``__init__``."""
+
+    __slots__ = ("hint", "projection", "spec", "tenant")
+
+    def __init__(self, spec: QueryToolSpec, tenant: str) -> None:
+        self.spec = spec
+        self.tenant = tenant
+        _, proj, hint = _fixed(spec)
+        #: the spec's fixed projection (``_id`` excluded unless listed)
+        self.projection: dict[str, int] = proj
+        #: the declared index as a key pattern, or None
+        self.hint: dict[str, int] | None = hint
 
     @classmethod
     def of(cls, spec: QueryToolSpec, tenant: object) -> Scope:
@@ -106,34 +136,20 @@ class Scope:
         kind = "aggregation tool" if isinstance(self.spec, AggregateToolSpec) else "query tool"
         return f"{kind} {self.spec.name!r}"
 
-    @property
-    def match(self) -> dict[str, Any]:
-        """The tenant condition every query carries."""
-        return {self.spec.tenant_field: self.tenant}
-
     def filter(self, checked: dict[str, Any]) -> dict[str, Any]:
         """The executed filter: the model's (checked) filter AND the tenant; it can only narrow."""
-        return {"$and": [checked, self.match]}
+        return {"$and": [checked, {self.spec.tenant_field: self.tenant}]}
 
     def head(self) -> dict[str, Any]:
         """A pipeline's first stage: the tenant ``$match``, before anything the model wrote."""
-        return {"$match": {"$and": [self.match]}}
-
-    @property
-    def projection(self) -> dict[str, int]:
-        return projection_of(self.spec)
-
-    @property
-    def hint(self) -> dict[str, int] | None:
-        """The declared index (a key pattern): every query is bounded by the caller's own data."""
-        return {k: d for k, d in self.spec.index} if self.spec.index else None
+        return {"$match": {"$and": [{self.spec.tenant_field: self.tenant}]}}
 
     def options(self, max_time_ms: int | None = None, **extra: Any) -> dict[str, Any]:
         """Driver options: the time budget (or what is left of it) and the hint when declared."""
         out: dict[str, Any] = {"maxTimeMS": self.spec.max_time_ms if max_time_ms is None else max_time_ms}
         out.update(extra)
-        if (hint := self.hint) is not None:
-            out["hint"] = hint
+        if self.hint is not None:
+            out["hint"] = self.hint
         return out
 
     def over_budget(self, step: Step) -> StorageError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -215,6 +216,8 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
     handlers, level = root.handlers[:], root.level
 
     def run(args: Sequence[str], env: Mapping[str, str] | None = None) -> CliRun:
+        if _stdio_serve(args):
+            return _in_a_process(args, env)
         with monkeypatch.context() as m:
             if env is not None:
                 for k in set(os.environ) - set(env):
@@ -235,3 +238,25 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         return CliRun(code, out, err)
 
     yield run
+
+
+def _stdio_serve(args: Sequence[str]) -> bool:
+    """`serve` over stdio answers `initialize` before its database opens and ends the process
+    (os._exit) when the open fails: a process boundary, so it never runs inside pytest's process."""
+    words = [a for a in args if not a.startswith("-")]
+    return bool(words) and words[0] == "serve" and "--http" not in args
+
+
+def _in_a_process(args: Sequence[str], env: Mapping[str, str] | None) -> CliRun:
+    from tests.helpers import EXE, ROOT
+
+    r = subprocess.run(
+        [*EXE, *args],
+        env=dict(env) if env is not None else None,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return CliRun(r.returncode, r.stdout, r.stderr)

@@ -320,3 +320,33 @@ def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, st
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines() if line.strip())
     assert '"event":"filter_rejected"' in err  # the audit event went to stderr...
     assert '"reason":"operator_not_allowed"' in (tmp_path / "audit.jsonl").read_text()  # ...and the file
+
+
+def test_serve_parses_without_importing_the_scheduler() -> None:
+    """`serve` start-up never pays for the scheduler: the arguments of `worker` and `schedule`
+    (which import it) are added only when one of those is the command (`schedule` used to add
+    them always)."""
+    code = (
+        "import sys; from mongogate.cli import build_parser; build_parser(['serve']); "
+        "print(sorted(m for m in sys.modules if m.startswith('mongogate.scheduler')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_worker_and_schedule_still_parse_their_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from mongogate.cli import build_parser
+
+    args = build_parser(["worker", "--status", "--state", "late"]).parse_args(
+        ["worker", "--status", "--state", "late"]
+    )
+    assert (args.command, args.status, args.state) == ("worker", True, ["late"])
+    args = build_parser(["schedule", "list", "--state", "paused"]).parse_args(
+        ["schedule", "list", "--state", "paused"]
+    )
+    assert (args.command, args.action, args.state) == ("schedule", "list", ["paused"])
+    with pytest.raises(SystemExit):
+        build_parser(["schedule", "list", "--state", "nope"]).parse_args(
+            ["schedule", "list", "--state", "nope"]
+        )
+    assert "invalid choice" in capsys.readouterr().err

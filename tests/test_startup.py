@@ -65,6 +65,7 @@ def test_stdio_initialize_does_not_wait_for_the_database(env: dict[str, str]) ->
     assert len(lines) == 1 and "cannot reach MongoDB" in lines[0] and "Traceback" not in err
 
 
+@pytest.mark.embedded_engine
 def test_engine_stop_from_elsewhere_finds_the_engine_of_the_config_file(tmp_path: Path) -> None:
     """Old code: the default data directory followed the working directory, so `engine stop
     --config <path>` run from another directory said "was not running" while it ran."""

@@ -53,10 +53,12 @@ MEMORY_TOOL_NAMES = frozenset(
     }
 )
 RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
-#: names of built-in tools: a query tool can never take one
 RECALL_TOOL_NAMES = frozenset(
     {"remember", "recall", "forget", "list_memories", "memory_history", "search_messages"}
 )
+#: names of built-in tools: a query tool can never take one. The configuration check needs them
+#: before any tool is built (and this layer never imports `tools/`), so they are listed here and
+#: pinned to the names the factories make by tests/tools/test_reserved_names.py.
 RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES | RECALL_TOOL_NAMES
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")

@@ -24,8 +24,8 @@ from mongogate.config import SchedulerSettings
 from mongogate.errors import InvalidInput, NotFound
 from mongogate.scheduler.agents import Agent, TickContext
 from mongogate.scheduler.core import Scheduler
-from mongogate.scheduler.loop import CLAIM_FIELDS
 from mongogate.scheduler.manage import Schedules
+from mongogate.scheduler.slots import CLAIM_FIELDS
 from tests.scheduler.test_scan import Finds
 
 pytestmark = pytest.mark.anyio

@@ -14,6 +14,7 @@ import re
 from itertools import islice
 from typing import Any
 
+from mongogate import values
 from mongogate.policy.render import to_json
 from mongogate.values import fits_int64
 
@@ -141,4 +142,4 @@ def unique(key: str, taken: dict[str, Any]) -> str:
 
 
 def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
+    return values.clip(text, limit, mark=f"…(+{len(text) - limit} chars)")

@@ -16,7 +16,6 @@ from typing import Any
 
 from mongogate import values
 from mongogate.policy.render import to_json
-from mongogate.values import fits_int64
 
 MAX_ITEMS = 50  # per object/array in a logged filter
 MAX_DEPTH = 12
@@ -71,7 +70,7 @@ class BoundedCopy:
     def scalar(self, v: object) -> Any:
         if self.redact_values:
             return f"<{scalar_type(v)}>"
-        if v is None or isinstance(v, bool) or (isinstance(v, int) and fits_int64(v)):
+        if v is None or isinstance(v, bool) or (isinstance(v, int) and values.fits_int64(v)):
             return v
         if isinstance(v, float):
             return v if math.isfinite(v) else str(v)

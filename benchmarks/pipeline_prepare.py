@@ -11,11 +11,9 @@ both alike; the table gives the median per call and the ratio to the baseline.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
-import shlex
 import statistics
 import subprocess
 import sys
@@ -23,7 +21,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from results import RESULTS, write_section  # benchmarks/results.py, beside this script
+from results import command_line, parser, publish  # benchmarks/results.py, beside this script
 
 HERE = Path(__file__).resolve().parent
 #: timed in the child: one find call (with count) and one aggregate call of the demo's tools
@@ -64,11 +62,10 @@ def run_child(src: Path, calls: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument("--baseline-ref", default="main", help="the older mongogate (default main)")
     p.add_argument("--rounds", type=int, default=7, help="rounds of both versions (default 7)")
     p.add_argument("--calls", type=int, default=20000, help="calls of each kind per round (default 20000)")
-    p.add_argument("--no-write", action="store_true", help=f"print only; do not update {RESULTS.name}")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         old = Path(d)
@@ -88,9 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         f, a = statistics.median(kinds["find"]), statistics.median(kinds["aggregate"])
         fb, ab = statistics.median(times[base]["find"]), statistics.median(times[base]["aggregate"])
         rows.append(f"| {v} | {f:.1f} | {f / fb:.3f}x | {a:.1f} | {a / ab:.3f}x |")
-    command = "python benchmarks/pipeline_prepare.py" + "".join(
-        f" {shlex.quote(a)}" for a in (argv if argv is not None else sys.argv[1:])
-    )
+    command = command_line("pipeline_prepare.py", argv)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     body = "\n".join(
         [
@@ -108,10 +103,7 @@ def main(argv: list[str] | None = None) -> None:
             "",
         ]
     )
-    print(body)
-    if not args.no_write:
-        write_section("pipeline prepare", body)
-        print(f"written to {RESULTS} (## pipeline prepare)")
+    publish("pipeline prepare", body, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import Cli
-from tests.helpers import EXE, INITIALIZE, ROOT, free_port
+from tests.helpers import EXE, INITIALIZE, ROOT, free_port, send, stdio_serve
 
 
 @pytest.fixture
@@ -291,21 +291,12 @@ def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, st
             "params": {"name": "find_orders", "arguments": {"filter": {"$where": "1"}}},
         },
     ]
-    proc = subprocess.Popen(
-        [*EXE, "serve", "--demo"],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = stdio_serve(env, "--demo")
     assert proc.stdin is not None and proc.stdout is not None
     replies = []
     try:
         for m in messages:
-            proc.stdin.write(json.dumps(m) + "\n")
-            proc.stdin.flush()
+            send(proc, m)
             if "id" in m:
                 replies.append(json.loads(proc.stdout.readline()))
     finally:

@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mongogate import __version__
 from mongogate.errors import MongogateError
+from mongogate.version import __version__
 
 
 def _command(argv: Sequence[str] | None) -> str | None:

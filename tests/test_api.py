@@ -14,15 +14,9 @@ import mongogate
 import mongogate.specs
 from tests.helpers import ROOT
 
-#: names of the find/aggregate split of QueryToolSpec (issue 21), which lands in specs.py on
-#: another branch: skipped here until it does (the merge adds them; then nothing is skipped)
-PENDING_IN_SPECS = {"FindToolSpec", "AggregateToolSpec"}
-
 
 @pytest.mark.parametrize("name", mongogate.__all__)
 def test_every_public_name_resolves(name: str) -> None:
-    if name in PENDING_IN_SPECS and not hasattr(mongogate.specs, name):
-        pytest.skip(f"mongogate.specs.{name} is not on this branch yet")
     value = getattr(mongogate, name)
     assert value is not None
     assert name in dir(mongogate)

@@ -70,7 +70,7 @@ class BoundedCopy:
     def scalar(self, v: object) -> Any:
         if self.redact_values:
             return f"<{scalar_type(v)}>"
-        if v is None or isinstance(v, bool) or (isinstance(v, int) and abs(v) < 2**63):
+        if v is None or isinstance(v, bool) or (isinstance(v, int) and values.fits_int64(v)):
             return v
         if isinstance(v, float):
             return v if math.isfinite(v) else str(v)

@@ -53,4 +53,4 @@ bench: setup
 
 clean:
 	-test -x $(VENV)/bin/mongogate && $(VENV)/bin/mongogate engine stop --config examples/mongogate.toml
-	rm -rf $(VENV) .mongogate build dist *.egg-info src/*.egg-info
+	rm -rf $(VENV) .mongogate examples/.mongogate build dist *.egg-info src/*.egg-info

@@ -34,7 +34,7 @@ from results import RESULTS, write_section  # benchmarks/results.py, beside this
 
 from mongogate.config import PolicySettings
 from mongogate.demo import ORDER_STATS
-from mongogate.policy.aggregate_run import hint_of, prepare_pipeline, render_output, run_pipeline
+from mongogate.policy.aggregate_run import prepare_pipeline, render_output, run_pipeline
 from mongogate.policy.aggregate_schema import aggregate_input_schema
 from mongogate.policy.aggregate_walk import check_pipeline
 from mongogate.policy.render import cap_documents
@@ -139,11 +139,7 @@ async def _bench_db(uri: str, docs: int, queries: int) -> list[dict[str, Any]]:
         for name, pipeline in (("typical", TYPICAL), ("large", LARGE)):
             args = {"pipeline": pipeline, "limit": 50}
             q = prepare_pipeline(SPEC, args, "t3", LIMITS)
-            options: dict[str, Any] = {
-                "maxTimeMS": SPEC.max_time_ms,
-                "allowDiskUse": False,
-                "hint": hint_of(SPEC),
-            }
+            options = q.scope.options(allowDiskUse=False)
 
             async def direct(q: Any = q, options: dict[str, Any] = options) -> int:
                 cursor = await coll.aggregate(q.pipeline, **options)

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx2
 import pydantic_core
+from mcp_messages import INITIALIZE, INITIALIZED  # benchmarks/mcp_messages.py, beside this script
 from results import write_section  # benchmarks/results.py, beside this script
 
 from mongogate.config import load_settings
@@ -83,19 +84,9 @@ def parse_cpu(raw: bytes, reps: int) -> float:
 async def measure(url: str, reps: int) -> tuple[float, list[tuple[str, float, float, float, str]]]:
     rid = 100
     async with httpx2.AsyncClient(timeout=120) as hc:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "b", "version": "1"},
-            },
-        }
-        r = await hc.post(url, json=init, headers=HEADERS)
+        r = await hc.post(url, json=INITIALIZE, headers=HEADERS)
         headers = HEADERS | {"Mcp-Session-Id": r.headers["mcp-session-id"]}
-        await hc.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        await hc.post(url, json=INITIALIZED, headers=headers)
 
         async def cpu(tool: str, arguments: dict[str, Any]) -> tuple[float, str]:
             nonlocal rid

@@ -40,9 +40,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from pymongo import AsyncMongoClient, UpdateOne
+from pymongo import AsyncMongoClient
 from results import RESULTS, write_section  # benchmarks/results.py, beside this script
-from scheduler_fleet import main_fleet, render_fleet  # benchmarks/scheduler_fleet.py
+from scheduler_fleet import main_fleet, render_fleet, upsert_schedules  # benchmarks/scheduler_fleet.py
 
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings
@@ -51,7 +51,6 @@ from mongogate.scheduler.agents import Agent, TickContext
 from mongogate.scheduler.core import Scheduler
 
 Client = AsyncMongoClient[dict[str, Any]]
-SEED_BATCH = 500
 
 
 def pct(values: list[float], q: float) -> float:
@@ -68,25 +67,9 @@ async def seed(client: Client, db_name: str, n: int, due: set[int]) -> float:
     now = SYSTEM_CLOCK.now()
     later, earlier = now + timedelta(hours=1), now - timedelta(seconds=1)
     started = time.perf_counter()
-    # Upserts, not insert_many: on the embedded engine an insert scans the collection for
-    # duplicate ids, so seeding 10,000 documents with inserts takes far longer than with upserts.
-    for i in range(0, n, SEED_BATCH):
-        ops = [
-            UpdateOne(
-                {"_id": f"agent-{j:05d}"},
-                {
-                    "$setOnInsert": {
-                        "agent_key": f"agent-{j:05d}",
-                        "next_run_at": earlier if j in due else later,
-                        "interval_s": 3600.0,
-                        "ticks": 0,
-                    }
-                },
-                upsert=True,
-            )
-            for j in range(i, min(n, i + SEED_BATCH))
-        ]
-        await coll.bulk_write(ops, ordered=False)
+    await upsert_schedules(
+        coll, n, lambda j: {"next_run_at": earlier if j in due else later, "interval_s": 3600.0, "ticks": 0}
+    )
     return time.perf_counter() - started
 
 
@@ -320,7 +303,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--fleet-sizes", default="1000,5000", help="agents per fleet run (default 1000,5000)")
     p.add_argument("--fleet-seconds", type=float, default=15.0, help="length of each loop run (default 15)")
     p.add_argument("--fleet-scans", type=int, default=5, help="timed scans per version and size (default 5)")
-    p.add_argument("--baseline", help="git revision of the previous version (default: merge base with main)")
+    p.add_argument(
+        "--baseline",
+        help="git revision of the previous version (default: 7a628699ea, the scheduler before issue 22)",
+    )
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     started = time.perf_counter()

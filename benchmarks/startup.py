@@ -36,20 +36,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from mcp_messages import INITIALIZE, INITIALIZED  # benchmarks/mcp_messages.py, beside this script
 from results import RESULTS, write_section  # benchmarks/results.py, beside this script
 
 HERE = Path(__file__).resolve().parent
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "b", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 #: added to query_overhead's find_orders spec (imported in main(): the phase child must import nothing)
 INDEX = 'index = [["userId", 1], ["createdAt", -1]]\n'

@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote_plus, urlencode, urlsplit, urlunsplit
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
@@ -95,11 +97,49 @@ def _stop_engine_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             engine_client.stop(state.parent, timeout_s=30)
 
 
+#: on a real MongoDB: a user with only `readAnyDatabase`, the query user of make_settings (a
+#: server refuses to start with a query user that can write, as build_server checks)
+_READER: dict[str, str] = {}
+
+
+def _reader_uri(admin_uri: str, name: str, password: str) -> str:
+    parts = urlsplit(admin_uri)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "authSource"] + [("authSource", "admin")]
+    netloc = f"{quote_plus(name)}:{quote_plus(password)}@{host}"
+    return urlunsplit((parts.scheme, netloc, "/", urlencode(query), ""))
+
+
+@contextlib.contextmanager
+def _read_only_user(admin_uri: str) -> Iterator[None]:
+    """A read-only user for the session's query connections, dropped at the end. A server whose
+    user may not create users gets none: servers then refuse to start, and say why."""
+    name, password = f"mg_query_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    roles = [{"role": "readAnyDatabase", "db": "admin"}]
+    with MongoClient[dict[str, Any]](admin_uri, serverSelectionTimeoutMS=30_000) as admin:
+        try:
+            admin.admin.command("createUser", name, pwd=password, roles=roles)
+        except PyMongoError as e:
+            logging.getLogger(__name__).warning("no read-only query user for the tests: %s", e)
+            created = False
+        else:
+            _READER["uri"] = _reader_uri(admin_uri, name, password)
+            created = True
+        try:
+            yield
+        finally:
+            _READER.clear()
+            if created:
+                with contextlib.suppress(PyMongoError):
+                    admin.admin.command("dropUser", name)
+
+
 @pytest.fixture(scope="session")
 def engine_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A `mongodb://` URI: $MONGODB_URI if set, else the embedded engine on its own thread."""
     if os.environ.get("MONGODB_URI"):
-        yield os.environ["MONGODB_URI"]
+        with _read_only_user(os.environ["MONGODB_URI"]):
+            yield os.environ["MONGODB_URI"]
         return
     engine = EmbeddedEngine(tmp_path_factory.mktemp("engine"))
     uri = engine.start()
@@ -173,8 +213,11 @@ DEV_SECRET = "test-secret-0123456789abcdef-0123456789abcdef"
 
 def make_settings(engine_uri: str, db_name: str, tmp: Path, **overrides: Any) -> Settings:
     """Settings for a server on the shared engine, with its own database and audit file."""
+    database = {"uri": engine_uri, "name": db_name}
+    if _READER and engine_uri == os.environ.get("MONGODB_URI"):
+        database["query_uri"] = _READER["uri"]  # read-only, as production's
     base: dict[str, Any] = {
-        "database": {"uri": engine_uri, "name": db_name},
+        "database": database,
         "server": {"data_dir": str(tmp)},
         "auth": {"mode": "none", "tenant": "acme"},
     }
@@ -215,6 +258,8 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
     handlers, level = root.handlers[:], root.level
 
     def run(args: Sequence[str], env: Mapping[str, str] | None = None) -> CliRun:
+        if _stdio_serve(args):
+            return _in_a_process(args, env)
         with monkeypatch.context() as m:
             if env is not None:
                 for k in set(os.environ) - set(env):
@@ -235,3 +280,25 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         return CliRun(code, out, err)
 
     yield run
+
+
+def _stdio_serve(args: Sequence[str]) -> bool:
+    """`serve` over stdio answers `initialize` before its database opens and ends the process
+    (os._exit) when the open fails: a process boundary, so it never runs inside pytest's process."""
+    words = [a for a in args if not a.startswith("-")]
+    return bool(words) and words[0] == "serve" and "--http" not in args
+
+
+def _in_a_process(args: Sequence[str], env: Mapping[str, str] | None) -> CliRun:
+    from tests.helpers import EXE, ROOT
+
+    r = subprocess.run(
+        [*EXE, *args],
+        env=dict(env) if env is not None else None,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return CliRun(r.returncode, r.stdout, r.stderr)

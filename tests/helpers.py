@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
@@ -62,6 +63,27 @@ def wait_for_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 120
         except (OSError, urllib.error.URLError):
             time.sleep(0.05)
     raise AssertionError(f"server on port {port} did not start within {timeout_s} s")
+
+
+def stdio_serve(env: dict[str, str], *args: str, stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    """`mongogate serve <args>` in its own process, spoken to in raw JSON-RPC lines on its pipes
+    (see `send`); the caller closes its stdin to make it exit, then waits."""
+    return subprocess.Popen(
+        [*EXE, "serve", *args],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+
+
+def send(proc: subprocess.Popen[str], msg: dict[str, Any]) -> None:
+    """One JSON-RPC message, one line, on the process's stdin."""
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(msg) + "\n")
+    proc.stdin.flush()
 
 
 @contextlib.contextmanager

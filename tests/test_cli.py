@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import Cli
-from tests.helpers import EXE, INITIALIZE, ROOT, free_port
+from tests.helpers import EXE, INITIALIZE, ROOT, free_port, send, stdio_serve
 
 
 @pytest.fixture
@@ -291,21 +291,12 @@ def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, st
             "params": {"name": "find_orders", "arguments": {"filter": {"$where": "1"}}},
         },
     ]
-    proc = subprocess.Popen(
-        [*EXE, "serve", "--demo"],
-        env=env,
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = stdio_serve(env, "--demo")
     assert proc.stdin is not None and proc.stdout is not None
     replies = []
     try:
         for m in messages:
-            proc.stdin.write(json.dumps(m) + "\n")
-            proc.stdin.flush()
+            send(proc, m)
             if "id" in m:
                 replies.append(json.loads(proc.stdout.readline()))
     finally:
@@ -320,3 +311,33 @@ def test_stdio_stdout_carries_only_json_rpc_even_on_rejections(env: dict[str, st
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in rest.splitlines() if line.strip())
     assert '"event":"filter_rejected"' in err  # the audit event went to stderr...
     assert '"reason":"operator_not_allowed"' in (tmp_path / "audit.jsonl").read_text()  # ...and the file
+
+
+def test_serve_parses_without_importing_the_scheduler() -> None:
+    """`serve` start-up never pays for the scheduler: the arguments of `worker` and `schedule`
+    (which import it) are added only when one of those is the command (`schedule` used to add
+    them always)."""
+    code = (
+        "import sys; from mongogate.cli import build_parser; build_parser(['serve']); "
+        "print(sorted(m for m in sys.modules if m.startswith('mongogate.scheduler')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_worker_and_schedule_still_parse_their_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from mongogate.cli import build_parser
+
+    args = build_parser(["worker", "--status", "--state", "late"]).parse_args(
+        ["worker", "--status", "--state", "late"]
+    )
+    assert (args.command, args.status, args.state) == ("worker", True, ["late"])
+    args = build_parser(["schedule", "list", "--state", "paused"]).parse_args(
+        ["schedule", "list", "--state", "paused"]
+    )
+    assert (args.command, args.action, args.state) == ("schedule", "list", ["paused"])
+    with pytest.raises(SystemExit):
+        build_parser(["schedule", "list", "--state", "nope"]).parse_args(
+            ["schedule", "list", "--state", "nope"]
+        )
+    assert "invalid choice" in capsys.readouterr().err

@@ -56,6 +56,8 @@ COVERED = {
     "mongogate worker --agents examples/agents.py:agents": "tests/test_examples.py (with --duration)",
     ".venv/bin/python -m pytest -m 'not install'": "the suite",
     ".venv/bin/python benchmarks/turn_soak.py": "README: a few minutes, not in CI",
+    ".venv/bin/python benchmarks/redteam.py --quick": "tests/test_redteam_script.py (two of its attacks; "
+    "the whole run by hand, recorded in benchmarks/RESULTS.md)",
     "mongogate check": "tests/test_cli.py and tests/tools/test_count.py (check against an engine)",
     "mongogate memory reembed": "tests/recall/test_reembed.py (the command line, against an engine)",
     "make setup": "the first step of make test and make run",

@@ -31,7 +31,7 @@ fields = { title = "string", priority = "int", opened = "date" }
 """
 
 EMBED = """
-from mongogate.policy.spec import QueryToolSpec
+from mongogate.specs import QueryToolSpec
 from mongogate.tools.registry import ToolRegistry
 
 

@@ -8,11 +8,10 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers import EXE, INITIALIZE, ROOT, free_port
+from tests.helpers import EXE, INITIALIZE, free_port, send, stdio_serve
 
 
 @pytest.fixture
@@ -22,34 +21,20 @@ def env(tmp_path: Path) -> dict[str, str]:
     return e
 
 
-def _send(proc: subprocess.Popen[str], msg: dict[str, Any]) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(msg) + "\n")
-    proc.stdin.flush()
-
-
 def test_stdio_initialize_does_not_wait_for_the_database(env: dict[str, str]) -> None:
     """Old code: the database was opened (and pinged) before the server read its first line, so a
     slow or unreachable database held `initialize` for the whole server selection timeout (here
     the process exited with status 3 and never answered)."""
     uri = f"mongodb://127.0.0.1:{free_port()}/?serverSelectionTimeoutMS=5000"
-    proc = subprocess.Popen(
-        [*EXE, "serve"],
-        env=env | {"MONGOGATE_DATABASE__URI": uri, "MONGOGATE_AUTH__TENANT": "acme"},
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = stdio_serve(env | {"MONGOGATE_DATABASE__URI": uri, "MONGOGATE_AUTH__TENANT": "acme"})
     assert proc.stdout is not None and proc.stderr is not None
     try:
-        _send(proc, INITIALIZE[0])
+        send(proc, INITIALIZE[0])
         first = proc.stdout.readline()
         assert first, f"no answer to initialize: {proc.stderr.read()}"
         assert json.loads(first)["result"]["serverInfo"]["name"] == "mongogate"
-        _send(proc, INITIALIZE[1])
-        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        send(proc, INITIALIZE[1])
+        send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         names = {t["name"] for t in json.loads(proc.stdout.readline())["result"]["tools"]}
         assert {"begin_turn", "load_context"} <= names
     finally:
@@ -65,6 +50,7 @@ def test_stdio_initialize_does_not_wait_for_the_database(env: dict[str, str]) ->
     assert len(lines) == 1 and "cannot reach MongoDB" in lines[0] and "Traceback" not in err
 
 
+@pytest.mark.embedded_engine
 def test_engine_stop_from_elsewhere_finds_the_engine_of_the_config_file(tmp_path: Path) -> None:
     """Old code: the default data directory followed the working directory, so `engine stop
     --config <path>` run from another directory said "was not running" while it ran."""
@@ -76,22 +62,16 @@ def test_engine_stop_from_elsewhere_finds_the_engine_of_the_config_file(tmp_path
         d.mkdir()
     config = conf_dir / "mongogate.toml"
     config.write_text('[auth]\ntenant = "acme"\n')  # no server.data_dir: the default
+
+    def engine(verb: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*EXE, "engine", verb, "--config", str(config)], env=env, cwd=cwd, capture_output=True, text=True
+        )
+
     try:
-        start = subprocess.run(
-            [*EXE, "engine", "start", "--config", str(config)],
-            env=env,
-            cwd=here,
-            capture_output=True,
-            text=True,
-        )
+        start = engine("start", here)
         assert start.returncode == 0, start.stderr
-        stop = subprocess.run(
-            [*EXE, "engine", "stop", "--config", str(config)],
-            env=env,
-            cwd=there,
-            capture_output=True,
-            text=True,
-        )
+        stop = engine("stop", there)
         assert stop.returncode == 0, stop.stderr
         assert "engine: stopped (pid" in stop.stdout, stop.stdout
         for out in (start.stdout, stop.stdout):  # each says which directory, absolute

@@ -1,5 +1,74 @@
-"""mongogate: durable agent memory and tenant-scoped read-only query tools on MongoDB over MCP."""
+"""mongogate: durable agent memory and tenant-scoped read-only query tools on MongoDB over MCP.
+
+The public Python API is what ``__all__`` names (docs/API.md); every other module and name is
+private and may change without notice. The names load on first use (PEP 562): ``import
+mongogate`` stays cheap (every command, the CLI included, imports this package first) and
+imports neither mcp nor pymongo until a name that needs them is used.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mongogate.version import __version__
+
+if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ below loads them
+    from mongogate.config import Settings, load_settings
+    from mongogate.errors import ConfigError, MongogateError
+    from mongogate.server.app import build_server
+    from mongogate.server.checks import StartupChecks
+    from mongogate.server.http import serve_http
+    from mongogate.specs import QueryToolSpec
+    from mongogate.tools.registry import StartupHook, ToolRegistry
+    from mongogate.tools.state import AppState
+
+#: public name -> (module, attribute): the one table of what the package root offers
+_LAZY: dict[str, tuple[str, str]] = {
+    "Settings": ("mongogate.config", "Settings"),
+    "load_settings": ("mongogate.config", "load_settings"),
+    "QueryToolSpec": ("mongogate.specs", "QueryToolSpec"),
+    # the find/aggregate variants of QueryToolSpec (the discriminated union of issue 21)
+    "FindToolSpec": ("mongogate.specs", "FindToolSpec"),
+    "AggregateToolSpec": ("mongogate.specs", "AggregateToolSpec"),
+    "ToolRegistry": ("mongogate.tools.registry", "ToolRegistry"),
+    "StartupHook": ("mongogate.tools.registry", "StartupHook"),
+    "AppState": ("mongogate.tools.state", "AppState"),
+    "build_server": ("mongogate.server.app", "build_server"),
+    "StartupChecks": ("mongogate.server.checks", "StartupChecks"),
+    "serve_http": ("mongogate.server.http", "serve_http"),
+    "MongogateError": ("mongogate.errors", "MongogateError"),
+    "ConfigError": ("mongogate.errors", "ConfigError"),
+}
+
+__all__ = [
+    "AggregateToolSpec",
+    "AppState",
+    "ConfigError",
+    "FindToolSpec",
+    "MongogateError",
+    "QueryToolSpec",
+    "Settings",
+    "StartupChecks",
+    "StartupHook",
+    "ToolRegistry",
+    "__version__",
+    "build_server",
+    "load_settings",
+    "serve_http",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use and keep it (later look-ups do not come here)."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'mongogate' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -18,13 +18,19 @@ def truncate_ms(value: datetime) -> datetime:
 
 
 def as_utc(value: datetime) -> datetime:
-    """The driver may return naive datetimes (tz_aware=False): they are UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    """``value`` as an aware UTC datetime. The driver may return naive datetimes
+    (tz_aware=False): they are UTC; an aware one in another zone is converted."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utc_or_none(value: object) -> datetime | None:
+    """A stored date as aware UTC; None when the field is unset (or holds something else)."""
+    return as_utc(value) if isinstance(value, datetime) else None
 
 
 def iso_z(value: datetime, timespec: str = "milliseconds") -> str:
     """``value`` as ISO 8601 UTC text ending in ``Z`` (audit events, JSON log lines)."""
-    return as_utc(value).astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+    return as_utc(value).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 class Clock(Protocol):

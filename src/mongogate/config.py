@@ -424,6 +424,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    #: each entry built by QueryToolSpec(**entry), which picks the class by `kind` (specs.py)
     query_tools: list[QueryToolSpec] = Field(default_factory=list)
     #: the TOML file these settings were read from (None: environment and defaults only)
     _file: Path | None = PrivateAttr(default=None)

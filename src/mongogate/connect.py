@@ -17,11 +17,11 @@ from pymongo import AsyncMongoClient, MongoClient
 from pymongo.driver_info import DriverInfo
 from pymongo.errors import ConfigurationError, ConnectionFailure, InvalidURI, PyMongoError
 
-from mongogate import __version__
 from mongogate.config import DatabaseSettings
 from mongogate.errors import ConfigError, StorageError
 from mongogate.mongouri import client_options, unreachable, without_password
 from mongogate.values import Doc
+from mongogate.version import __version__
 
 log = logging.getLogger(__name__)
 

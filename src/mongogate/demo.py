@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pymongo.errors import BulkWriteError
 
-from mongogate.specs import QueryToolSpec
+from mongogate.specs import AggregateToolSpec, FindToolSpec, QueryToolSpec
 from mongogate.tools.state import AppState
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ TAGS = ("gift", "express", "bulk")
 #: the demo's index (created by the seeding): every demo query rides it
 ORDERS_INDEX: list[tuple[str, Literal[1, -1]]] = [("userId", 1), ("createdAt", -1)]
 
-FIND_ORDERS = QueryToolSpec(
+FIND_ORDERS = FindToolSpec(
     name="find_orders",
     description="Find the caller's orders by status, total or date.",
     collection="orders",
@@ -33,9 +33,8 @@ FIND_ORDERS = QueryToolSpec(
     index=ORDERS_INDEX,
 )
 
-ORDER_STATS = QueryToolSpec(
+ORDER_STATS = AggregateToolSpec(
     name="order_stats",
-    kind="aggregate",
     description="Count and sum the caller's orders: per status, per month, per tag...",
     collection="orders",
     tenant_field="userId",

@@ -46,7 +46,7 @@ def call_fields(**fields: Any) -> Iterator[dict[str, Any]]:
 
 
 def default_instance_id() -> str:
-    """host:pid:random, the same shape as a worker id: unique per process, readable in a log."""
+    """host:pid:random: unique per process, readable in a log (server instances and scheduler workers)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 

@@ -8,8 +8,8 @@ ConfigErrors naming the spec, the key and what is expected.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -39,9 +39,6 @@ SUPPORTED_STAGES: tuple[str, ...] = (
 SUPPORTED_ACCUMULATORS: tuple[str, ...] = ("$sum", "$avg", "$min", "$max", "$count", "$first", "$last")
 #: field types an accumulator may read by default
 MEASURE_TYPES = frozenset({"number", "int", "date"})
-_AGGREGATE_KEYS = frozenset(
-    {"group_fields", "measure_fields", "accumulators", "stages", "array_fields", "max_stages", "max_groups"}
-)
 
 MEMORY_TOOL_NAMES = frozenset(
     {
@@ -56,10 +53,12 @@ MEMORY_TOOL_NAMES = frozenset(
     }
 )
 RUN_TOOL_NAMES = frozenset({"save_checkpoint", "load_checkpoint", "run_events", "acquire_run", "release_run"})
-#: names of built-in tools: a query tool can never take one
 RECALL_TOOL_NAMES = frozenset(
     {"remember", "recall", "forget", "list_memories", "memory_history", "search_messages"}
 )
+#: names of built-in tools: a query tool can never take one. The configuration check needs them
+#: before any tool is built (and this layer never imports `tools/`), so they are listed here and
+#: pinned to the names the factories make by tests/tools/test_reserved_names.py.
 RESERVED_TOOL_NAMES = MEMORY_TOOL_NAMES | RUN_TOOL_NAMES | RECALL_TOOL_NAMES
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -74,8 +73,30 @@ class SpecError(ConfigError, ValueError):
         super().__init__("\n".join([f"{what}: invalid spec", *(f"  {k}: {m}" for k, m in problems)]))
 
 
+def names_tenant(path: str, tenant_field: str) -> bool:
+    """Whether ``path`` is the tenant field or inside it: the one rule every check applies (the
+    server injects the tenant; the model never filters, sorts, reads, groups or names it)."""
+    return path == tenant_field or path.startswith(tenant_field + ".")
+
+
+def overlaps_tenant(path: str, tenant_field: str) -> bool:
+    """Whether a field at ``path`` is, is inside, or holds the tenant field: a spec never declares
+    one (reading a parent would read the tenant too)."""
+    return names_tenant(path, tenant_field) or names_tenant(tenant_field, path)
+
+
+def usable_name(name: object) -> TypeGuard[str]:
+    """A field name MongoDB can take as written: a non-empty string without NUL. (A leading ``$``
+    is an operator: each walk tells it apart first, with its own reason code.)"""
+    return isinstance(name, str) and bool(name) and "\x00" not in name
+
+
 class QueryToolSpec(BaseModel):
-    """One scoped read-only query tool. The same model serves config files and the Python API."""
+    """One scoped read-only query tool: what find and aggregate tools share.
+
+    Calling ``QueryToolSpec(...)`` builds the kind its ``kind`` names (``FindToolSpec`` by
+    default, ``AggregateToolSpec``): one constructor for config files and the Python API, and
+    ``isinstance(spec, QueryToolSpec)`` holds for both kinds."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -94,25 +115,26 @@ class QueryToolSpec(BaseModel):
     kind: Literal["find", "aggregate"] = "find"
     #: key pattern of an index that starts with the tenant field; every query runs with it as `hint`
     index: list[tuple[str, Literal[1, -1]]] | None = None
-    # -- aggregate tools only (defaults are filled in from the projection) ----------------------
-    group_fields: list[str] | None = None
-    measure_fields: list[str] | None = None
-    accumulators: list[str] = Field(default_factory=lambda: list(SUPPORTED_ACCUMULATORS))
-    stages: list[str] = Field(default_factory=lambda: list(SUPPORTED_STAGES))
-    #: projected fields that hold arrays: the only fields `$unwind` may name
-    array_fields: list[str] = Field(default_factory=list)
-    max_stages: int = Field(default=8, ge=1, le=32)
-    max_groups: int = Field(default=1000, ge=1, le=100_000)
 
     if not TYPE_CHECKING:  # type checkers keep pydantic's typed signature
+
+        def __new__(cls, **data: Any) -> QueryToolSpec:
+            """``QueryToolSpec(...)`` is the factory: the class is chosen by ``kind``."""
+            return object.__new__(spec_class(data) if cls is QueryToolSpec else cls)
 
         def __init__(self, **data: Any) -> None:
             """Built from Python: a bad spec is a ConfigError (config files get their own report)."""
             try:
                 super().__init__(**data)
             except ValidationError as e:
-                name = data.get("name")
-                raise SpecError(f"query tool {name!r}" if name else "query tool", spec_problems(e)) from None
+                raise SpecError(_what(data), spec_problems(e)) from None
+
+        def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> QueryToolSpec:
+            """A copy; with ``update``, validated like a new spec and of the kind it then names
+            (pydantic's own copy skips validation: a tenant field in ``fields`` would slip in)."""
+            if not update:
+                return super().model_copy(deep=deep)
+            return QueryToolSpec(**{**self.model_dump(), **update})
 
     @field_validator("name")
     @classmethod
@@ -140,18 +162,13 @@ class QueryToolSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> QueryToolSpec:
         for f in self.fields:
-            if not f or f.startswith("$") or "\x00" in f:
+            if not usable_name(f) or f.startswith("$"):
                 raise ValueError(f"field name {f!r} is empty, starts with '$' or contains NUL")
-        tenant_paths = [
-            f
-            for f in self.fields
-            if f == self.tenant_field
-            or f.startswith(self.tenant_field + ".")
-            or self.tenant_field.startswith(f + ".")  # a field that holds the tenant field
-        ]
+        tenant = self.tenant_field
+        tenant_paths = [f for f in self.fields if overlaps_tenant(f, tenant)]
         if tenant_paths:
             raise ValueError(
-                f"tenant_field {self.tenant_field!r} must not be a filterable field (found {tenant_paths}): "
+                f"tenant_field {tenant!r} must not be a filterable field (found {tenant_paths}): "
                 "the tenant is injected by the server, the model never names it"
             )
         undeclared = [p for p in self.projection if p not in self.fields and p not in ("_id",)]
@@ -160,23 +177,79 @@ class QueryToolSpec(BaseModel):
                 f"projection fields {undeclared} are not declared in `fields`: declare each there with its "
                 "type, or drop it from `projection`"
             )
-        if self.sort:
-            bad = [s for s in self.sort if s not in self.fields]
-            if bad:
-                raise ValueError(f"sort fields {bad} are not declared in `fields`")
+        bad = [s for s in self.sort or () if s not in self.fields]
+        if bad:
+            raise ValueError(f"sort fields {bad} are not declared in `fields`")
         if self.index is not None:
-            _check_index(self.index, self.tenant_field)
-        if self.kind == "aggregate":
-            _check_aggregate(self)
-        else:
-            defaults = QueryToolSpec.model_fields
-            given = sorted(
-                k
-                for k in _AGGREGATE_KEYS & self.model_fields_set
-                if getattr(self, k) != defaults[k].get_default(call_default_factory=True)
-            )
-            if given:
-                raise ValueError(f'{given} apply to kind = "aggregate" tools only')
+            _check_index(self.index, tenant)
+        return self
+
+
+class FindToolSpec(QueryToolSpec):
+    """A find tool: the model writes a filter (policy/filters.py), a sort, a limit, ``count``."""
+
+    kind: Literal["find"] = "find"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_aggregate_keys(cls, data: Any) -> Any:
+        """An aggregate-only key is told as such (not as an unknown key). One left at its default
+        value is dropped, as the one flat model of earlier versions accepted it."""
+        if not isinstance(data, dict):
+            return data
+        keys = AggregateToolSpec.only_keys()
+        given = sorted(k for k in keys & data.keys() if data[k] != keys[k])
+        if given:
+            raise ValueError(f'{given} apply to kind = "aggregate" tools only')
+        return {k: v for k, v in data.items() if k not in keys}
+
+
+class AggregateToolSpec(QueryToolSpec):
+    """An aggregation tool: the model writes a pipeline (policy/aggregate_walk.py). The keys
+    below are its own; the defaults of the field lists are filled in from the projection."""
+
+    kind: Literal["aggregate"] = "aggregate"
+    group_fields: list[str] | None = None
+    measure_fields: list[str] | None = None
+    accumulators: list[str] = Field(default_factory=lambda: list(SUPPORTED_ACCUMULATORS))
+    stages: list[str] = Field(default_factory=lambda: list(SUPPORTED_STAGES))
+    #: projected fields that hold arrays: the only fields `$unwind` may name
+    array_fields: list[str] = Field(default_factory=list)
+    max_stages: int = Field(default=8, ge=1, le=32)
+    max_groups: int = Field(default=1000, ge=1, le=100_000)
+
+    @classmethod
+    def only_keys(cls) -> dict[str, Any]:
+        """The keys only aggregation tools take, with their default values."""
+        return {
+            k: f.get_default(call_default_factory=True)
+            for k, f in cls.model_fields.items()
+            if k not in QueryToolSpec.model_fields
+        }
+
+    @model_validator(mode="after")
+    def _aggregate(self) -> AggregateToolSpec:
+        projected = set(self.projection)
+        for key, names in (
+            ("group_fields", self.groupable),
+            ("measure_fields", self.measurable),
+            ("array_fields", self.array_fields),
+        ):
+            outside = [n for n in names if n not in projected or n == "_id"]
+            if outside:
+                raise ValueError(f"{key} {outside} are not projected fields (the model can only read those)")
+        wrong = [m for m in self.measurable if self.fields.get(m) not in MEASURE_TYPES]
+        if wrong:
+            raise ValueError(f"measure_fields {wrong} must be declared number, int or date")
+        for key, got, known in (
+            ("accumulators", self.accumulators, SUPPORTED_ACCUMULATORS),
+            ("stages", self.stages, SUPPORTED_STAGES),
+        ):
+            unknown = sorted(set(got) - set(known))
+            if unknown:
+                raise ValueError(
+                    f"{key} {unknown} cannot be allowed: the walk can only check {', '.join(known)}"
+                )
         return self
 
     @property
@@ -194,6 +267,25 @@ class QueryToolSpec(BaseModel):
         return [p for p in self.projection if self.fields.get(p) in MEASURE_TYPES]
 
 
+#: the discriminated union: ``kind`` names the class
+SPEC_KINDS: dict[str, type[QueryToolSpec]] = {"find": FindToolSpec, "aggregate": AggregateToolSpec}
+
+
+def spec_class(data: dict[str, Any]) -> type[QueryToolSpec]:
+    """The spec class ``data`` asks for by its ``kind`` (absent: find)."""
+    kind = data.get("kind", "find")
+    if isinstance(kind, str) and kind in SPEC_KINDS:
+        return SPEC_KINDS[kind]
+    shown = "" if kind is None or isinstance(kind, dict | list) else f" (got {kind!r})"
+    names = " or ".join(repr(k) for k in SPEC_KINDS)
+    raise SpecError(_what(data), [("kind", f"Input should be {names}{shown}")])
+
+
+def _what(data: dict[str, Any]) -> str:
+    name = data.get("name")
+    return f"query tool {name!r}" if name else "query tool"
+
+
 def _check_index(index: Sequence[tuple[str, int]], tenant_field: str) -> None:
     if not index or index[0][0] != tenant_field:
         raise ValueError(
@@ -203,28 +295,6 @@ def _check_index(index: Sequence[tuple[str, int]], tenant_field: str) -> None:
     keys = [k for k, _ in index]
     if len(set(keys)) != len(keys) or any(not k or k.startswith("$") for k in keys):
         raise ValueError(f"index keys {keys} must be distinct field names")
-
-
-def _check_aggregate(spec: QueryToolSpec) -> None:
-    projected = set(spec.projection)
-    for key, names in (
-        ("group_fields", spec.groupable),
-        ("measure_fields", spec.measurable),
-        ("array_fields", spec.array_fields),
-    ):
-        outside = [n for n in names if n not in projected or n == "_id"]
-        if outside:
-            raise ValueError(f"{key} {outside} are not projected fields (the model can only read those)")
-    wrong = [m for m in spec.measurable if spec.fields.get(m) not in MEASURE_TYPES]
-    if wrong:
-        raise ValueError(f"measure_fields {wrong} must be declared number, int or date")
-    for key, got, known in (
-        ("accumulators", spec.accumulators, SUPPORTED_ACCUMULATORS),
-        ("stages", spec.stages, SUPPORTED_STAGES),
-    ):
-        unknown = sorted(set(got) - set(known))
-        if unknown:
-            raise ValueError(f"{key} {unknown} cannot be allowed: the walk can only check {', '.join(known)}")
 
 
 def supported_operators(operators: list[str]) -> list[str]:
@@ -241,7 +311,7 @@ def supported_operators(operators: list[str]) -> list[str]:
 def spec_problems(exc: ValidationError) -> list[tuple[str, str]]:
     """(key, message) per problem; a value is shown only when short and not a container."""
     out = []
-    known = QueryToolSpec.model_fields
+    known = {k for cls in SPEC_KINDS.values() for k in cls.model_fields}
     for err in exc.errors():
         msg = err["msg"].removeprefix("Value error, ")
         key = ".".join(str(p) for p in err["loc"])

@@ -13,8 +13,14 @@ if TYPE_CHECKING:
 
 Doc = dict[str, Any]
 
-#: the largest integer BSON can store (int64)
+#: the integers BSON can store (int64): every range check in mongogate uses these two
 MAX_INT64 = 2**63 - 1
+MIN_INT64 = -MAX_INT64 - 1
+
+
+def fits_int64(value: int) -> bool:
+    """Whether an integer fits in BSON's int64 (a larger one is refused or cannot be stored)."""
+    return MIN_INT64 <= value <= MAX_INT64
 
 
 def clip(text: str, n: int = 40, *, mark: str = "...") -> str:

@@ -21,7 +21,7 @@ from mongogate.errors import PolicyViolation, StorageError
 from mongogate.policy.aggregate_run import run_pipeline
 from mongogate.policy.aggregate_walk import check_pipeline
 from mongogate.policy.query_indexes import index_status
-from mongogate.specs import QueryToolSpec, SpecError
+from mongogate.specs import AggregateToolSpec, QueryToolSpec, SpecError
 
 LIMITS = PolicySettings()
 G = "$group"
@@ -52,7 +52,7 @@ async def orders(engine_uri: str, seeded: str) -> AsyncIterator[Any]:
         await client.close()
 
 
-def refused(pipeline: Any, spec: QueryToolSpec = ORDER_STATS) -> tuple[str, str]:
+def refused(pipeline: Any, spec: AggregateToolSpec = ORDER_STATS) -> tuple[str, str]:
     with pytest.raises(PolicyViolation) as info:
         check_pipeline(pipeline, spec, LIMITS)
     return info.value.reason, info.value.path

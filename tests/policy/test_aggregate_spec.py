@@ -10,7 +10,7 @@ import pytest
 from mongogate.config import load_settings
 from mongogate.demo import ORDER_STATS
 from mongogate.errors import ConfigError
-from mongogate.specs import SUPPORTED_ACCUMULATORS, SUPPORTED_STAGES, QueryToolSpec
+from mongogate.specs import SUPPORTED_ACCUMULATORS, SUPPORTED_STAGES, AggregateToolSpec, QueryToolSpec
 
 BASE: dict[str, Any] = {
     "name": "stats",
@@ -25,6 +25,7 @@ BASE: dict[str, Any] = {
 
 def test_defaults_come_from_the_projection() -> None:
     spec = QueryToolSpec(**BASE)
+    assert isinstance(spec, AggregateToolSpec)  # the constructor builds the kind `kind` names
     assert spec.groupable == ["status", "total", "createdAt", "qty"]  # never _id by default
     assert spec.measurable == ["total", "createdAt", "qty"]
     assert spec.accumulators == list(SUPPORTED_ACCUMULATORS) and spec.stages == list(SUPPORTED_STAGES)
@@ -62,6 +63,7 @@ def test_a_config_file_registers_an_aggregate_tool(tmp_path: Path) -> None:
     )
     settings = load_settings(config)
     (spec,) = settings.query_tools
+    assert isinstance(spec, AggregateToolSpec)
     assert spec.kind == "aggregate" and spec.max_groups == 50 and spec.index == [("userId", 1), ("status", 1)]
     assert settings.policy.max_count == 500
     assert QueryToolSpec(**spec.model_dump()) == spec  # a dump round-trips

@@ -26,8 +26,9 @@ from pymongo.monitoring import (
 
 from mongogate.config import PolicySettings
 from mongogate.errors import PolicyViolation, StorageError
-from mongogate.policy.execute import NOTICE, QueryResult, projection_of, run_query
+from mongogate.policy.execute import NOTICE, QueryResult, run_query
 from mongogate.policy.render import json_size
+from mongogate.policy.scope import projection_of
 from mongogate.specs import QueryToolSpec
 from tests.policy.specs import ITEMS, LIMITS, ORDERS
 

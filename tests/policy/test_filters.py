@@ -9,7 +9,8 @@ import pytest
 from bson import ObjectId
 
 from mongogate.errors import AuthError, PolicyViolation
-from mongogate.policy.filters import check_filter, check_limit, check_sort, scoped_filter
+from mongogate.policy.filters import check_filter, check_limit, check_sort
+from mongogate.policy.scope import Scope
 from tests.policy.specs import ITEMS, LIMITS, ORDERS
 
 MAY1 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -77,14 +78,15 @@ def test_converted_dates_are_aware_utc() -> None:
 
 def test_scoped_filter_shape() -> None:
     checked = check_filter({"status": "open"}, ORDERS, LIMITS)
-    assert scoped_filter(checked, ORDERS, "acme") == {"$and": [{"status": "open"}, {"userId": "acme"}]}
-    assert scoped_filter({}, ORDERS, "acme") == {"$and": [{}, {"userId": "acme"}]}
+    scope = Scope.of(ORDERS, "acme")
+    assert scope.filter(checked) == {"$and": [{"status": "open"}, {"userId": "acme"}]}
+    assert scope.filter({}) == {"$and": [{}, {"userId": "acme"}]}
 
 
 @pytest.mark.parametrize("tenant", ["", None, 7])
 def test_scoped_filter_needs_a_tenant(tenant: Any) -> None:
     with pytest.raises(AuthError):
-        scoped_filter({}, ORDERS, tenant)
+        Scope.of(ORDERS, tenant)
 
 
 def test_sort() -> None:

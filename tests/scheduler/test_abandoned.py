@@ -23,11 +23,11 @@ from pymongo import AsyncMongoClient
 
 from mongogate.clock import SYSTEM_CLOCK, ManualClock
 from mongogate.config import SchedulerSettings
-from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.slots import REPORT_GRACE
+from tests.scheduler.helpers import Client, noop
 
-Client = AsyncMongoClient[dict[str, Any]]
 ROOT = Path(__file__).parents[2]
 
 AGENTS = """
@@ -40,10 +40,6 @@ async def flaky(ctx):
 
 agents = [Agent("flaky", flaky, 1, timeout_s=4{extra})]
 """
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
 
 
 def start_worker(tmp: Path, engine_uri: str, db_name: str, extra: str) -> subprocess.Popen[str]:

@@ -8,10 +8,8 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pymongo import AsyncMongoClient
 
 from mongogate.cli import build_parser, main
 from mongogate.clock import ManualClock
@@ -19,13 +17,7 @@ from mongogate.config import SchedulerSettings
 from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext, agents_from
 from mongogate.scheduler.core import Scheduler
-
-Client = AsyncMongoClient[dict[str, Any]]
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
+from tests.scheduler.helpers import Client, noop
 
 #: found by the entry-point and module-reference tests
 MODULE_AGENTS = [Agent("mod-a", noop, 5), Agent("mod-b", noop, 5)]

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.errors import InvalidInput, NotFound
 from mongogate.scheduler.investigations import Investigations, OpenResult
+from tests.scheduler.helpers import Client
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
 
 
 async def test_agents_opening_the_same_investigation_at_once_make_exactly_one_row(

@@ -14,12 +14,7 @@ from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, TickContext
 from mongogate.scheduler.kinds import At, Cron, Every
 from mongogate.scheduler.slots import jitter_bound, plan
-
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
+from tests.scheduler.helpers import T0, noop
 
 
 def s(seconds: float) -> timedelta:

@@ -11,35 +11,23 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.cli import main
 from mongogate.clock import SYSTEM_CLOCK, ManualClock
-from mongogate.config import SchedulerSettings
 from mongogate.errors import InvalidInput, NotFound
 from mongogate.scheduler.agents import Agent, TickContext
 from mongogate.scheduler.core import Scheduler
-from mongogate.scheduler.loop import CLAIM_FIELDS
 from mongogate.scheduler.manage import Schedules
+from mongogate.scheduler.slots import CLAIM_FIELDS
+from tests.scheduler.helpers import T0, Client, cfg, config_file, noop
 from tests.scheduler.test_scan import Finds
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, "idle_sleep_s": 0.5, **kw})
 
 
 async def test_pause_lets_the_tick_in_flight_finish_and_claims_nothing_until_resumed(
@@ -183,10 +171,7 @@ def test_schedule_commands_through_the_command_line(
 ) -> None:
     import anyio
 
-    cfg_file = tmp_path / "mongogate.toml"
-    cfg_file.write_text(
-        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path / "d"}"\n'
-    )
+    cfg_file = config_file(tmp_path, engine_uri, db_name)
     now = SYSTEM_CLOCK.now()
 
     async def seed() -> None:

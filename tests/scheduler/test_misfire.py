@@ -7,33 +7,21 @@ Time is a ManualClock throughout; overlaps are observed on real concurrent ticks
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
-from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.config import SchedulerSettings
 from mongogate.scheduler.agents import Agent, TickContext
 from mongogate.scheduler.core import Scheduler
+from tests.scheduler.helpers import T0, Client, cfg, noop
 
 if TYPE_CHECKING:
     from mongogate.scheduler.events import TickEvent
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, "idle_sleep_s": 0.5, **kw})
 
 
 async def test_a_claimed_tick_in_flight_blocks_the_next_claim_of_its_agent(

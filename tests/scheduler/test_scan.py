@@ -6,7 +6,7 @@ Observed on the wire (a command listener on a real client), not timed.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,22 +14,11 @@ from pymongo import AsyncMongoClient
 from pymongo.monitoring import CommandFailedEvent, CommandListener, CommandStartedEvent, CommandSucceededEvent
 
 from mongogate.clock import ManualClock
-from mongogate.config import SchedulerSettings
-from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.core import Scheduler
+from tests.scheduler.helpers import T0, Client, cfg, noop
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, "idle_sleep_s": 0.5, **kw})
 
 
 class Finds(CommandListener):

@@ -6,31 +6,19 @@ Time is a ManualClock; the races are real: each worker has its own client and th
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.config import SchedulerSettings
-from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.slots import Claim
+from tests.scheduler.helpers import T0, Client, cfg, noop
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, **kw})
 
 
 async def race(schedulers: list[Scheduler], agent: Agent) -> list[Claim]:

@@ -12,31 +12,19 @@ import logging
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 import anyio
 import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.config import SchedulerSettings
 from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
 from mongogate.scheduler.core import Scheduler
+from tests.scheduler.helpers import T0, Client, cfg, noop
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, "idle_sleep_s": 0.5, **kw})
 
 
 class DrivenClock(ManualClock):

@@ -8,32 +8,21 @@ import os
 import random
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import SYSTEM_CLOCK, ManualClock
-from mongogate.config import DatabaseSettings, SchedulerSettings
+from mongogate.config import DatabaseSettings
 from mongogate.db import Database
-from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.slots import REPORT_GRACE
+from tests.scheduler.helpers import T0, Client, cfg, config_file, noop
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-async def noop(ctx: TickContext) -> None:
-    return None
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, **kw})
 
 
 async def test_status_shows_a_running_tick_with_its_deadline_then_an_abandoned_one(
@@ -185,10 +174,7 @@ def test_worker_status_prints_only_its_table_and_nothing_on_stderr(
 ) -> None:
     import anyio
 
-    cfg_file = tmp_path / "mongogate.toml"
-    cfg_file.write_text(
-        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path / "d"}"\n'
-    )
+    cfg_file = config_file(tmp_path, engine_uri, db_name)
 
     async def seed() -> None:
         client: Client = AsyncMongoClient(engine_uri, tz_aware=True)

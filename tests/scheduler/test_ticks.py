@@ -9,27 +9,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import anyio
 import pytest
-from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.config import SchedulerSettings
 from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.events import TickEvent
+from tests.scheduler.helpers import T0, Client, cfg
 
 pytestmark = pytest.mark.anyio
-
-Client = AsyncMongoClient[dict[str, Any]]
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-def cfg(**kw: Any) -> SchedulerSettings:
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, "idle_sleep_s": 0.5, **kw})
 
 
 async def test_a_blocking_tick_runs_on_a_thread_and_cannot_stall_the_loop(

@@ -57,7 +57,8 @@ async def test_offending_node_survives_trimming(engine_uri: str, db_name: str, t
 
 @pytest.fixture(scope="module")
 def scoped(engine_uri: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
-    spec = FIND_ORDERS.model_copy(update={"required_scopes": ["orders:read"]})
+    # without its index (nothing here creates it, and build_server would refuse to start)
+    spec = FIND_ORDERS.model_copy(update={"required_scopes": ["orders:read"], "index": None})
     settings = make_settings(engine_uri, "t_audit_calls", tmp_path_factory.mktemp("a"), auth=jwt_auth())
     with BackgroundHttpServer(build_server(settings, ToolRegistry([spec]), transport="http")) as http:
         yield http.url, settings

@@ -34,6 +34,7 @@ from mongogate.config import Settings
 from mongogate.server.app import build_server
 from mongogate.server.auth.jwks import Reason
 from mongogate.server.auth.verify import hash_api_key
+from tests.helpers import INITIALIZE as OPENING
 
 from .test_auth_tokens import forge, now
 
@@ -42,16 +43,7 @@ AUD = "mongogate"
 SECRET = "http-test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"
 API_KEY_A = "mg_http_acme_0123456789abcdefghijklmnop"
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INITIALIZE = OPENING[0]  # the client's initialize request
 CREATE_SESSION = {
     "jsonrpc": "2.0",
     "id": 2,

@@ -17,6 +17,7 @@ from mongogate.server.app import build_server
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
+from tests.policy.specs import ORDERS  # the demo spec without its index
 
 LIMITS = LimitsSettings()
 HUGE_SORT = {f"k{i}": 1 for i in range(330_000)}  # about 3.8 MB as JSON
@@ -87,7 +88,8 @@ async def test_hostile_arguments_refused_through_mcp(engine_uri: str, db_name: s
         ("save_checkpoint", {"run_id": "r", "lease_id": "l", "version": 1, "state": {"x": [[1]] * 200_000}}),
         ("append", {"session_id": "s", "turn_id": "t", "role": "user", "content": "x" * 3_000_000}),
     ]
-    async with Client(build_server(settings, ToolRegistry([FIND_ORDERS])), mode="legacy") as c:
+    # nothing here creates the demo index, and build_server would refuse to start without it
+    async with Client(build_server(settings, ToolRegistry([ORDERS])), mode="legacy") as c:
         for tool, args in bombs:
             started = time.thread_time()  # client and server share this thread; the engine's is not counted
             r = await c.call_tool(tool, args)

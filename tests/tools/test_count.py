@@ -158,6 +158,8 @@ def test_check_verifies_indexes_and_serve_refuses_a_missing_one(
     assert "query tool by_total: PROBLEM index" in r.stdout
     assert 'db.getCollection("orders").createIndex({"userId": 1, "total": -1})' in r.stdout
     assert "query tool stats: WARNING no `index` declared" in r.stdout
-    r = cli(["serve", "--config", str(config)], env)
-    assert r.returncode == 2 and "by_total" in r.stderr and "--allow-missing-indexes" in r.stderr
+    r = cli(["serve", "--config", str(config)], env)  # stdio: the fixture runs it in a process
+    assert r.returncode == 2, r.stderr
+    assert "query tool 'by_total'" in r.stderr and "--allow-missing-indexes" in r.stderr
+    assert 'db.getCollection("orders").createIndex({"userId": 1, "total": -1})' in r.stderr
     assert r.stdout == ""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from tests.helpers import EXE, INITIALIZE, ROOT, failure, ok
+from tests.helpers import INITIALIZE, failure, ok, send, stdio_serve
 from tests.tools.test_turn_faults import stdio
 
 
@@ -43,20 +43,11 @@ async def test_stdio_subject_scope_comes_from_the_launch_configuration(env: dict
 
 
 def test_nan_from_a_raw_client_is_invalid_input_naming_the_path(env: dict[str, str]) -> None:
-    proc = subprocess.Popen(
-        [*EXE, "serve"],
-        env=env | {"PATH": os.environ.get("PATH", "")},
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = stdio_serve(env | {"PATH": os.environ.get("PATH", "")}, stderr=subprocess.DEVNULL)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         for m in INITIALIZE:
-            proc.stdin.write(json.dumps(m) + "\n")
-            proc.stdin.flush()
+            send(proc, m)
             if "id" in m:
                 json.loads(proc.stdout.readline())
         raw = '{"text": "x", "metadata": {"deep": {"s": NaN}, "t": Infinity}}'  # not JSON, but sent

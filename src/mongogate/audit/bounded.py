@@ -14,6 +14,7 @@ import re
 from itertools import islice
 from typing import Any
 
+from mongogate import values
 from mongogate.policy.render import to_json
 
 MAX_ITEMS = 50  # per object/array in a logged filter
@@ -69,7 +70,7 @@ class BoundedCopy:
     def scalar(self, v: object) -> Any:
         if self.redact_values:
             return f"<{scalar_type(v)}>"
-        if v is None or isinstance(v, bool) or (isinstance(v, int) and abs(v) < 2**63):
+        if v is None or isinstance(v, bool) or (isinstance(v, int) and values.fits_int64(v)):
             return v
         if isinstance(v, float):
             return v if math.isfinite(v) else str(v)
@@ -140,4 +141,4 @@ def unique(key: str, taken: dict[str, Any]) -> str:
 
 
 def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
+    return values.clip(text, limit, mark=f"…(+{len(text) - limit} chars)")

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from mongogate.audit.queue import BackgroundQueue
+from mongogate.audit.queue import BackgroundQueue, QueuedSink
 from mongogate.errors import ConfigError
 from mongogate.safefs import check_private_file, open_dir, open_private_append
 
 
-class AuditWriter:
-    """Append lines to ``path`` and to ``stream`` (resolved per write when it is ``stderr``)."""
+class AuditWriter(QueuedSink[str]):
+    """Append lines to ``path`` and to ``stream`` (resolved per write when it is ``stderr``).
+    ``synced``, ``flush`` and ``close`` are QueuedSink's (audit/queue.py)."""
 
     def __init__(self, path: Path, stream: Callable[[], TextIO | None], *, idle_s: float = 30.0) -> None:
         self.path = path
@@ -61,18 +62,6 @@ class AuditWriter:
     def submit(self, line: str) -> None:
         """Queue ``line``. Inside a running event loop, return at once; elsewhere, once written."""
         self._queue.submit(line)
-
-    async def synced(self) -> None:
-        """Wait, without blocking the loop, until every line queued so far is written and flushed."""
-        await self._queue.synced()
-
-    def flush(self) -> None:
-        """Block until every line queued so far is written (for plain, non-async code)."""
-        self._queue.flush()
-
-    def close(self) -> None:
-        """Write everything queued, close the file and stop the thread (a later line restarts it)."""
-        self._queue.close()
 
     # -- on the queue's thread --------------------------------------------------------------
 

@@ -16,7 +16,13 @@ from typing import Any
 
 from mongogate.policy.aggregate_exprs import FORBIDDEN_EXPRESSIONS, FORBIDDEN_STAGES
 from mongogate.policy.paths import key_path, seg
-from mongogate.specs import SUPPORTED_ACCUMULATORS, SUPPORTED_OPERATORS, SUPPORTED_STAGES, QueryToolSpec
+from mongogate.specs import (
+    SUPPORTED_ACCUMULATORS,
+    SUPPORTED_OPERATORS,
+    SUPPORTED_STAGES,
+    AggregateToolSpec,
+    QueryToolSpec,
+)
 
 #: distinct names listed in one event (the rest are counted in ``forbidden_cut``)
 MAX_NAMES = 32
@@ -55,7 +61,7 @@ MONGODB_NAMES: frozenset[str] = frozenset(
 def allowed_names(spec: QueryToolSpec) -> frozenset[str]:
     """The ``$`` names ``spec`` accepts somewhere: its operators (and, for an aggregation tool,
     its stages, accumulators and ``$dateTrunc``). Any other ``$`` key is forbidden wherever it is."""
-    if spec.kind == "aggregate":
+    if isinstance(spec, AggregateToolSpec):
         return frozenset({*spec.operators, *spec.stages, *spec.accumulators, *_EXPRESSIONS})
     return frozenset(spec.operators)
 

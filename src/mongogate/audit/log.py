@@ -255,4 +255,3 @@ class AuditLog(BoundedCopy):
             with contextlib.suppress(Exception):  # an observer never fails the caller
                 observe(event)
         return event
-

@@ -23,7 +23,7 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from mongogate.audit.queue import BackgroundQueue
+from mongogate.audit.queue import BackgroundQueue, QueuedSink
 from mongogate.audit.store import COLLECTION, ensure_indexes, to_doc
 from mongogate.connect import mongo_client
 
@@ -34,8 +34,9 @@ _Event = tuple[dict[str, Any], str]
 _DUPLICATE = 11000
 
 
-class MongoSink:
-    """Insert audit events into ``<db>.audit_events``; ``fallback(lines)`` takes what it cannot."""
+class MongoSink(QueuedSink[_Event]):
+    """Insert audit events into ``<db>.audit_events``; ``fallback(lines)`` takes what it cannot.
+    ``synced``, ``flush`` and ``close`` are QueuedSink's (audit/queue.py)."""
 
     def __init__(
         self,
@@ -87,17 +88,6 @@ class MongoSink:
             self._fallback([line])
             return
         self._queue.submit((event, line))
-
-    async def synced(self) -> None:
-        """Wait (without blocking the loop) until every event queued so far is written or fallen back."""
-        await self._queue.synced()
-
-    def flush(self) -> None:
-        self._queue.flush()
-
-    def close(self) -> None:
-        """Write what is queued, close the client and stop the thread (a later event restarts it)."""
-        self._queue.close()
 
     # -- on the queue's thread --------------------------------------------------------------
 

@@ -171,6 +171,27 @@ class BackgroundQueue(Generic[T]):
         return len(items) != len(batch)
 
 
+class QueuedSink(Generic[T]):
+    """What both sinks' callers wait on, said once: a sink keeps its ``BackgroundQueue`` in
+    ``_queue`` and its ``submit`` queues there (each sink checks or counts something first)."""
+
+    _queue: BackgroundQueue[T]
+
+    async def synced(self) -> None:
+        """Wait, without blocking the loop, until everything queued so far is written (or, for the
+        MongoDB sink, given to its fallback)."""
+        await self._queue.synced()
+
+    def flush(self) -> None:
+        """Block until everything queued so far is written (for plain, non-async code)."""
+        self._queue.flush()
+
+    def close(self) -> None:
+        """Write everything queued, release what the sink opened (its file, its client) and stop
+        the thread (a later item starts it again)."""
+        self._queue.close()
+
+
 def _resolve(future: asyncio.Future[None]) -> None:
     """Wake a caller awaiting ``synced()`` (run on its loop; a cancelled wait is left alone)."""
     if not future.done():

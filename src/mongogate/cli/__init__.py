@@ -13,8 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mongogate import __version__
 from mongogate.errors import MongogateError
+from mongogate.version import __version__
 
 
 def _command(argv: Sequence[str] | None) -> str | None:
@@ -25,10 +25,10 @@ def _command(argv: Sequence[str] | None) -> str | None:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser. Given the command line, the worker's arguments (and the scheduler
-    package behind them) are imported only when `worker` (or no command: help) is asked for,
-    which keeps `serve`'s start-up short (benchmarks/startup.py)."""
-    from mongogate.cli import audit, check, engine, memory, schedule, serve, spec, token, try_tool
+    """The whole parser. Given the command line, the arguments of `worker` and `schedule` (and
+    the scheduler package behind them) are added only when that command (or no command: help)
+    is asked for, which keeps `serve`'s start-up short (benchmarks/startup.py)."""
+    from mongogate.cli import audit, check, engine, memory, schedule, serve, spec, token, try_tool, worker
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
@@ -46,12 +46,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for module in (serve, check, try_tool, audit, token, engine, memory, spec):
         module.register(sub, with_config)
 
-    worker = with_config(sub.add_parser("worker", help="run scheduled agents"))
-    if _command(argv) in (None, "worker"):
-        from mongogate.scheduler.worker import add_worker_parser
-
-        add_worker_parser(worker)
-    schedule.register(sub, with_config)
+    command = _command(argv)
+    worker.register(sub, with_config, arguments=command in (None, "worker"))
+    schedule.register(sub, with_config, arguments=command in (None, "schedule"))
     return p
 
 

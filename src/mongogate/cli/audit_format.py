@@ -14,6 +14,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from mongogate.values import clip
+
 #: the columns of the event table and of the CSV export
 EVENT_COLUMNS = ("ts", "event", "tenant", "principal", "tool", "reason", "path", "forbidden", "request_id")
 SUMMARY_COLUMNS = ("tenant", "event", "reason", "count", "first", "last", "paths")
@@ -85,7 +87,7 @@ def table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 def _fit(text: str, column: str) -> str:
     width = _WIDTH.get(column, 60)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if len(text) <= width else clip(text, width - 1, mark="…")
 
 
 def to_csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:

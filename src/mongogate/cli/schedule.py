@@ -114,10 +114,16 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any, with_config: Any) -> None:
+def register(sub: Any, with_config: Any, *, arguments: bool) -> None:
+    """`mongogate schedule`; with `arguments`, its actions too (their choices import the scheduler)."""
+    p = sub.add_parser("schedule", help="list, pause, resume, run now, remove or prune agents' schedules")
+    if arguments:
+        _add_actions(p, with_config)
+
+
+def _add_actions(p: argparse.ArgumentParser, with_config: Any) -> None:
     from mongogate.scheduler.status import STATES
 
-    p = sub.add_parser("schedule", help="list, pause, resume, run now, remove or prune agents' schedules")
     acts = p.add_subparsers(dest="action", required=True)
     ls = with_config(acts.add_parser("list", help="every schedule: agent, state, schedule, next slot"))
     ls.add_argument("--json", action="store_true", help="one JSON object per line")

@@ -19,7 +19,7 @@ from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
 if TYPE_CHECKING:
-    from mongogate.db import Database
+    from mongogate.server.checks import StartupChecks
 
 log = logging.getLogger("mongogate")
 
@@ -35,13 +35,12 @@ class _Drop(logging.Filter):
         return not record.getMessage().startswith(self.prefix)
 
 
-async def _preflight(
-    settings: Settings, allow_writable: bool, specs: list[Any], allow_missing_indexes: bool
-) -> None:
-    """Open the database (taking the data directory), ping it, check declared indexes and the
-    query user, before anything is served or printed: a failure is one line, not a traceback
-    from inside the server."""
+async def _preflight(settings: Settings, specs: list[Any], checks: StartupChecks) -> None:
+    """Open the database (taking the data directory), ping it, check the query user and declared
+    indexes (server/checks.py, what build_server checks), before anything is served or printed:
+    a failure is one line, not a traceback from inside the server."""
     from mongogate.db import Database
+    from mongogate.server.checks import run_startup_checks
 
     db = Database(settings.database, settings.server.data_dir)
     quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
@@ -51,35 +50,9 @@ async def _preflight(
             await db.open()
         finally:
             logging.getLogger("mongogate.db").removeFilter(quiet)
-        await _checks(db, settings, allow_writable, specs, allow_missing_indexes)
+        await run_startup_checks(db, settings, specs, checks)
     finally:
         await db.close()
-
-
-async def _checks(
-    db: Database, settings: Settings, allow_writable: bool, specs: list[Any], allow_missing_indexes: bool
-) -> None:
-    """On an open database: it answers, declared indexes exist, the query user cannot write."""
-    from mongogate.privileges import check_query_user
-
-    await db.ping()  # unreachable: one line with the hosts, the key and the timeout used
-    await _indexes(db, specs, allow_missing_indexes)
-    if settings.database.uri is None:
-        return  # the embedded engine: Database.open() says plainly that it enforces no roles
-    report = await check_query_user(db.query_client)
-    if report.read_only:
-        log.info("%s", report.detail)
-        return
-    if not report.roles_enforced:
-        log.warning("%s", report.detail)
-        return
-    if allow_writable:
-        log.warning("!!! %s; serving anyway because --allow-writable-query-user was given !!!", report.detail)
-        return
-    raise MongogateError(
-        f"{report.detail}. Give database.query_uri a user with only the 'read' role, "
-        "or pass --allow-writable-query-user to accept the risk"
-    )
 
 
 def _stdio_open_failed(e: BaseException) -> None:
@@ -93,21 +66,6 @@ def _stdio_open_failed(e: BaseException) -> None:
         status = 1
     sys.stderr.flush()
     os._exit(status)  # stdout carries the protocol: no interpreter shutdown that could write to it
-
-
-async def _indexes(db: Database, specs: list[Any], allow_missing: bool) -> None:
-    """Refuse to serve while a spec's declared index is missing (the demo seeds its own)."""
-    from mongogate.policy.query_indexes import index_status, missing_report
-
-    if not any(s.index for s in specs):
-        return
-    report = missing_report(await index_status(db.query, specs))
-    if report is None:
-        return
-    if allow_missing:
-        log.warning("!!! %s\nserving anyway because --allow-missing-indexes was given !!!", report)
-        return
-    raise MongogateError(f"{report}\n(or pass --allow-missing-indexes to serve without them)")
 
 
 def _banner(settings: Settings, url: str, demo: bool) -> None:
@@ -200,24 +158,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise MongogateError("--insecure-no-auth is allowed on a loopback address only (e.g. 127.0.0.1)")
         settings = settings.model_copy(update={"auth": settings.auth.model_copy(update={"mode": "none"})})
     registry = registry_for(settings, args.demo)
+    from mongogate.server.checks import StartupChecks
+
+    # build_server's checks, with the words of serve's flags in a refusal
+    checks = StartupChecks(
+        allow_missing_indexes=args.allow_missing_indexes,
+        allow_writable_query_user=args.allow_writable_query_user,
+        hints="cli",
+    )
+    if transport == "stdio":
+        log.info("%s", data_dir_line(settings))  # stderr; stdout carries the protocol
+        # initialize is answered at once; the database opens (and is checked, the indexes after
+        # the demo's seeding) meanwhile, and a tool call waits for it. A failed check ends the
+        # process with its one line.
+        stdio = build_server(
+            settings, registry, transport="stdio", checks=checks, on_open_failure=_stdio_open_failed
+        )
+        return _serve_stdio(stdio)
+    # the checks run once, before the port is served (_preflight), not again in the lifespan
+    server = build_server(
+        settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth, checks=None
+    )
     from mongogate.demo import seeded_index
 
     # with --demo, the demo's own index is created by its seeding, once the server is up
     checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
-    preflight = (settings, args.allow_writable_query_user, checked, args.allow_missing_indexes)
-    if transport == "stdio":
-        log.info("%s", data_dir_line(settings))  # stderr; stdout carries the protocol
-
-        # initialize is answered at once; the database opens (and is checked) meanwhile, and a
-        # tool call waits for it. A failed check ends the process with its one line.
-        async def check(db: Database) -> None:
-            await _checks(db, *preflight)
-
-        stdio = build_server(
-            settings, registry, transport="stdio", startup_check=check, on_open_failure=_stdio_open_failed
-        )
-        return _serve_stdio(stdio)
-    server = build_server(settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth)
 
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http
@@ -226,7 +191,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind(settings.server.host, settings.server.port)
     _collect_from_now_on()
     try:
-        anyio.run(_preflight, *preflight)
+        anyio.run(_preflight, settings, checked, checks)
         url = public_url(settings) + "/mcp"
         serve_http(
             server,

@@ -20,7 +20,7 @@ from mongogate.cli.common import settings_from
 from mongogate.cli.embed import HELP as EMBED_HELP
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
-from mongogate.specs import FieldType, QueryToolSpec
+from mongogate.specs import FieldType, FindToolSpec, QueryToolSpec, overlaps_tenant
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -60,7 +60,7 @@ def suggest(
     fields: dict[str, FieldType] = {}
     hidden, untyped, drifting = [], [], []
     for path, st in stats.items():
-        if path == tenant_field or path.startswith(tenant_field + ".") or tenant_field.startswith(path + "."):
+        if overlaps_tenant(path, tenant_field):
             continue
         kind = st.suggested()
         if kind is None:
@@ -83,7 +83,7 @@ def suggest(
     index: list[tuple[str, Literal[1, -1]]] = [(tenant_field, 1)]
     if dates:
         index.append((dates[0], -1))
-    spec = QueryToolSpec(
+    spec = FindToolSpec(
         name=_tool_name(collection),
         description=f"Find the caller's {collection}",
         collection=collection,

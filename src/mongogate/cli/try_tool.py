@@ -19,7 +19,7 @@ import anyio
 from mongogate.cli.common import registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError, NotFound
-from mongogate.specs import QueryToolSpec
+from mongogate.specs import AggregateToolSpec, QueryToolSpec
 
 #: the subject shown in the audit event when --sub is not given
 DEFAULT_SUBJECT = "try"
@@ -107,14 +107,14 @@ async def _try(
 
 def plan(settings: Settings, spec: QueryToolSpec, arguments: dict[str, Any], tenant: str) -> dict[str, Any]:
     """The command a call with ``arguments`` sends: the same bounds, walk and scoping as the tool."""
-    from mongogate.policy.aggregate_run import hint_of, prepare_pipeline
-    from mongogate.policy.execute import index_hint, prepare
+    from mongogate.policy.aggregate_run import prepare_pipeline
+    from mongogate.policy.execute import prepare
     from mongogate.tools.bounds import check_arguments, key_caps_from_schema
     from mongogate.tools.query import query_tool
 
     tool = query_tool(spec, settings)
     check_arguments(arguments, settings.limits, key_caps=key_caps_from_schema(tool.parameters))
-    if spec.kind == "aggregate":
+    if isinstance(spec, AggregateToolSpec):
         p = prepare_pipeline(spec, arguments, tenant, settings.policy)
         out: dict[str, Any] = {
             "aggregate": spec.collection,
@@ -122,7 +122,7 @@ def plan(settings: Settings, spec: QueryToolSpec, arguments: dict[str, Any], ten
             "maxTimeMS": spec.max_time_ms,
             "allowDiskUse": False,
         }
-        if (hint := hint_of(spec)) is not None:
+        if (hint := p.scope.hint) is not None:
             out["hint"] = hint
         if p.probe is not None:
             out["then, unless the answer already shows more than max_groups groups"] = {"pipeline": p.probe}
@@ -135,7 +135,7 @@ def plan(settings: Settings, spec: QueryToolSpec, arguments: dict[str, Any], ten
         "sort": dict(q.sort) if q.sort else None,
         "limit": q.limit + 1,  # one more than returned: it tells `truncated`
         "maxTimeMS": spec.max_time_ms,
-        "hint": dict(index_hint(spec) or []) or None,
+        "hint": q.scope.hint,
     }
     find = {k: v for k, v in find.items() if v is not None}
     if q.count:
@@ -178,7 +178,7 @@ async def execute(
             await _seed(settings, db, registry)
         coll = db.query[spec.collection]
         try:
-            if spec.kind == "aggregate":
+            if isinstance(spec, AggregateToolSpec):
                 result = await run_pipeline(coll, spec, arguments, tenant, settings.policy)
             else:
                 result = await run_query(coll, spec, arguments, tenant, settings.policy)

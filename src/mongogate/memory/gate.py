@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, MongogateError
-from mongogate.memory import lease
 from mongogate.values import Doc
 
 #: what a session's lease is made of (`lease_text`: digest of the leased turn's text)
@@ -29,7 +29,7 @@ def write_gate(tid: str, lease_id: str | None, now: datetime, *, final_answer: b
         return {"locked_by": lease_id, "lease_turn": tid}
     if final_answer:
         return {"$or": [{"locked_by": None}, {"locked_until": {"$lte": now}, "lease_turn": {"$ne": tid}}]}
-    return {"$or": [*lease.free_conditions(now), {"lease_turn": tid}]}
+    return {"$or": [*leases.free_conditions(now), {"lease_turn": tid}]}
 
 
 def lease_lost(lid: str, sid: str) -> LeaseLost:
@@ -81,7 +81,7 @@ def refusal(
             )
         return lease_lost(lease_id, sid)
     live = holder is not None and session.get("locked_until") is not None
-    until, left = lease.remaining_ms(session, now) if live else (None, 0)
+    until, left = leases.remaining_ms(session, now) if live else (None, 0)
     if final_answer and holder is not None and turn == tid:
         return AnswerHeld(session)
     if until is not None and left > 0 and turn != tid:

@@ -12,17 +12,14 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, StorageError
 from mongogate.memory.model import session_not_found
+from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, check_int
-
-if TYPE_CHECKING:
-    from mongogate.memory.store import MemoryStore
 
 MESSAGE_TEXT_INDEX = "message_content_text"
 SEARCH_DEFAULT = 10
@@ -55,7 +52,7 @@ def searchable(query: str) -> bool:
     return any(_WORD.search(t.replace('"', "")) and not t.startswith("-") for t in query.split())
 
 
-async def ensure_search_index(store: MemoryStore) -> None:
+async def ensure_search_index(store: SessionRepository) -> None:
     """The text index on messages.content (idempotent; `serve` and `check` create it)."""
     try:
         await store.messages.create_index(
@@ -66,7 +63,7 @@ async def ensure_search_index(store: MemoryStore) -> None:
 
 
 async def search_messages(
-    store: MemoryStore,
+    store: SessionRepository,
     tenant: str,
     query: object,
     *,

@@ -21,7 +21,6 @@ import binascii
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
@@ -29,10 +28,8 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, StorageError
+from mongogate.memory.repository import SessionRepository
 from mongogate.values import ByteBudget, Doc, check_int
-
-if TYPE_CHECKING:
-    from mongogate.memory.store import MemoryStore
 
 #: sessions per list_sessions page: default and the most one call returns
 PAGE_DEFAULT = 20
@@ -119,7 +116,7 @@ def retention_line(settings: MemorySettings) -> str:
     )
 
 
-async def ensure_session_indexes(store: MemoryStore) -> None:
+async def ensure_session_indexes(store: SessionRepository) -> None:
     """The listing index, `last_activity` on sessions written before it existed, and retention."""
     try:
         await store.sessions.create_index(
@@ -135,7 +132,9 @@ async def ensure_session_indexes(store: MemoryStore) -> None:
         raise StorageError("could not create the session indexes") from e
 
 
-async def _ttl_index(store: MemoryStore, coll_name: str, field: str, name: str, ttl: int | None) -> None:
+async def _ttl_index(
+    store: SessionRepository, coll_name: str, field: str, name: str, ttl: int | None
+) -> None:
     """Make the TTL index match the setting: created, re-created with a new age, or dropped."""
     coll = store.db[coll_name]
     current = (await coll.index_information()).get(name)
@@ -150,7 +149,7 @@ def check_page_limit(limit: object) -> int:
 
 
 async def list_sessions(
-    store: MemoryStore,
+    store: SessionRepository,
     tenant: str,
     limit: object = None,
     cursor: object = None,
@@ -188,7 +187,7 @@ async def list_sessions(
     return SessionPage(rows, page_end, truncated=capped)
 
 
-async def delete_session(store: MemoryStore, tenant: str, session_id: object) -> Erased:
+async def delete_session(store: SessionRepository, tenant: str, session_id: object) -> Erased:
     """Erase the session, then its messages. Another tenant's session id is left alone and looks
     missing (`deleted` false), exactly like an id that never existed."""
     sid = store.check_id(session_id, "session_id")

@@ -3,25 +3,18 @@
 No code path reads a history, changes it in memory and writes it back: every write is
 an insert of one message or a single-document atomic update of the session. A turn's
 final answer is the exception that proves the rule: it is committed on the session
-document first (see `memory/answers.py`), so "who answered" is decided in one place.
+document first (see `memory/repository.py`), so "who answered" is decided in one place.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Callable
 
 from pymongo import ASCENDING, DESCENDING
-from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, Clock
-from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
-from mongogate.memory.answers import commit_answer, gated_update, settle_all
-from mongogate.memory.keys import MAX_TITLE_BYTES, check_content, check_id, check_role, message_key
+from mongogate.memory.keys import check_role, message_key
 from mongogate.memory.model import (
     AppendResult,
     Context,
@@ -30,6 +23,7 @@ from mongogate.memory.model import (
     message_shape,
     session_not_found,
 )
+from mongogate.memory.repository import SessionRepository
 from mongogate.memory.sessions import (
     Erased,
     SessionPage,
@@ -37,7 +31,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.values import ByteBudget, Doc, check_finite, check_int, reply_batch, wire_bytes
+from mongogate.values import ByteBudget, Doc, check_int, reply_batch, wire_bytes
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +40,8 @@ __all__ = ["AppendResult", "Context", "MemoryStore", "Message", "key_conflict", 
 _WINDOW_FIELDS = {"role": 1, "content": 1, "turn_id": 1, "seq": 1, "call_id": 1, "key": 1, "_id": 0}
 
 
-class MemoryStore:
-    def __init__(self, db: AsyncDatabase[Doc], settings: MemorySettings, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.db = db
-        self.settings = settings
-        self.clock = clock
-        self.sessions: AsyncCollection[Doc] = db["sessions"]
-        self.messages: AsyncCollection[Doc] = db["messages"]
-        #: test seam: called at named points between a write and its acknowledgement
-        self.fault: Callable[[str], None] | None = None
-
-    def at(self, point: str) -> None:
-        if self.fault is not None:
-            self.fault(point)
+class MemoryStore(SessionRepository):
+    """Messages, context windows, listing and erasing, over the session repository's collections."""
 
     async def ensure_indexes(self) -> None:
         try:
@@ -73,12 +56,6 @@ class MemoryStore:
             raise StorageError("could not create the memory indexes") from e
         await ensure_session_indexes(self)  # listing and retention (memory/sessions.py)
 
-    def check_id(self, value: object, what: str) -> str:
-        return check_id(value, what, self.settings.max_id_length)
-
-    def check_text(self, value: object, what: str) -> str:
-        return check_content(value, what, self.settings.max_message_bytes)
-
     def check_limit(self, limit: object) -> int:
         return check_int(
             limit,
@@ -88,30 +65,6 @@ class MemoryStore:
             default=self.settings.default_context_limit,
             hint="messages; memory.max_context_limit",
         )
-
-    async def create_session(self, tenant: str, title: str | None = None, metadata: Doc | None = None) -> str:
-        if title is not None:
-            check_content(title, "title", MAX_TITLE_BYTES)
-        check_finite(metadata, "metadata")
-        session_id = uuid.uuid4().hex
-        now = self.clock.now()
-        doc: Doc = {
-            "_id": session_id,
-            "tenant": tenant,
-            "title": title,
-            "metadata": metadata or {},
-            "next_seq": 0,
-            "locked_by": None,
-            "locked_until": None,
-            "lease_turn": None,
-            "created_at": now,
-            "last_activity": now,
-        }
-        try:
-            await self.sessions.insert_one(doc)
-        except PyMongoError as e:
-            raise StorageError("could not create the session") from e
-        return session_id
 
     async def list_sessions(
         self, tenant: str, limit: object = None, cursor: object = None, budget: ByteBudget | None = None
@@ -145,11 +98,10 @@ class MemoryStore:
         lid = None if lease_id is None else self.check_id(lease_id, "lease_id")
         key = message_key(tid, check_role(role), cid)
         text = self.check_text(content, "content")
-        if role == "assistant" and cid is None:  # the commit point lives in answers.py
-            return await commit_answer(self, tenant, sid, tid, text, lease_id=lid)
+        if role == "assistant" and cid is None:  # the commit point lives in repository.py
+            return await self.commit_answer(tenant, sid, tid, text, lease_id=lid)
         # The $inc is the tenant check and the lease gate as well.
-        session = await gated_update(
-            self,
+        session = await self.gated_update(
             tenant,
             sid,
             tid,
@@ -159,7 +111,7 @@ class MemoryStore:
             what=f"could not append to session {sid!r}",
         )
         if session.get("pending"):
-            await settle_all(self, tenant, sid, session)
+            await self.settle_all(tenant, sid, session)
         doc: Doc = {
             "session_id": sid,
             "tenant": tenant,
@@ -173,30 +125,6 @@ class MemoryStore:
         }
         status, seq = await self.insert_message(doc)
         return AppendResult(status, key, seq)
-
-    async def insert_message(self, doc: Doc) -> tuple[str, int]:
-        """Insert; a key already stored is `duplicate` with the same role and content, else a conflict."""
-        try:
-            try:
-                await self.messages.insert_one(doc)
-                return "inserted", int(doc["seq"])
-            except DuplicateKeyError:
-                stored = await self.messages.find_one(
-                    {"session_id": doc["session_id"], "key": doc["key"]}, {"seq": 1, "role": 1, "content": 1}
-                )
-        except PyMongoError as e:
-            raise StorageError(f"could not append to session {doc['session_id']!r}") from e
-        if stored is None:  # pragma: no cover - a unique-index hit always has a stored copy
-            raise StorageError(f"could not read back message {doc['key']!r}")
-        if stored.get("role") != doc["role"] or stored.get("content") != doc["content"]:
-            raise key_conflict(doc["key"])
-        return "duplicate", int(stored["seq"])
-
-    async def find_message(self, tenant: str, session_id: str, key: str) -> Doc | None:
-        try:
-            return await self.messages.find_one({"session_id": session_id, "tenant": tenant, "key": key})
-        except PyMongoError as e:
-            raise StorageError("could not read the message") from e
 
     async def load_context(
         self, tenant: str, session_id: object, limit: object = None, budget: ByteBudget | None = None

@@ -7,7 +7,7 @@ Rules (docs/DECISIONS.md, "Turns"):
   answers `lease_lost (retryable)`, since calling `begin_turn` again is what works. A different
   turn waits for release or expiry.
 - The answer is committed on the session document together with the ownership check
-  (`memory/answers.py`): once another lease owns the session, nothing of the old owner lands.
+  (`memory/repository.py`): once another lease owns the session, nothing of the old owner lands.
 - A turn that was already answered returns the stored answer and holds no lease, so no model
   is asked twice.
 """
@@ -19,18 +19,14 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from pymongo import ReturnDocument
-from pymongo.errors import PyMongoError
-
+from mongogate import leases
 from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
-from mongogate.memory import lease
-from mongogate.memory.answers import commit_answer, settle_all
-from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, TurnTakenOver, lease_lost, refusal
+from mongogate.memory.gate import TurnTakenOver, lease_lost, refusal
 from mongogate.memory.keys import answer_key
-from mongogate.memory.model import message_shape
-from mongogate.memory.store import Context, MemoryStore, Message, key_conflict, session_not_found
-from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, Doc, json_size
+from mongogate.memory.model import Context, Message, key_conflict, message_shape, session_not_found
+from mongogate.memory.store import MemoryStore
+from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, json_size
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +83,7 @@ class Turns:
         self.clock = store.clock
 
     def _lease_ms(self, lease_ms: object) -> int:
-        return lease.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
+        return leases.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
 
     async def begin_turn(
         self,
@@ -105,11 +101,11 @@ class Turns:
         tid = st.check_id(turn_id, "turn_id")
         body = st.check_text(text, "text")
         ttl = self._lease_ms(lease_ms)
-        lease_id = lease.new_lease_id()
+        lease_id = leases.new_lease_id()
         digest = text_digest(body)
         for _ in range(3):
             now = self.clock.now()
-            before = await self._take(tenant, sid, tid, digest, lease_id, now, ttl)
+            before = await st.take_lease(tenant, sid, tid, digest, lease_id, now, ttl)
             if before is not None:
                 break
             # Busy with another turn; this turn may have been answered long ago (a late retry).
@@ -122,59 +118,31 @@ class Turns:
         expires = (now + timedelta(milliseconds=ttl)).isoformat()
         try:
             st.at("begin_turn.after_lease")
-            await settle_all(st, tenant, sid, before)  # a crashed end_turn's answer lands first
+            await st.settle_all(tenant, sid, before)  # a crashed end_turn's answer lands first
             # Gated by our lease: if it was lost meanwhile, nothing lands inside another turn.
             await st.append(tenant, sid, tid, "user", body, lease_id=lease_id)
             ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
         except LeaseLost:  # fenced by another attempt: it owns the lease now, ours is worth a retry
             raise TurnTakenOver(sid, tid) from None
         except BaseException:
-            await self._give_back(tenant, sid, lease_id, before)
+            await st.give_back(tenant, sid, lease_id, before)
             raise
         if answer is not None:
             # Already answered: nothing to do, so the lease goes back to whoever had it.
-            await self._give_back(tenant, sid, lease_id, before)
+            await st.give_back(tenant, sid, lease_id, before)
             return TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
         return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires, ctx.size_capped)
 
-    async def _take(
-        self, tenant: str, sid: str, tid: str, digest: str, lease_id: str, now: datetime, ttl: int
-    ) -> Doc | None:
-        """One conditional update: free, expired, or held by this same turn (a retry takes it over).
-
-        Returns the session as it was before, so a begin_turn that turns out to have nothing to
-        do (answered, conflicting text) can give the previous holder its lease back.
-        """
-        mine = {"lease_turn": tid, "lease_text": digest}
-        try:
-            return await self.store.sessions.find_one_and_update(
-                {"_id": sid, "tenant": tenant, "$or": [*lease.free_conditions(now), mine]},
-                {
-                    "$set": {
-                        "locked_by": lease_id,
-                        "locked_until": now + timedelta(milliseconds=ttl),
-                        **mine,
-                    }
-                },
-                projection=SESSION_STATE,
-                return_document=ReturnDocument.BEFORE,
-            )
-        except PyMongoError as e:
-            raise StorageError("could not take the session lease") from e
-
     async def _raise_if_busy(self, tenant: str, sid: str, now: datetime) -> None:
         """After a refused take: not found, busy until when, or (changed meanwhile) return to retry."""
-        try:
-            current = await self.store.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
-        except PyMongoError as e:
-            raise StorageError("could not read the session lease") from e
+        current = await self.store.state(tenant, sid, what="could not read the session lease")
         if current is None:
             raise session_not_found(sid)
         if current.get("pending"):  # an answer committed by a crashed end_turn: settle, then look again
-            await settle_all(self.store, tenant, sid, current)
+            await self.store.settle_all(tenant, sid, current)
             return
         if current.get("locked_until") is not None:
-            until, left = lease.remaining_ms(current, now)
+            until, left = leases.remaining_ms(current, now)
             if left > 0:
                 raise LeaseBusy(f"session {sid!r}", until, left)
 
@@ -192,26 +160,6 @@ class Turns:
         answer = stored["content"] if stored is not None else None
         return (fit_answer(ctx, answer, max_bytes) if answer is not None else ctx), answer
 
-    async def _give_back(self, tenant: str, sid: str, lease_id: str, before: Doc) -> None:
-        """Undo our take: restore the previous holder's lease (expired or not), only if still ours.
-
-        A begin_turn that ends with nothing to do must not fence an owner whose lease merely
-        expired. Cleanup never replaces the original error; a lease left behind is taken over by
-        a retry of the same turn.
-        """
-        previous = {k: before.get(k) for k in SESSION_LEASE}
-        try:
-            await self.store.sessions.update_one(
-                {"_id": sid, "tenant": tenant, "locked_by": lease_id}, {"$set": previous}
-            )
-        except PyMongoError as e:
-            log.warning(
-                "could not give back lease %s of session %s (%s); a retry of the same turn takes it over",
-                lease_id,
-                sid,
-                type(e).__name__,
-            )
-
     async def renew_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, lease_ms: object = None
     ) -> TurnRenewed:
@@ -222,15 +170,9 @@ class Turns:
         lid = st.check_id(lease_id, "lease_id")
         ttl = self._lease_ms(lease_ms)
         now = self.clock.now()
-        match = {"_id": sid, "tenant": tenant, "lease_turn": tid}
-        try:
-            doc = await lease.extend(st.sessions, match, lid, ttl, now)
-            state = None
-            if doc is None:
-                state = await st.sessions.find_one({"_id": sid, "tenant": tenant}, SESSION_STATE)
-        except PyMongoError as e:
-            raise StorageError("could not renew the session lease") from e
+        doc = await st.extend_lease(tenant, sid, tid, lid, ttl, now)
         if doc is None:
+            state = await st.state(tenant, sid, what="could not renew the session lease")
             if state is None:
                 raise session_not_found(sid)
             raise refusal(state, sid, tid, lid, now) or lease_lost(lid, sid)
@@ -245,7 +187,7 @@ class Turns:
         lid = st.check_id(lease_id, "lease_id")
         body = st.check_text(reply, "reply")
         try:
-            result = await commit_answer(st, tenant, sid, tid, body, lease_id=lid)
+            result = await st.commit_answer(tenant, sid, tid, body, lease_id=lid)
         except LeaseLost:
             stored = await st.find_message(tenant, sid, answer_key(tid))
             if stored is None or stored.get("lease_id") != lid:

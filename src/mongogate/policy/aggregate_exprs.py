@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from mongogate.errors import PolicyViolation
 from mongogate.policy.paths import key_path, seg, show
-from mongogate.specs import MEASURE_TYPES, QueryToolSpec
+from mongogate.specs import MEASURE_TYPES, AggregateToolSpec, names_tenant, usable_name
+from mongogate.values import fits_int64
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings
@@ -66,7 +67,6 @@ DATE_UNITS = ("day", "week", "month", "quarter", "year")
 #: a fixed timezone: "UTC", an Olson name such as "Europe/Paris", or an offset such as "+02:00"
 _TZ_RE = re.compile(r"^(?:UTC|[A-Za-z]+(?:/[A-Za-z0-9_+-]+){1,2}|[+-][0-9]{2}(?::?[0-9]{2})?)$")
 _NAME_MAX = 64
-_INT64_MAX = 2**63 - 1
 Need = Literal["group", "measure", "any"]
 
 
@@ -134,7 +134,7 @@ class Shape:
         return Shape(kept, self.grouped)
 
 
-def initial_shape(spec: QueryToolSpec) -> Shape:
+def initial_shape(spec: AggregateToolSpec) -> Shape:
     """Before any stage: the projected fields, with what the spec lets each be used for."""
     group, measure = set(spec.groupable), set(spec.measurable)
     return Shape({p: Field(spec.fields.get(p), p in group, p in measure) for p in spec.projection})
@@ -151,16 +151,16 @@ def expression_refused(value: dict[Any, Any], path: str) -> NoReturn:
 _EXPR = 'field paths ("$field"), literals, and {"$dateTrunc": {"date", "unit", "timezone"}} as a group key'
 
 
-def field_key(key: object, shape: Shape, spec: QueryToolSpec, path: str) -> str:
+def field_key(key: object, shape: Shape, spec: AggregateToolSpec, path: str) -> str:
     """A key naming a field (``$sort``, ``$project``): it must exist at this point."""
-    if not isinstance(key, str) or not key or "\x00" in key:
+    if not usable_name(key):
         reject("invalid_field_name", path, "field names are non-empty strings without NUL", shape.names())
     if key.startswith("$"):
         reject("invalid_field_name", path, f"{seg(key)} is not a field name", shape.names())
     return field_ref("$" + key, shape, spec, path, need="any")
 
 
-def field_ref(value: object, shape: Shape, spec: QueryToolSpec, path: str, *, need: Need) -> str:
+def field_ref(value: object, shape: Shape, spec: AggregateToolSpec, path: str, *, need: Need) -> str:
     """The field a ``"$path"`` names, checked: it exists here and may be used as ``need`` says."""
     if isinstance(value, dict):
         expression_refused(value, path)
@@ -174,10 +174,9 @@ def field_ref(value: object, shape: Shape, spec: QueryToolSpec, path: str, *, ne
             shape.names(),
         )
     name = value[1:]
-    if not name or "\x00" in name:
+    if not usable_name(name):
         reject("invalid_field_name", path, "field paths are non-empty, without NUL", shape.names())
-    tenant = spec.tenant_field
-    if name == tenant or name.startswith(tenant + "."):
+    if names_tenant(name, spec.tenant_field):
         reject(
             "tenant_field_forbidden",
             path,
@@ -201,30 +200,23 @@ def field_ref(value: object, shape: Shape, spec: QueryToolSpec, path: str, *, ne
     return name
 
 
-def check_name(name: object, spec: QueryToolSpec, path: str, *, key: bool = True) -> str:
+def check_name(name: object, spec: AggregateToolSpec, path: str, *, key: bool = True) -> str:
     """An output field name (a $group output, a $count name); returns the path that names it."""
     where = stage_path(path, name) if key else path
-    if (
-        not isinstance(name, str)
-        or not name
-        or len(name) > _NAME_MAX
-        or name.startswith("$")
-        or "." in name
-        or "\x00" in name
-    ):
+    if not usable_name(name) or len(name) > _NAME_MAX or name.startswith("$") or "." in name:
         reject(
             "output_name_invalid",
             where,
             f"output names are 1-{_NAME_MAX} characters without '$' first, '.' or NUL; got {show(name)}",
             None,
         )
-    if name == spec.tenant_field:
+    if names_tenant(name, spec.tenant_field):  # no '.' in an output name: the tenant field itself
         reject("tenant_field_forbidden", where, f"{seg(name)} is the tenant field; choose another name", None)
     return where
 
 
 def check_group_key(
-    value: object, shape: Shape, spec: QueryToolSpec, limits: PolicySettings, path: str
+    value: object, shape: Shape, spec: AggregateToolSpec, limits: PolicySettings, path: str
 ) -> tuple[Any, dict[str, Field]]:
     """A group key and the ``_id`` fields it produces: a literal, a field path, a $dateTrunc,
     or an object of those (one level)."""
@@ -245,9 +237,9 @@ def check_group_key(
 
 
 def _key_part(
-    value: object, shape: Shape, spec: QueryToolSpec, limits: PolicySettings, path: str
+    value: object, shape: Shape, spec: AggregateToolSpec, limits: PolicySettings, path: str
 ) -> tuple[Any, Field]:
-    if isinstance(value, int) and not isinstance(value, bool) and not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+    if isinstance(value, int) and not isinstance(value, bool) and not fits_int64(value):
         reject("out_of_range", path, f"{show(value)} does not fit in 64 bits", "64-bit integers")
     if value is None or isinstance(value, bool | int | float):
         return value, Field(None, group=False, measure=False)
@@ -273,7 +265,7 @@ def _key_part(
     )
 
 
-def _date_trunc(operand: object, shape: Shape, spec: QueryToolSpec, path: str) -> dict[str, Any]:
+def _date_trunc(operand: object, shape: Shape, spec: AggregateToolSpec, path: str) -> dict[str, Any]:
     units = ", ".join(DATE_UNITS)
     if not isinstance(operand, dict) or "date" not in operand or "unit" not in operand:
         reject(

@@ -10,17 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pymongo.errors import ExecutionTimeout, OperationFailure, PyMongoError
-
 from mongogate.clock import SYSTEM_CLOCK, Clock
-from mongogate.errors import AuthError, StorageError
-from mongogate.policy.aggregate_exprs import reject
 from mongogate.policy.aggregate_walk import GROUP_STAGES, CheckedPipeline, check_pipeline
 from mongogate.policy.execute import QueryResult
 from mongogate.policy.filters import check_limit
-from mongogate.policy.paths import key_path, seg
 from mongogate.policy.render import cap_documents, count_marks, to_json, type_check
-from mongogate.specs import QueryToolSpec
+from mongogate.policy.scope import AGGREGATE, Scope, check_argument_names
+from mongogate.specs import AggregateToolSpec
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -32,13 +28,6 @@ ARGUMENTS = ("pipeline", "limit")
 _KEEP_COUNT = frozenset({"$sort", "$project"})
 
 
-class PipelineRefused(StorageError):
-    """The database refused a checked pipeline (a memory limit, an option the engine lacks):
-    the same pipeline fails the same way again, so the model is told to change it, not retry."""
-
-    retryable = False
-
-
 @dataclass(frozen=True)
 class PreparedPipeline:
     """Everything ``aggregate`` receives, decided before any I/O (also used by the benchmark)."""
@@ -48,16 +37,12 @@ class PreparedPipeline:
     probe: list[dict[str, Any]] | None
     output: list[str]
     limit: int
+    #: the caller's scope: the hint, the time budget, the errors
+    scope: Scope
     #: the pipeline makes groups (so ``max_groups`` applies)
     grouped: bool = False
     #: the type each output field carries (from the spec, or the accumulator that made it)
     types: dict[str, str] = field(default_factory=dict)
-
-
-def tenant_match(spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
-    if not isinstance(tenant, str) or not tenant:
-        raise AuthError("no authenticated tenant: the pipeline was not run")
-    return {"$match": {"$and": [{spec.tenant_field: tenant}]}}
 
 
 def output_projection(output: list[str]) -> dict[str, int]:
@@ -70,11 +55,12 @@ def output_projection(output: list[str]) -> dict[str, int]:
 
 
 def scoped_pipeline(
-    checked: CheckedPipeline, spec: QueryToolSpec, tenant: str, limit: int
+    checked: CheckedPipeline, spec: AggregateToolSpec, tenant: str, limit: int
 ) -> PreparedPipeline:
     """``[tenant $match] + checked (a $limit of max_groups + 1 after each group stage)
     + [$project to the output, $limit limit + 1]``."""
-    head = tenant_match(spec, tenant)
+    scope = Scope.of(spec, tenant)
+    head = scope.head()
     body: list[dict[str, Any]] = []
     probe: list[dict[str, Any]] | None = None
     first = checked.first_group
@@ -90,65 +76,32 @@ def scoped_pipeline(
             body.append({"$limit": spec.max_groups + 1})
     tail: list[dict[str, Any]] = [{"$project": output_projection(checked.output)}, {"$limit": limit + 1}]
     return PreparedPipeline(
-        [head, *body, *tail], probe, checked.output, limit, first is not None, dict(checked.types)
+        [head, *body, *tail], probe, checked.output, limit, scope, first is not None, dict(checked.types)
     )
 
 
 def prepare_pipeline(
-    spec: QueryToolSpec, args: dict[str, Any], tenant: str, limits: PolicySettings
+    spec: AggregateToolSpec, args: dict[str, Any], tenant: str, limits: PolicySettings
 ) -> PreparedPipeline:
     """Check every argument (the authority, whatever schema validation ran before)."""
-    if not isinstance(args, dict):
-        reject("schema_invalid", "arguments", "arguments must be an object", ", ".join(ARGUMENTS))
-    for key in args:
-        if key not in ARGUMENTS:
-            reject(
-                "unknown_argument", key_path("", key), f"unknown argument {seg(key)}", ", ".join(ARGUMENTS)
-            )
+    check_argument_names(args, ARGUMENTS)
     checked = check_pipeline(args.get("pipeline", []), spec, limits)
     limit, _lowered = check_limit(args.get("limit"), spec)
     return scoped_pipeline(checked, spec, tenant, limit)
 
 
-def hint_of(spec: QueryToolSpec) -> dict[str, int] | None:
-    """The spec's index as a ``hint`` (a key pattern document)."""
-    return {k: d for k, d in spec.index} if spec.index else None
-
-
-def _over_budget(spec: QueryToolSpec) -> StorageError:
-    return StorageError(
-        f"aggregation tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
-        advice="add a $match first (for example a shorter date range) and retry",
-    )
-
-
 async def _aggregate(
     collection: AsyncCollection[Any],
-    spec: QueryToolSpec,
+    scope: Scope,
     pipeline: list[dict[str, Any]],
     max_time_ms: int | None = None,
 ) -> list[dict[str, Any]]:
-    budget = spec.max_time_ms if max_time_ms is None else max_time_ms
-    options: dict[str, Any] = {"maxTimeMS": budget, "allowDiskUse": False}
-    hint = hint_of(spec)
-    if hint is not None:
-        options["hint"] = hint
-    try:
-        cursor = await collection.aggregate(pipeline, **options)
+    with scope.errors(AGGREGATE):
+        cursor = await collection.aggregate(pipeline, **scope.options(max_time_ms, allowDiskUse=False))
         try:
             return await cursor.to_list(None)
         finally:
             await cursor.close()
-    except ExecutionTimeout as e:
-        raise _over_budget(spec) from e
-    except OperationFailure as e:  # an answer from the database, not a lost connection
-        raise PipelineRefused(
-            f"aggregation tool {spec.name!r}: the database refused this pipeline",
-            advice="retrying it will not help; change it (for example a $match first, fewer groups, "
-            "or no $dateTrunc timezone)",
-        ) from e
-    except PyMongoError as e:
-        raise StorageError(f"aggregation tool {spec.name!r} failed in the database") from e
 
 
 def render_output(
@@ -200,7 +153,7 @@ def _null_drift(doc: dict[str, Any], types: dict[str, str], bad: list[str] | Non
 
 async def run_pipeline(
     collection: AsyncCollection[Any],
-    spec: QueryToolSpec,
+    spec: AggregateToolSpec,
     args: dict[str, Any],
     tenant: str,
     limits: PolicySettings,
@@ -211,15 +164,16 @@ async def run_pipeline(
     More than ``max_groups`` groups is not an error: the answer is ``truncated``. The whole call
     stays within ``max_time_ms``: the group-count probe gets what the answer left of it."""
     q = prepare_pipeline(spec, args, tenant, limits)
+    scope = q.scope
     started = clock.now()
-    raw = await _aggregate(collection, spec, q.pipeline)
+    raw = await _aggregate(collection, scope, q.pipeline)
     more = len(raw) > q.limit or (q.grouped and len(raw) > spec.max_groups)
     if not more and q.probe is not None:
         left = spec.max_time_ms - int((clock.now() - started).total_seconds() * 1000)
         if left <= 0:
-            raise _over_budget(spec)
+            raise scope.over_budget(AGGREGATE)
         # {"over": 1} when a group past max_groups exists (an engine may also say {"over": 0})
-        more = any(doc.get("over") for doc in await _aggregate(collection, spec, q.probe, left))
+        more = any(doc.get("over") for doc in await _aggregate(collection, scope, q.probe, left))
     # the row past max_groups only tells that there are more: it is never returned
     keep = min(q.limit, spec.max_groups) if q.grouped else q.limit
     marks: list[list[str]] = [[] for _ in raw[:keep]]

@@ -9,13 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from mongogate.policy.aggregate_exprs import DATE_UNITS
-from mongogate.policy.schema import result_schema
-from mongogate.specs import QueryToolSpec
-
-DIALECT = "https://json-schema.org/draft/2020-12/schema"
+from mongogate.policy.schema import DIALECT, result_schema
+from mongogate.specs import AggregateToolSpec
 
 
-def pipeline_guide(spec: QueryToolSpec) -> str:
+def pipeline_guide(spec: AggregateToolSpec) -> str:
     """One paragraph the model reads: what each part of a pipeline may name."""
     dates = [f for f in spec.groupable if spec.fields.get(f) == "date"]
     parts = [
@@ -39,7 +37,7 @@ def pipeline_guide(spec: QueryToolSpec) -> str:
     return " ".join(parts)
 
 
-def aggregate_input_schema(spec: QueryToolSpec) -> dict[str, Any]:
+def aggregate_input_schema(spec: AggregateToolSpec) -> dict[str, Any]:
     """Draft 2020-12 schema of ``{pipeline, limit}``; nothing else is accepted."""
     schema: dict[str, Any] = {
         "$schema": DIALECT,
@@ -71,7 +69,7 @@ def aggregate_input_schema(spec: QueryToolSpec) -> dict[str, Any]:
     return schema
 
 
-def aggregate_output_schema(spec: QueryToolSpec) -> dict[str, Any]:
+def aggregate_output_schema(spec: AggregateToolSpec) -> dict[str, Any]:
     """The find result's shape; the documents hold only what the pipeline produced."""
     document = {
         "type": "object",

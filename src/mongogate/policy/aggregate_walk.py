@@ -27,7 +27,7 @@ from mongogate.policy.aggregate_exprs import (
 )
 from mongogate.policy.filters import check_bounds, check_filter
 from mongogate.policy.paths import seg, show
-from mongogate.specs import MEASURE_TYPES, QueryToolSpec
+from mongogate.specs import MEASURE_TYPES, AggregateToolSpec
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings
@@ -52,7 +52,7 @@ class CheckedPipeline:
     types: dict[str, str] = field(default_factory=dict)
 
 
-def check_pipeline(pipeline: object, spec: QueryToolSpec, limits: PolicySettings) -> CheckedPipeline:
+def check_pipeline(pipeline: object, spec: AggregateToolSpec, limits: PolicySettings) -> CheckedPipeline:
     """Check ``pipeline`` against the aggregate spec; raise PolicyViolation naming stage and path."""
     if not isinstance(pipeline, list):
         reject(
@@ -80,7 +80,7 @@ def check_pipeline(pipeline: object, spec: QueryToolSpec, limits: PolicySettings
 
 
 class _PipelineWalk:
-    def __init__(self, spec: QueryToolSpec, limits: PolicySettings) -> None:
+    def __init__(self, spec: AggregateToolSpec, limits: PolicySettings) -> None:
         self.spec = spec
         self.limits = limits
         self.shape = initial_shape(spec)

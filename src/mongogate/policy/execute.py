@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import ExecutionTimeout, PyMongoError
 
-from mongogate.errors import PolicyViolation, StorageError
-from mongogate.policy.filters import check_filter, check_limit, check_sort, scoped_filter
-from mongogate.policy.paths import key_path, seg, show
+from mongogate.errors import PolicyViolation
+from mongogate.policy.filters import check_filter, check_limit, check_sort
+from mongogate.policy.paths import show
 from mongogate.policy.render import Renderer
+from mongogate.policy.scope import COUNT, FIND, Scope, check_argument_names
 from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
@@ -66,28 +66,14 @@ class PreparedQuery:
     projection: dict[str, int]
     sort: list[tuple[str, int]]
     limit: int
-    count: bool = False
-
-
-def projection_of(spec: QueryToolSpec) -> dict[str, int]:
-    """The spec's fixed projection; ``_id`` is excluded unless listed."""
-    proj = {field: 1 for field in spec.projection}
-    if "_id" not in proj:
-        proj["_id"] = 0
-    return proj
+    count: bool
+    #: the caller's scope: the hint, the time budget, the errors
+    scope: Scope
 
 
 def prepare(spec: QueryToolSpec, args: dict[str, Any], tenant: str, limits: PolicySettings) -> PreparedQuery:
     """Check every argument (the authority, whatever schema validation ran before)."""
-    if not isinstance(args, dict):
-        raise PolicyViolation(
-            "schema_invalid", "arguments", "arguments must be an object", ", ".join(ARGUMENTS)
-        )
-    for key in args:
-        if key not in ARGUMENTS:
-            raise PolicyViolation(
-                "unknown_argument", key_path("", key), f"unknown argument {seg(key)}", ", ".join(ARGUMENTS)
-            )
+    check_argument_names(args, ARGUMENTS)
     checked = check_filter(args.get("filter", {}), spec, limits)
     sort = check_sort(args.get("sort"), spec)
     limit, _lowered = check_limit(args.get("limit"), spec)
@@ -96,30 +82,16 @@ def prepare(spec: QueryToolSpec, args: dict[str, Any], tenant: str, limits: Poli
         raise PolicyViolation(
             "invalid_operand", "count", f"count must be true or false, got {show(count)}", "true, false"
         )
-    return PreparedQuery(scoped_filter(checked, spec, tenant), projection_of(spec), sort, limit, count)
-
-
-def index_hint(spec: QueryToolSpec) -> list[tuple[str, int]] | None:
-    """The spec's declared index as a ``hint``: every query is bounded by the caller's own data."""
-    return [(k, d) for k, d in spec.index] if spec.index else None
+    scope = Scope.of(spec, tenant)
+    return PreparedQuery(scope.filter(checked), scope.projection, sort, limit, count, scope)
 
 
 async def count_matches(
-    collection: AsyncCollection[Any], spec: QueryToolSpec, filter: dict[str, Any], cap: int
+    collection: AsyncCollection[Any], scope: Scope, filter: dict[str, Any], cap: int
 ) -> tuple[int, bool]:
     """(matched, capped): the scoped filter counted up to ``cap`` + 1, so the count stays bounded."""
-    options: dict[str, Any] = {"limit": cap + 1, "maxTimeMS": spec.max_time_ms}
-    if spec.index:
-        options["hint"] = index_hint(spec)
-    try:
-        n = await collection.count_documents(filter, **options)
-    except ExecutionTimeout as e:
-        raise StorageError(
-            f"counting for query tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
-            advice="narrow the filter and retry, or retry without count",
-        ) from e
-    except PyMongoError as e:
-        raise StorageError(f"query tool {spec.name!r} failed to count in the database") from e
+    with scope.errors(COUNT):
+        n = await collection.count_documents(filter, **scope.options(limit=cap + 1))
     return min(n, cap), n > cap
 
 
@@ -142,26 +114,20 @@ async def run_query(
         sort=q.sort or None,
         limit=q.limit + 1,
         max_time_ms=spec.max_time_ms,
-        hint=index_hint(spec),
+        hint=q.scope.hint,
     )
-    try:
-        raw = await cursor.to_list(None)
-    except ExecutionTimeout as e:
-        raise StorageError(
-            f"query tool {spec.name!r} exceeded its time budget of {spec.max_time_ms} ms",
-            advice="narrow the filter (for example a shorter date range or fewer $in values) and retry",
-        ) from e
-    except PyMongoError as e:
-        raise StorageError(f"query tool {spec.name!r} failed in the database") from e
-    finally:
-        await cursor.close()
+    with q.scope.errors(FIND):
+        try:
+            raw = await cursor.to_list(None)
+        finally:
+            await cursor.close()
     more = len(raw) > q.limit
     docs, cut, drift = render.render_all(raw[: q.limit], limits.max_response_bytes)
     if not q.count:
         return QueryResult(
             documents=docs, returned=len(docs), limit=q.limit, truncated=more or cut, type_mismatches=drift
         )
-    matched, capped = await count_matches(collection, spec, q.filter, limits.max_count)
+    matched, capped = await count_matches(collection, q.scope, q.filter, limits.max_count)
     return QueryResult(
         documents=docs,
         returned=len(docs),

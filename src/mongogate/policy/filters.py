@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from bson import ObjectId
 
-from mongogate.errors import AuthError, PolicyViolation
+from mongogate.errors import PolicyViolation
 from mongogate.policy.paths import Loc, key_path, seg, show, where
-from mongogate.specs import QueryToolSpec
+from mongogate.specs import QueryToolSpec, names_tenant, usable_name
+from mongogate.values import fits_int64
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 LOGICAL_OPERATORS = frozenset({"$and", "$or", "$nor"})
 COMPARISON_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 LIST_OPERATORS = frozenset({"$in", "$nin"})
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 #: ISO 8601 date or date-time accepted for `date` fields (no offset means UTC); shared with the schema
 ISO_DATETIME_PATTERN = r"^\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d(\.\d{1,6})?)?(Z|[+-]\d\d:\d\d)?)?$"
@@ -156,15 +156,14 @@ class _Walk:
         return out
 
     def field_name(self, key: object, loc: Loc) -> str:
-        if not isinstance(key, str) or not key or "\x00" in key:
+        if not usable_name(key):
             raise PolicyViolation(
                 "invalid_field_name",
                 where(loc),
                 "field names must be non-empty strings without NUL characters",
                 self.allowed_fields,
             )
-        tenant = self.spec.tenant_field
-        if key == tenant or key.startswith(tenant + "."):
+        if names_tenant(key, self.spec.tenant_field):
             raise PolicyViolation(
                 "tenant_field_forbidden",
                 where(loc),
@@ -262,7 +261,7 @@ class _Walk:
                 ok = v if _utf8(v) else _MISSING
         elif ftype in ("number", "int"):
             if isinstance(v, int) and not isinstance(v, bool):
-                if not INT64_MIN <= v <= INT64_MAX:
+                if not fits_int64(v):
                     raise PolicyViolation(
                         "out_of_range", where(loc), f"{show(v)} does not fit in 64 bits", "64-bit integers"
                     )
@@ -352,13 +351,6 @@ def check_filter(filter: object, spec: QueryToolSpec, limits: PolicySettings) ->
     return walk.filter_object(filter, None)
 
 
-def scoped_filter(checked: dict[str, Any], spec: QueryToolSpec, tenant: str) -> dict[str, Any]:
-    """The executed filter: the model's filter AND the authenticated tenant; it can only narrow."""
-    if not isinstance(tenant, str) or not tenant:
-        raise AuthError("no authenticated tenant: the query was not run")
-    return {"$and": [checked, {spec.tenant_field: tenant}]}
-
-
 def check_sort(sort: object | None, spec: QueryToolSpec) -> list[tuple[str, int]]:
     """Sort keys from declared fields only, directions 1 or -1; absent or {} means the spec's default."""
     if sort is None or sort == {}:
@@ -374,11 +366,11 @@ def check_sort(sort: object | None, spec: QueryToolSpec) -> list[tuple[str, int]
     out: list[tuple[str, int]] = []
     for key, direction in sort.items():
         path = key_path("sort", key)
-        if not isinstance(key, str) or not key or "\x00" in key:
+        if not usable_name(key):
             raise PolicyViolation(
                 "invalid_field_name", path, "sort keys must be non-empty field names", fields
             )
-        if key == spec.tenant_field or key.startswith(spec.tenant_field + "."):
+        if names_tenant(key, spec.tenant_field):
             raise PolicyViolation("tenant_field_forbidden", path, f"{seg(key)} is the tenant field", fields)
         if key not in spec.fields:
             raise PolicyViolation(

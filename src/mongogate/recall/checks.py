@@ -16,7 +16,7 @@ from typing import Any
 
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
-from mongogate.values import MAX_INT64, Doc, check_int
+from mongogate.values import Doc, check_int, fits_int64
 from mongogate.values import shown as _clip
 
 #: namespace shape: segments joined by "/", each of letters, digits and `_ . - : @ +`
@@ -31,7 +31,6 @@ NAMESPACE_RULES = (
     f"segments joined by '/', at most {MAX_NAMESPACE_DEPTH} segments of at most {MAX_SEGMENT_CHARS} "
     "letters, digits or _ . - : @ + each (no spaces or control characters, no segment of only dots)"
 )
-_MIN_INT64 = -MAX_INT64 - 1
 
 
 def storable(value: str, what: str) -> str:
@@ -184,7 +183,7 @@ def _value(v: Any, path: str, depth: int, limits: LimitsSettings, budget: list[i
     elif isinstance(v, bool) or v is None:
         budget[1] -= 5
     elif isinstance(v, int):
-        if not _MIN_INT64 <= v <= MAX_INT64:
+        if not fits_int64(v):
             raise InvalidInput(f"{path} is an integer outside the 64-bit range; send it as a string")
         budget[1] -= 8
     elif isinstance(v, float):

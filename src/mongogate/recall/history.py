@@ -6,8 +6,6 @@ update, an idempotent upsert on (memory_id, version)), scoped by tenant and owne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pymongo import DESCENDING
 from pymongo.errors import PyMongoError
 
@@ -16,15 +14,13 @@ from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
 from mongogate.recall.model import History, Scope, Version
 from mongogate.recall.pages import live, newest_within
-
-if TYPE_CHECKING:
-    from mongogate.recall.store import LongTermMemory
+from mongogate.recall.repository import RecallRepository
 
 #: the older versions a memory keeps, and memory_history returns, at most (the newest ones)
 MAX_HISTORY = 100
 
 
-async def prune(store: LongTermMemory, scope: Scope, mid: str, newest: int) -> None:
+async def prune(store: RecallRepository, scope: Scope, mid: str, newest: int) -> None:
     """Erase the versions older than the newest `MAX_HISTORY`: never returned, they would let one
     key rewritten in a loop grow the database without bound (the quota counts memories)."""
     if newest > MAX_HISTORY:
@@ -38,7 +34,7 @@ async def prune(store: LongTermMemory, scope: Scope, mid: str, newest: int) -> N
         )
 
 
-async def read_history(store: LongTermMemory, scope: Scope, id: object) -> History:
+async def read_history(store: RecallRepository, scope: Scope, id: object) -> History:
     """Every version, oldest first, the current one last; another scope's id is `not_found`."""
     mid = checks.check_memory_id(id)
     now = store.clock.now()

@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 import httpx2
 
-from mongogate import __version__
 from mongogate.config import EmbeddingSettings
 from mongogate.errors import ConfigError, EmbeddingUnavailable
+from mongogate.version import __version__
 
 log = logging.getLogger(__name__)
 

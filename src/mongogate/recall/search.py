@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pymongo import DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
@@ -27,12 +27,10 @@ from mongogate.recall import checks
 from mongogate.recall.model import Recalled, RecallMethod, Scope
 from mongogate.recall.pages import ITEM_FIELDS, cap_items, item_of
 from mongogate.recall.rank import fuse_recall
+from mongogate.recall.repository import RecallRepository
 from mongogate.recall.terms import text_search
 from mongogate.recall.vectors import has_vector_search, scan_top, vector_search_stage
 from mongogate.values import Doc
-
-if TYPE_CHECKING:
-    from mongogate.recall.store import LongTermMemory
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +45,7 @@ def candidates(limit: int) -> int:
     return max(MIN_CANDIDATES, min(MAX_CANDIDATES, limit * CANDIDATES_PER_RESULT))
 
 
-async def vector_path(store: LongTermMemory) -> str:
+async def vector_path(store: RecallRepository) -> str:
     """ "vectorSearch" (a search index answers) or "scan" (exact, in mongogate)."""
     mode = store.settings.vector_search
     if mode == "scan":
@@ -58,7 +56,7 @@ async def vector_path(store: LongTermMemory) -> str:
     return "vectorSearch" if found else "scan"
 
 
-def log_path(path: str, store: LongTermMemory) -> None:
+def log_path(path: str, store: RecallRepository) -> None:
     """The server log says which vector path ran: once per process and path, then at debug."""
     if path not in _logged:
         _logged.add(path)
@@ -73,7 +71,7 @@ def log_path(path: str, store: LongTermMemory) -> None:
 
 
 async def recall(
-    store: LongTermMemory,
+    store: RecallRepository,
     scope: Scope,
     query: object,
     *,
@@ -113,7 +111,7 @@ async def recall(
 
 
 async def by_meaning(
-    store: LongTermMemory, scope: Scope, base: Doc, text: str, depth: int, *, required: bool
+    store: RecallRepository, scope: Scope, base: Doc, text: str, depth: int, *, required: bool
 ) -> tuple[str, list[tuple[str, float]]]:
     """The vector path that ran and its ranking; "unavailable" when the embedder failed (unless required)."""
     try:
@@ -130,7 +128,7 @@ async def by_meaning(
     return path, await by_scan(store, base, vector, depth)
 
 
-async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:
+async def by_text(store: RecallRepository, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:
     """The `$text` ranking, best `depth` first. The search string is the query's words without
     stop words (`terms.text_search`), so `$text` syntax in a query is never interpreted.
 
@@ -152,7 +150,7 @@ async def by_text(store: LongTermMemory, base: Doc, query: str, depth: int) -> l
 
 
 async def fused(
-    store: LongTermMemory,
+    store: RecallRepository,
     base: Doc,
     query: str,
     text_ranked: list[tuple[str, float]],
@@ -171,7 +169,7 @@ async def fused(
 
 
 async def by_scan(
-    store: LongTermMemory, base: Doc, vector: list[float], depth: int
+    store: RecallRepository, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
     """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them).
 
@@ -188,7 +186,7 @@ async def by_scan(
 
 
 async def by_vector_search(
-    store: LongTermMemory, scope: Scope, base: Doc, vector: list[float], depth: int
+    store: RecallRepository, scope: Scope, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
     """`$vectorSearch` filtered on the index's filter fields, then the rest of the scope filter."""
     pre: Doc = {"tenant": scope.tenant, "owner": scope.owner, "embedding_model": store.embedder.model}
@@ -221,7 +219,7 @@ async def by_vector_search(
 _POST = ("metadata", "expires_at")
 
 
-async def path_report(store: LongTermMemory) -> list[str]:
+async def path_report(store: RecallRepository) -> list[str]:
     """What `mongogate check` prints, and the server logs at start: which vector path runs, why,
     and the exact search index to create (it exists, or not)."""
     from mongogate.recall.vectors import vector_index_definition

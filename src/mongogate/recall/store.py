@@ -19,19 +19,14 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from pymongo import ASCENDING, DESCENDING
-from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
-from mongogate.config import LimitsSettings, LongTermSettings
-from mongogate.errors import EmbeddingUnavailable, InvalidInput, QuotaExceeded, StorageError
+from mongogate.clock import as_utc
+from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
 from mongogate.recall import checks
-from mongogate.recall.embedding import Embedder
 from mongogate.recall.history import prune, read_history
 from mongogate.recall.model import (
     History,
@@ -49,6 +44,7 @@ from mongogate.recall.pages import (
     item_of,
     live,
 )
+from mongogate.recall.repository import RecallRepository
 from mongogate.recall.vectors import pack
 from mongogate.values import Doc, check_int
 
@@ -69,29 +65,8 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class LongTermMemory:
-    def __init__(
-        self,
-        db: AsyncDatabase[Doc],
-        settings: LongTermSettings,
-        embedder: Embedder,
-        clock: Clock = SYSTEM_CLOCK,
-        *,
-        limits: LimitsSettings | None = None,
-    ) -> None:
-        self.db = db
-        self.settings = settings
-        self.embedder = embedder
-        self.clock = clock
-        self.limits = limits or LimitsSettings()
-        self.memories: AsyncCollection[Doc] = db["memories"]
-        self.versions: AsyncCollection[Doc] = db["memory_versions"]
-        #: test seam: called at named points between a write and its reply (crash tests)
-        self.fault: Callable[[str], None] | None = None
-
-    def at(self, point: str) -> None:
-        if self.fault is not None:
-            self.fault(point)
+class LongTermMemory(RecallRepository):
+    """remember, forget, list and history over the repository's collections; recall is in `search.py`."""
 
     async def ensure_indexes(self) -> None:
         """Idempotent: `serve` and `check` run it at every start."""
@@ -199,15 +174,6 @@ class LongTermMemory:
         raise StorageError(
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
-
-    async def embed_one(self, text: str) -> list[float]:
-        vectors = await self.embedder.embed([text])
-        if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimensions:
-            raise EmbeddingUnavailable(
-                f"the embedding model {self.embedder.model!r} answered with the wrong shape; "
-                "nothing was stored"
-            )
-        return vectors[0]
 
     def _vector_fields(self, vector: list[float]) -> Doc:
         return {
@@ -335,12 +301,6 @@ class LongTermMemory:
     async def _erase(self, scope: Scope, mid: str) -> None:
         await self.memories.delete_one({"_id": mid, "tenant": scope.tenant, "owner": scope.owner})
         await self.versions.delete_many({"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner})
-
-    def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
-        query: Doc = {"tenant": scope.tenant, "owner": scope.owner}
-        if namespace is not None:
-            query["ns_path"] = checks.check_namespace(namespace)
-        return query | live(now)
 
     async def list(
         self, scope: Scope, *, namespace: object = None, limit: object = None, cursor: object = None

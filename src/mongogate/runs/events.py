@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pymongo import ASCENDING
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
+from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
 from mongogate.runs.model import (
     EventPage,
@@ -21,12 +24,22 @@ from mongogate.runs.model import (
 )
 from mongogate.values import ByteBudget, Doc, reply_batch, wire_bytes
 
-if TYPE_CHECKING:  # service.py calls into this module: the type only, no import cycle
-    from mongogate.runs.service import Runs
+
+class RunCollections(Protocol):
+    """What reading events needs of `Runs` (`runs/service.py` calls in here: a shape, not an import)."""
+
+    @property
+    def db(self) -> AsyncDatabase[Doc]: ...
+    @property
+    def runs(self) -> AsyncCollection[Doc]: ...
+    @property
+    def events(self) -> AsyncCollection[Doc]: ...
+    @property
+    def settings(self) -> MemorySettings: ...
 
 
 async def read_events(
-    runs: Runs,
+    runs: RunCollections,
     tenant: str,
     rid: str,
     after_seq: object = None,

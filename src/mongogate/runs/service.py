@@ -20,10 +20,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from mongogate import leases
 from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
-from mongogate.memory import lease
 from mongogate.memory.keys import check_id
 from mongogate.runs.events import read_events
 from mongogate.runs.model import (
@@ -73,7 +73,7 @@ class Runs:
         return check_id(value, what, self.settings.max_id_length)
 
     def _lease_ms(self, lease_ms: object) -> int:
-        return lease.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
+        return leases.check_lease_ms(lease_ms, self.settings.lease_ms, self.settings.max_lease_ms)
 
     def _state(self, state: object) -> Doc:
         if not isinstance(state, dict):
@@ -103,15 +103,15 @@ class Runs:
         ttl = self._lease_ms(lease_ms)
         key = run_key(tenant, rid)
         match = {"_id": key, "tenant": tenant}
-        lease_id = lease.new_lease_id()
+        lease_id = leases.new_lease_id()
         try:
             created = await self._create(tenant, rid)
-            taken = await lease.acquire(self.runs, match, lease_id, ttl, self.clock.now())
+            taken = await leases.acquire(self.runs, match, lease_id, ttl, self.clock.now())
             if taken is None:
                 current = await self.runs.find_one(match, {"locked_until": 1})
                 if current is None:  # pragma: no cover - only if the run expired in between
                     raise run_not_found(rid)
-                until, left = lease.remaining_ms(current, self.clock.now())
+                until, left = leases.remaining_ms(current, self.clock.now())
                 raise LeaseBusy(f"run {rid!r}", until, left, holder="another worker")
             await self._repair_last_event(taken)
         except PyMongoError as e:
@@ -151,7 +151,7 @@ class Runs:
         ttl = self._lease_ms(lease_ms)
         match = {"_id": run_key(tenant, rid), "tenant": tenant}
         try:
-            doc = await lease.extend(self.runs, match, lid, ttl, self.clock.now())
+            doc = await leases.extend(self.runs, match, lid, ttl, self.clock.now())
             if doc is None:
                 await self._raise_missing_or_lost(match, rid, lid)
         except PyMongoError as e:
@@ -165,7 +165,7 @@ class Runs:
         lid = self._id(lease_id, "lease_id")
         match = {"_id": run_key(tenant, rid), "tenant": tenant}
         try:
-            if await lease.release(self.runs, match, lid):
+            if await leases.release(self.runs, match, lid):
                 return True
             if await self.runs.find_one(match, {"_id": 1}) is None:
                 raise run_not_found(rid)

@@ -15,8 +15,8 @@ from mongogate.scheduler.agents import (
 )
 from mongogate.scheduler.core import SCHEDULE_COLLECTION, Scheduler, default_worker_id
 from mongogate.scheduler.investigations import Investigation, Investigations, OpenResult
-from mongogate.scheduler.loop import SchedulerStats
 from mongogate.scheduler.slots import Claim
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.status import AgentStatus
 
 __all__ = [

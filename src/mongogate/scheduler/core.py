@@ -14,10 +14,7 @@ running it twice, and every such tick is counted: its claim stays in `open` unti
 from __future__ import annotations
 
 import logging
-import os
 import random
-import socket
-import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -27,16 +24,19 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc, truncate_ms
+from mongogate.clock import SYSTEM_CLOCK, Clock, truncate_ms, utc_or_none
 from mongogate.config import MemorySettings, SchedulerSettings
 from mongogate.errors import ConfigError, StorageError
+from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
+from mongogate.scheduler.host import LoopObserver
 from mongogate.scheduler.investigations import Investigations
 from mongogate.scheduler.kinds import Every
-from mongogate.scheduler.loop import CLAIM_FIELDS, SchedulerStats, run_loop
-from mongogate.scheduler.slots import Claim, jitter_bound, live_and_expired, new_claim_id, plan
+from mongogate.scheduler.loop import run_loop
+from mongogate.scheduler.slots import CLAIM_FIELDS, Claim, jitter_bound, live_and_expired, new_claim_id, plan
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.status import AgentStatus, read_status
 from mongogate.scheduler.ticks import run_tick
 from mongogate.values import Doc
@@ -51,12 +51,8 @@ _REGISTER_FIELDS |= {"orphaned_at": 1}
 log = logging.getLogger(__name__)
 
 
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def _dt(value: object) -> datetime | None:
-    return as_utc(value) if isinstance(value, datetime) else None
+#: host:pid:random, the server's instance id shape (`logs.default_instance_id`): one per process
+default_worker_id = default_instance_id
 
 
 class Scheduler:
@@ -85,6 +81,8 @@ class Scheduler:
         self.coll: AsyncCollection[Doc] = db[SCHEDULE_COLLECTION]
         self.investigations = Investigations(db, clock=clock)
         self.runs = Runs(db, memory or MemorySettings(), clock=clock)
+        #: what the loop reports lag, claims and ticks to (`mongogate worker --metrics-port`)
+        self.observer: LoopObserver | None = None
 
     # ---------------------------------------------------------------- per-agent rules
 
@@ -213,7 +211,7 @@ class Scheduler:
                 agent = self.agents.get(d["_id"])
                 if agent is None or d.get("run_now"):
                     continue
-                slot = _dt(d.get("due_at")) or _dt(d["next_run_at"]) or now
+                slot = utc_or_none(d.get("due_at")) or utc_or_none(d["next_run_at"]) or now
                 bound = jitter_bound(
                     self.settings.jitter_max_s, agent.schedule, slot, now, self.grace_s(agent)
                 )
@@ -249,7 +247,7 @@ class Scheduler:
         now = now or self.clock.now()
         try:
             doc = seen or await self.coll.find_one({"_id": agent.key}, CLAIM_FIELDS)
-            ready = _dt(doc.get("next_run_at")) if doc else None
+            ready = utc_or_none(doc.get("next_run_at")) if doc else None
             if doc is None or ready is None or ready > now or self.busy(agent, doc, now):
                 return None
             claim, update = self._claim_update(agent, doc, ready, now)
@@ -275,7 +273,7 @@ class Scheduler:
     def _claim_update(self, agent: Agent, doc: Doc, ready: datetime, now: datetime) -> tuple[Claim, Doc]:
         """The claim and its update: as small as correctness allows (the schedule, one open claim,
         counters only when they move)."""
-        slot = _dt(doc.get("due_at"))
+        slot = utc_or_none(doc.get("due_at"))
         paused = bool(doc.get("paused"))
         manual = bool(doc.get("run_now"))
         if manual:  # an operator's run-now: an extra tick now; the schedule's own slots are kept

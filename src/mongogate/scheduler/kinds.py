@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -101,7 +101,7 @@ class Cron:
             nxt = self._iter(slot).get_next(datetime)
         except (CroniterBadDateError, CroniterBadCronError):
             return None  # e.g. "0 0 30 2 *": no such date, ever
-        return truncate_ms(as_utc(nxt).astimezone(UTC))
+        return truncate_ms(as_utc(nxt))
 
     def first(self, now: datetime) -> datetime:
         """The first slot at or after now: a new cron agent waits for its time, it does not run at once."""
@@ -113,12 +113,12 @@ class Cron:
         it = self._iter(slot)
         newest, passed = slot, 0
         while passed < MAX_COUNTED:
-            nxt = truncate_ms(as_utc(it.get_next(datetime)).astimezone(UTC))
+            nxt = truncate_ms(as_utc(it.get_next(datetime)))
             if nxt > now:
                 return newest, passed
             newest, passed = nxt, passed + 1
         # far behind (a minutely schedule after a long outage): jump to the newest slot, count a floor
-        prev = truncate_ms(as_utc(self._iter(now + _MS).get_prev(datetime)).astimezone(UTC))
+        prev = truncate_ms(as_utc(self._iter(now + _MS).get_prev(datetime)))
         return max(prev, newest), passed
 
 
@@ -177,4 +177,4 @@ def make_schedule(
         raise ConfigError(f"agent {key!r}: at= takes a datetime or a list of 1 to {MAX_AT} datetimes")
     if any(t.tzinfo is None for t in times):
         raise ConfigError(f"agent {key!r}: at= times must be timezone-aware (e.g. datetime(..., tzinfo=UTC))")
-    return At(tuple(sorted({truncate_ms(t.astimezone(UTC)) for t in times})))
+    return At(tuple(sorted({truncate_ms(as_utc(t)) for t in times})))

@@ -15,58 +15,27 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 import anyio
 from pymongo import ASCENDING
 from pymongo.errors import PyMongoError
 
-from mongogate.clock import Clock, as_utc
+from mongogate.clock import Clock, utc_or_none
 from mongogate.errors import StorageError
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.events import TickEvent, notify
-from mongogate.scheduler.slots import Claim
+from mongogate.scheduler.host import LoopHost, LoopObserver
+from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
-
-if TYPE_CHECKING:
-    from mongogate.scheduler.core import Scheduler
-    from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 log = logging.getLogger("mongogate.scheduler.core")
 
-#: what a claim needs to read from a schedule document
-CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1, "open": 1, "paused": 1, "run_now": 1}
 #: before any real date: the scan's lower bound, which also leaves out null (parked) documents
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass
-class SchedulerStats:
-    claimed: int = 0
-    #: claims lost to another worker (or no longer due): the cost of racing
-    lost: int = 0
-    ok: int = 0
-    failed: int = 0
-    timed_out: int = 0
-    #: slots passed over by this worker's claims (coalesced, or past the misfire grace)
-    missed_slots: int = 0
-    #: claims that ran nothing: every due slot was past the misfire grace
-    misfired: int = 0
-    #: earlier claims found expired without an outcome (their worker died), counted by this worker
-    abandoned: int = 0
-    #: schedule documents of agents nobody registers, parked by this worker
-    orphans_parked: int = 0
-    #: scans of the schedule (each one bounded query)
-    scans: int = 0
-    max_drift_s: float = 0.0
-    by_agent: dict[str, int] = field(default_factory=dict)
-
-
-def _dt(value: object) -> datetime | None:
-    return as_utc(value) if isinstance(value, datetime) else None
 
 
 @dataclass
@@ -78,7 +47,7 @@ class Scan:
     full: bool
 
 
-async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
+async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
     """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start."""
     filt: Doc = {"next_run_at": {"$gte": _EPOCH}}
     if after is not None:
@@ -95,7 +64,7 @@ async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, o
     async with cursor:
         async for d in cursor:
             n += 1
-            when = _dt(d.get("next_run_at"))
+            when = utc_or_none(d.get("next_run_at"))
             if when is None:
                 continue
             if when > now:
@@ -104,7 +73,7 @@ async def scan(s: Scheduler, now: datetime, batch: int, after: tuple[datetime, o
     return Scan(due, None, full=n >= batch)
 
 
-async def park_orphans(s: Scheduler, docs: list[Doc], now: datetime) -> int:
+async def park_orphans(s: LoopHost, docs: list[Doc], now: datetime) -> int:
     """Park due documents of agents that no live worker registers (read fresh: a worker records
     its agents before it creates their documents, so a new agent is never mistaken for one)."""
     known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
@@ -139,23 +108,23 @@ async def nap(clock: Clock, seconds: float, stop: anyio.Event) -> None:
         tg.cancel_scope.cancel()
 
 
-async def _initial_lag(s: Scheduler, observer: WorkerMetrics, now: datetime) -> None:
+async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> None:
     """A lag series for every registered agent from the start, so one that never runs can be alerted on."""
     seen: dict[str, datetime | None] = {}
     async for d in s.coll.find({}, {"due_at": 1}):
-        seen[str(d["_id"])] = _dt(d.get("due_at"))
+        seen[str(d["_id"])] = utc_or_none(d.get("due_at"))
     for key in [a.key for a in s.agents]:
         due = seen.get(key)
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
-async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
+async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
     """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish.
 
     Stopping is cooperative, between claims, so a claimed tick is never abandoned by the loop.
     """
     stats = SchedulerStats()
-    observer: WorkerMetrics | None = getattr(s, "observer", None)
+    observer = s.observer
     await s.ensure_indexes()
     await s.register()
     await s.jitter_overdue()
@@ -230,7 +199,9 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
                 ]
                 if observer is not None:
                     for agent, seen in due:
-                        if (at := _dt(seen.get("due_at")) or _dt(seen.get("next_run_at"))) is not None:
+                        if (
+                            at := utc_or_none(seen.get("due_at")) or utc_or_none(seen.get("next_run_at"))
+                        ) is not None:
                             observer.due(agent.key, (now - at).total_seconds())
                 ready = [(a, d) for a, d in due if not s.busy(a, d, now)]
                 s.rng.shuffle(ready)  # workers racing over the same backlog collide less
@@ -274,7 +245,7 @@ async def run_loop(s: Scheduler, stop: anyio.Event, duration_s: float | None) ->
                 moved = claimed or lost or parked
                 last = found.due[-1] if found.due else None
                 stuck = found.full and last is not None and not moved
-                after = ((_dt(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
+                after = ((utc_or_none(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
                 if found.due and (moved or after is not None):
                     # More may be due already; if others won everything, yield briefly.
                     wait = 0.0 if claimed or parked or after is not None else 0.01

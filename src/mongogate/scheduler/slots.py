@@ -20,9 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from mongogate.clock import as_utc, truncate_ms
+from mongogate.clock import truncate_ms, utc_or_none
 from mongogate.scheduler.kinds import Schedule, step
 from mongogate.values import Doc
+
+#: what a claim needs to read from a schedule document
+CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1, "open": 1, "paused": 1, "run_now": 1}
 
 CatchUp = Literal["skip", "all"]
 
@@ -118,10 +121,6 @@ def new_claim_id(slot: datetime) -> str:
     return f"{int(slot.timestamp() * 1000):015d}-{uuid.uuid4().hex[:12]}"
 
 
-def _dt(value: object) -> datetime | None:
-    return as_utc(value) if isinstance(value, datetime) else None
-
-
 def open_claims(doc: Doc) -> dict[str, Doc]:
     """The claims of a schedule document whose tick has not reported (by claim id)."""
     found = doc.get("open")
@@ -129,7 +128,7 @@ def open_claims(doc: Doc) -> dict[str, Doc]:
 
 
 def claim_expiry(c: Doc) -> datetime | None:
-    deadline = _dt(c.get("deadline"))
+    deadline = utc_or_none(c.get("deadline"))
     return None if deadline is None else truncate_ms(deadline + REPORT_GRACE)
 
 

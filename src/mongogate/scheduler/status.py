@@ -22,7 +22,7 @@ from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import PyMongoError
 
-from mongogate.clock import as_utc
+from mongogate.clock import utc_or_none
 from mongogate.errors import StorageError
 from mongogate.scheduler.fleet import Fleet
 from mongogate.scheduler.slots import live_and_expired
@@ -74,14 +74,10 @@ class AgentStatus:
     paused: bool = False
 
 
-def _dt(value: object) -> datetime | None:
-    return as_utc(value) if isinstance(value, datetime) else None
-
-
 def agent_status(d: Doc, now: datetime, known: Fleet | None = None) -> AgentStatus:
     key = str(d.get("agent_key", d["_id"]))
-    nxt = _dt(d.get("next_run_at"))
-    due = _dt(d.get("due_at"))
+    nxt = utc_or_none(d.get("next_run_at"))
+    due = utc_or_none(d.get("due_at"))
     live, expired = live_and_expired(d, now)
     # the newest claim without an outcome: in flight, else the abandoned one (whose worker died)
     newest = max(live.items())[1] if live else max(expired.items())[1] if expired else None
@@ -110,10 +106,10 @@ def agent_status(d: Doc, now: datetime, known: Fleet | None = None) -> AgentStat
         missed_slots=int(d.get("missed_slots") or 0),
         abandoned=int(d.get("abandoned") or 0) + len(expired),
         running_worker=newest.get("worker") if newest else None,
-        running_since=_dt(newest.get("claimed_at")) if newest else None,
-        running_deadline=_dt(newest.get("deadline")) if newest else None,
-        last_run_at=_dt(d.get("last_run_at")),
-        last_finished_at=_dt(d.get("last_finished_at")),
+        running_since=utc_or_none(newest.get("claimed_at")) if newest else None,
+        running_deadline=utc_or_none(newest.get("deadline")) if newest else None,
+        last_run_at=utc_or_none(d.get("last_run_at")),
+        last_finished_at=utc_or_none(d.get("last_finished_at")),
         last_status=d.get("last_status"),
         last_error=d.get("last_error"),
         last_duration_s=d.get("last_duration_s"),

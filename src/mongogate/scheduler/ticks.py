@@ -4,7 +4,7 @@ outcome write and the agent's listeners."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import anyio
 import anyio.to_thread
@@ -12,12 +12,10 @@ from pymongo.errors import PyMongoError
 
 from mongogate.scheduler.agents import Agent, BlockingTickFn, TickContext, TickFn
 from mongogate.scheduler.events import TickEvent, notify
+from mongogate.scheduler.host import TickHost
 from mongogate.scheduler.slots import Claim
+from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
-
-if TYPE_CHECKING:
-    from mongogate.scheduler.core import Scheduler
-    from mongogate.scheduler.loop import SchedulerStats
 
 log = logging.getLogger("mongogate.scheduler.core")
 
@@ -32,7 +30,7 @@ async def _call(agent: Agent, ctx: TickContext) -> None:
         await cast(TickFn, agent.tick)(ctx)
 
 
-async def run_tick(s: Scheduler, agent: Agent, claim: Claim, stats: SchedulerStats | None = None) -> str:
+async def run_tick(s: TickHost, agent: Agent, claim: Claim, stats: SchedulerStats | None = None) -> str:
     """Run one claimed tick under its hard deadline; returns "ok", "error" or "timeout". Never raises."""
     timeout = s.timeout_s(agent)
     drift = claim.drift_s
@@ -87,7 +85,7 @@ async def run_tick(s: Scheduler, agent: Agent, claim: Claim, stats: SchedulerSta
 
 
 async def _report(
-    s: Scheduler, agent: Agent, claim: Claim, status: str, error: str | None, duration: float
+    s: TickHost, agent: Agent, claim: Claim, status: str, error: str | None, duration: float
 ) -> None:
     """Record the outcome and close this claim, in one write by `_id` (the engine's fast path).
     Unsetting this claim's own key in `open` leaves overlapping ticks' claims alone."""

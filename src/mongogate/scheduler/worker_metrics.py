@@ -18,7 +18,7 @@ DRIFT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
 
 
 class WorkerMetrics:
-    """What the loop (scheduler/loop.py) reports through ``observer`` on the Scheduler."""
+    """What the loop (scheduler/loop.py) reports through ``Scheduler.observer`` (a ``host.LoopObserver``)."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -14,7 +14,6 @@ import anyio
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
-from mongogate import __version__
 from mongogate.audit.log import AuditLog
 from mongogate.audit.setup import audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
@@ -39,6 +38,7 @@ from mongogate.server.auth.verify import (
     principal_for_stdio,
     require_scopes,
 )
+from mongogate.server.checks import StartupChecks, check_connection, check_indexes
 from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.startup import OpenAfterInitialize
@@ -49,11 +49,14 @@ from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState, PendingState
+from mongogate.version import __version__
 
 if TYPE_CHECKING:
     from mongogate.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
+#: what build_server checks unless told otherwise: everything `serve` checks, nothing allowed
+DEFAULT_CHECKS = StartupChecks()
 
 
 def crash_point_from(env: dict[str, str]) -> Callable[[str], None] | None:
@@ -103,15 +106,18 @@ def build_server(
     transport: Literal["stdio", "http"] = "stdio",
     insecure_no_auth: bool = False,
     environ: dict[str, str] | None = None,
-    startup_check: Callable[[Database], Awaitable[None]] | None = None,
+    checks: StartupChecks | None = DEFAULT_CHECKS,
     on_open_failure: Callable[[BaseException], None] | None = None,
 ) -> MCPServer[AppState]:
     """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio).
 
-    ``startup_check(db)`` runs once the database is open, before any tool can run (`serve`'s
-    index and privilege checks). With ``on_open_failure`` the lifespan does not wait for the
-    database: the server answers at once, tool calls wait for the open, and a failed open is
-    handed to ``on_open_failure`` (stdio `serve` prints it and exits)."""
+    ``checks``: `serve`'s start-up checks (server/checks.py), run in the lifespan before any tool
+    can run: the database answers and its query user cannot write (right after the open), and
+    every query tool's declared index exists (after the registry's start-up hooks, which may
+    create them). A refusal is a ConfigError that stops the start; None skips them (`serve
+    --http` ran them already). With ``on_open_failure`` the lifespan does not wait for the
+    database: the server answers at once, tool calls wait for the open, and a failed open (or
+    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits)."""
     registry = registry or ToolRegistry.from_settings(settings)
     tools = registry.build(settings)
     env = dict(os.environ if environ is None else environ)
@@ -157,8 +163,8 @@ def build_server(
     async def open_state(db: Database, readiness: Readiness, opened: list[AuditLog]) -> AppState:
         await db.open()
         readiness.db = db
-        if startup_check is not None:
-            await startup_check(db)
+        if checks is not None:
+            await check_connection(db, settings, checks)
         if db.embedded:
             await _log_sizes(db, settings.database.engine_size_warning)
         memory = MemoryStore(db.memory, settings.memory, clock_from(env))
@@ -199,6 +205,8 @@ def build_server(
         )
         for hook in registry.startup_hooks:
             await hook(state)
+        if checks is not None:  # after the hooks: an application may create its indexes there
+            await check_indexes(db, registry.query_specs, checks)
         readiness.writes = state.writes  # /readyz reports write refusals (tools/faults.py)
         return state
 

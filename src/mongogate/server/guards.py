@@ -47,10 +47,6 @@ def _split_host(value: str) -> tuple[str, str | None]:
     return value, None  # a bare name, or an unbracketed IPv6 address
 
 
-def _bracket(name: str) -> str:
-    return f"[{name}]" if ":" in name else name
-
-
 @dataclass(frozen=True)
 class _Rule:
     name: str

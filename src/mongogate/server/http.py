@@ -35,7 +35,7 @@ from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
 from mongogate.server.metrics import with_metrics
 from mongogate.server.session_cap import SessionCap
-from mongogate.server.startup import run_bound
+from mongogate.server.startup import bind, run_bound
 from mongogate.server.stateless import NoStreamsWhenStateless
 
 __all__ = ["BackgroundHttpServer", "GuardedH11Protocol", "http_app", "is_loopback", "serve_http"]
@@ -180,13 +180,19 @@ def serve_http(
     sock: socket.socket | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve in the foreground. With ``sock`` (taken first by startup.bind), serve on it, call
-    ``on_ready`` once serving, and raise a start-up failure of the app as itself."""
+    """Serve in the foreground (the guards of `serve --http`) until stopped; call ``on_ready``
+    once serving, and raise a start-up failure of the app (a refused start-up check, a database
+    that cannot be used) as itself. ``sock``: a socket taken first by startup.bind (`serve`
+    takes the port before it opens the database); without it the port is taken here."""
     config = _config(server, settings or ServerSettings(), host, port)
-    if sock is None:
-        uvicorn.Server(config).run()
-    else:
+    if sock is not None:
         run_bound(config, sock, on_ready)
+        return
+    own = bind(host, port)
+    try:
+        run_bound(config, own, on_ready)
+    finally:
+        own.close()
 
 
 class BackgroundHttpServer:

@@ -38,7 +38,7 @@ from mongogate.requests import current as current_request
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.faults import classify
 from mongogate.tools.state import AppState, app_state
-from mongogate.values import ByteBudget
+from mongogate.values import ByteBudget, shown
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +131,6 @@ def error_result(err: MongogateError, request_id: str | None = None) -> CallTool
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def _safe(value: object, limit: int = 40) -> str:
-    """A value shown in an error: short, one line, no control characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 _JSON_WORDS = {
     "string": "a string",
     "integer": "an integer",
@@ -173,9 +167,9 @@ def _shown(value: object) -> str:
     if value is None or isinstance(value, bool):
         return {None: "null", True: "true", False: "false"}[value]
     if isinstance(value, int | float):
-        return f"the number {_safe(value)}"
+        return f"the number {shown(value)}"
     if isinstance(value, str):
-        return f"the string {_safe(value)}"
+        return f"the string {shown(value)}"
     return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else "a value"
 
 

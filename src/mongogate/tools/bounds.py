@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mongogate.errors import InvalidInput
-from mongogate.values import MAX_INT64, clip
+from mongogate.values import MAX_INT64, MIN_INT64, clip, fits_int64
 
 if TYPE_CHECKING:
     from mongogate.config import LimitsSettings
 
 #: arguments written to the database as given: their keys must be storable
 STORED_ARGUMENTS = frozenset({"metadata", "state"})
-_MIN_INT64 = -MAX_INT64 - 1
 _SCALAR_CHARS = 8  # a rough JSON size for numbers, booleans and null
 
 # A location is built only when something is refused: (parent, key or index), or None at the top.
@@ -131,11 +130,11 @@ class _Walk:
             elif isinstance(v, str):
                 self.chars += len(v) + 2
             elif isinstance(v, int) and not isinstance(v, bool):
-                if not _MIN_INT64 <= v <= MAX_INT64:
+                if not fits_int64(v):
                     self.refuse(
                         "holds an integer outside the 64-bit range MongoDB stores",
                         loc,
-                        f"integers from {_MIN_INT64} to {MAX_INT64} (send larger numbers as strings)",
+                        f"integers from {MIN_INT64} to {MAX_INT64} (send larger numbers as strings)",
                     )
                 self.chars += _SCALAR_CHARS
             else:

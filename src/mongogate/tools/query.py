@@ -25,7 +25,7 @@ from mongogate.policy.execute import QueryResult, run_query
 from mongogate.policy.render import Renderer, encode
 from mongogate.policy.schema import input_schema, output_schema
 from mongogate.requests import current as current_request
-from mongogate.specs import QueryToolSpec
+from mongogate.specs import AggregateToolSpec, QueryToolSpec
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, make_tool
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def with_count(input_schema: dict[str, Any], output_schema: dict[str, Any]) -> N
 
 def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
     """A find tool (``kind = "find"``) or an aggregation tool (``kind = "aggregate"``)."""
-    if spec.kind == "aggregate":
+    if isinstance(spec, AggregateToolSpec):
         return aggregate_tool(spec, settings)
     limits = settings.policy
     render = Renderer(spec)
@@ -158,7 +158,7 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
     )
 
 
-def aggregate_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
+def aggregate_tool(spec: AggregateToolSpec, settings: Settings) -> Tool:
     """One aggregation tool: the model writes the pipeline, the walk keeps it in its lane."""
     limits = settings.policy
 

@@ -69,26 +69,27 @@ class Rejected(Exception):
         self.kind = kind
 
 
+#: PyJWT's failures and what the log and the client are told of each, in order: the first match
+#: wins (InvalidSignatureError is a DecodeError, so it comes first)
+_REASONS: tuple[tuple[type[jwt.PyJWTError], str, str], ...] = (
+    (jwt.ExpiredSignatureError, Reason.EXPIRED, "token has expired (exp)"),
+    (jwt.ImmatureSignatureError, Reason.NOT_YET_VALID, "token is not yet valid (nbf/iat in the future)"),
+    (jwt.InvalidAudienceError, Reason.WRONG_AUDIENCE, "wrong audience (aud)"),
+    (jwt.InvalidIssuerError, Reason.WRONG_ISSUER, "wrong issuer (iss)"),
+    (jwt.InvalidAlgorithmError, Reason.ALGORITHM, "algorithm not allowed"),
+    (jwt.InvalidSignatureError, Reason.BAD_SIGNATURE, "bad signature"),
+    (jwt.InvalidKeyError, Reason.UNKNOWN_KEY, "key unusable for this token"),
+    (jwt.DecodeError, Reason.MALFORMED, "malformed token"),
+)
+
+
 def reason_of(exc: jwt.PyJWTError) -> Rejected:
     """A fixed description of a PyJWT failure: its messages can quote attacker-controlled input."""
-    if isinstance(exc, jwt.ExpiredSignatureError):
-        return Rejected(Reason.EXPIRED, "token has expired (exp)")
-    if isinstance(exc, jwt.ImmatureSignatureError):
-        return Rejected(Reason.NOT_YET_VALID, "token is not yet valid (nbf/iat in the future)")
-    if isinstance(exc, jwt.InvalidAudienceError):
-        return Rejected(Reason.WRONG_AUDIENCE, "wrong audience (aud)")
-    if isinstance(exc, jwt.InvalidIssuerError):
-        return Rejected(Reason.WRONG_ISSUER, "wrong issuer (iss)")
-    if isinstance(exc, jwt.MissingRequiredClaimError):
+    if isinstance(exc, jwt.MissingRequiredClaimError):  # a subclass of none of the table's
         return Rejected(Reason.CLAIMS, f"missing required claim {exc.claim!r}")
-    if isinstance(exc, jwt.InvalidAlgorithmError):
-        return Rejected(Reason.ALGORITHM, "algorithm not allowed")
-    if isinstance(exc, jwt.InvalidSignatureError):
-        return Rejected(Reason.BAD_SIGNATURE, "bad signature")
-    if isinstance(exc, jwt.InvalidKeyError):
-        return Rejected(Reason.UNKNOWN_KEY, "key unusable for this token")
-    if isinstance(exc, jwt.DecodeError):
-        return Rejected(Reason.MALFORMED, "malformed token")
+    for kind, reason, detail in _REASONS:
+        if isinstance(exc, kind):
+            return Rejected(reason, detail)
     return Rejected(Reason.MALFORMED, f"invalid token ({type(exc).__name__})")
 
 

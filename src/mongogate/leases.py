@@ -1,8 +1,9 @@
 """A lease on one document: taken with one conditional update, released only by its owner.
 
-Shared by sessions (turns) and runs (checkpoints). The document carries `locked_by`
-(the lease id) and `locked_until` (expiry). Free means unset or expired. Every function
-takes `now` from the caller's clock, so expiry is decided by one injectable notion of time.
+Shared by sessions (turns, `memory/`) and runs (checkpoints, `runs/`), so it sits below both.
+The document carries `locked_by` (the lease id) and `locked_until` (expiry). Free means unset
+or expired. Every function takes `now` from the caller's clock, so expiry is decided by one
+injectable notion of time.
 """
 
 from __future__ import annotations

@@ -1,0 +1,65 @@
+"""The long-term memory collections and what every reader and writer of them shares.
+
+`LongTermMemory` (`store.py`) builds on it, and `history.py` and `search.py` take it: they need
+the collections, the embedder and the scope filter, never the store's own operations, so no
+module of `recall/` imports the one that calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+
+from mongogate.clock import SYSTEM_CLOCK, Clock
+from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.errors import EmbeddingUnavailable
+from mongogate.recall import checks
+from mongogate.recall.embedding import Embedder
+from mongogate.recall.model import Scope
+from mongogate.recall.pages import live
+from mongogate.values import Doc
+
+
+class RecallRepository:
+    """The `memories` and `memory_versions` collections, the embedder, and the scope filter."""
+
+    def __init__(
+        self,
+        db: AsyncDatabase[Doc],
+        settings: LongTermSettings,
+        embedder: Embedder,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        limits: LimitsSettings | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.embedder = embedder
+        self.clock = clock
+        self.limits = limits or LimitsSettings()
+        self.memories: AsyncCollection[Doc] = db["memories"]
+        self.versions: AsyncCollection[Doc] = db["memory_versions"]
+        #: test seam: called at named points between a write and its reply (crash tests)
+        self.fault: Callable[[str], None] | None = None
+
+    def at(self, point: str) -> None:
+        if self.fault is not None:
+            self.fault(point)
+
+    async def embed_one(self, text: str) -> list[float]:
+        vectors = await self.embedder.embed([text])
+        if len(vectors) != 1 or len(vectors[0]) != self.embedder.dimensions:
+            raise EmbeddingUnavailable(
+                f"the embedding model {self.embedder.model!r} answered with the wrong shape; "
+                "nothing was stored"
+            )
+        return vectors[0]
+
+    def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
+        query: Doc = {"tenant": scope.tenant, "owner": scope.owner}
+        if namespace is not None:
+            query["ns_path"] = checks.check_namespace(namespace)
+        return query | live(now)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,23 +31,30 @@ def test_cost_is_the_measured_curve_interpolated() -> None:
     assert cost_at(1).append_ms == COST_CURVE[0][1]
 
 
-@pytest.fixture
-def seeded(data: Path) -> tuple[dict[str, str], Path]:
-    """A data directory whose engine holds 8 messages and 2 sessions (threshold set to 5)."""
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+    """A data directory whose engine holds 8 messages and 2 sessions (threshold set to 5), once
+    per module: both tests only read it (a server's start adds indexes, never documents)."""
+    from mongogate.engine import client as engine_client
+
+    data = tmp_path_factory.mktemp("capacity") / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
     env |= {"MONGOGATE_SERVER__DATA_DIR": str(data), "MONGOGATE_DATABASE__ENGINE_SIZE_WARNING": "5"}
-    subprocess.run([*EXE, "engine", "start"], env=env, cwd=ROOT, check=True, capture_output=True)
-    uri = subprocess.run(
-        [*EXE, "engine", "status", "--uri"], env=env, cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.strip()
-    client: MongoClient[dict[str, object]]
-    with MongoClient(uri) as client:
-        db: Database[dict[str, object]] = client.get_database("mongogate")
-        db["messages"].insert_many([{"session_id": "s", "seq": i, "key": f"k{i}"} for i in range(8)])
-        db["sessions"].insert_many([{"_id": "a"}, {"_id": "b"}])
-    return env, data
+    try:
+        subprocess.run([*EXE, "engine", "start"], env=env, cwd=ROOT, check=True, capture_output=True)
+        uri = engine_client.owner_uri(data)
+        assert uri is not None
+        client: MongoClient[dict[str, object]]
+        with MongoClient(uri) as client:
+            db: Database[dict[str, object]] = client.get_database("mongogate")
+            db["messages"].insert_many([{"session_id": "s", "seq": i, "key": f"k{i}"} for i in range(8)])
+            db["sessions"].insert_many([{"_id": "a"}, {"_id": "b"}])
+        yield env, data
+    finally:
+        engine_client.stop(data)
 
 
+@pytest.mark.embedded_engine
 def test_check_reports_sizes_and_what_calls_cost_past_the_threshold(
     seeded: tuple[dict[str, str], Path],
 ) -> None:
@@ -65,6 +73,7 @@ def test_check_reports_sizes_and_what_calls_cost_past_the_threshold(
     assert not any("'sessions'" in line for line in lines if line.startswith("WARNING"))  # 2 <= 5
 
 
+@pytest.mark.embedded_engine
 async def test_start_up_log_reports_sizes_and_warns(
     seeded: tuple[dict[str, str], Path], caplog: pytest.LogCaptureFixture
 ) -> None:

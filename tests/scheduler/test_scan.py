@@ -48,10 +48,11 @@ async def test_every_scan_asks_for_a_bounded_batch_even_when_nothing_is_due(
     finds = Finds()
     client: Client = AsyncMongoClient(engine_uri, tz_aware=True, event_listeners=[finds])
     try:
-        agents = [Agent(f"a{i:03d}", noop, 3600) for i in range(300)]
+        # more agents than one batch (64): the first pass pages through them
+        agents = [Agent(f"a{i:03d}", noop, 3600) for i in range(100)]
         s = Scheduler(client[db_name], agents, cfg(concurrency=2), "w", clock=clock)
         await s.register(now=T0 - timedelta(seconds=1))
-        await s.run(duration_s=0.001)  # the first pass runs all 300 (due at once)
+        await s.run(duration_s=0.001)  # the first pass runs all 100 (due at once)
         finds.finds.clear()
         stats = await s.run(duration_s=3)  # nothing is due for an hour: only scans
         assert stats.claimed == 0

@@ -18,7 +18,7 @@ import pytest
 
 from mongogate.audit.log import AuditLog
 from mongogate.cli import main
-from tests.conftest import DEV_SECRET
+from tests.conftest import DEV_SECRET, Cli
 from tests.helpers import EXE, ROOT
 
 EVENTS: list[tuple[str, str, str, str, str, str]] = [
@@ -112,8 +112,8 @@ def test_csv_is_safe_to_open_in_a_spreadsheet(trail: Path, capsys: pytest.Captur
     assert "\x1b" not in out and hostile["path"] == "filter\\u001b[2J"
 
 
-def test_a_table_on_a_terminal_jsonl_elsewhere(trail: Path) -> None:
-    """The real command line, on a pseudo-terminal: the default is the table."""
+def test_a_table_on_a_terminal_jsonl_elsewhere(trail: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real command line, on a pseudo-terminal: the default is the table; elsewhere JSON Lines."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
     main_fd, child_fd = pty.openpty()
     try:
@@ -146,10 +146,8 @@ def test_a_table_on_a_terminal_jsonl_elsewhere(trail: Path) -> None:
         "ts", "event", "tenant", "principal", "tool", "reason", "path", "forbidden", "request_id"
     ]  # fmt: skip
     assert "globex" in text.splitlines()[1] and "1 rejected filter(s)" in text
-    piped = subprocess.run(
-        [*EXE, "audit", "--path", str(trail)], env=env, cwd=ROOT, capture_output=True, text=True
-    )
-    assert json.loads(piped.stdout.splitlines()[-1])["summary"]["events"] == len(EVENTS)
+    piped, _ = _run(capsys, "--path", str(trail))  # stdout not a terminal
+    assert json.loads(piped.splitlines()[-1])["summary"]["events"] == len(EVENTS)
 
 
 def test_zero_results_name_the_filter_that_matched_nothing(
@@ -176,21 +174,14 @@ def test_reading_the_collection_while_the_sink_is_the_file_says_so(
     assert "drop --source mongodb" in err
 
 
-def test_token_with_a_subject_through_the_command_line(tmp_path: Path) -> None:
+def test_token_with_a_subject_through_the_command_line(tmp_path: Path, cli: Cli) -> None:
     cfg = tmp_path / "mongogate.toml"
     cfg.write_text(
         f'[auth]\nmode = "jwt"\njwt_secret = "{DEV_SECRET}"\n'
         'issuer = "mongogate-dev"\naudience = "mongogate"\n'
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
-    r = subprocess.run(
-        [*EXE, "token", "--tenant", "acme", "--sub", "alice", "--config", str(cfg)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = cli(["token", "--tenant", "acme", "--sub", "alice", "--config", str(cfg)], env)
     assert r.returncode == 0, r.stderr
     claims = jwt.decode(r.stdout.strip(), DEV_SECRET, algorithms=["HS256"], audience="mongogate")
     assert claims["sub"] == "alice"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from mcp import Client
 
 from mongogate.audit.read import read_events
 from mongogate.cli import main
-from tests.helpers import EXE, ROOT
+from tests.conftest import Cli
 from tests.policy.test_aggregate_mcp import server_for
 
 pytestmark = pytest.mark.anyio
@@ -108,18 +107,14 @@ async def test_audit_writes_the_event_only_when_asked(
     assert written["request_id"] == report["audit_event"]["request_id"]
 
 
-def test_try_through_the_command_line(cfg: Path, tmp_path: Path) -> None:
+def test_try_through_the_command_line(cfg: Path, tmp_path: Path, cli: Cli) -> None:
+    """The text a user reads (not --json), and the exit statuses."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
-    base = [*EXE, "try", "--demo", "--config", str(cfg), "--tenant", "acme"]
-    r = subprocess.run(
-        [*base[:4], "order_stats", *base[4:], "--args", '{"pipeline": [{"$out": "stolen"}]}'],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    base = ["try", "--demo", "--config", str(cfg), "--tenant", "acme"]
+    r = cli([*base[:1], "order_stats", *base[1:], "--args", '{"pipeline": [{"$out": "stolen"}]}'], env)
     assert r.returncode == 1, r.stderr
     assert "refused; the model reads:\n  [stage_forbidden] pipeline[0].$out: " in r.stdout
     assert '"forbidden": [' in r.stdout and "not written; --audit writes it" in r.stdout
-    r = subprocess.run(
-        [*base[:4], "nosuch", *base[4:], "--args", "{}"], env=env, cwd=ROOT, capture_output=True, text=True
-    )
+    r = cli([*base[:1], "nosuch", *base[1:], "--args", "{}"], env)
     assert r.returncode == 2 and "no tool named 'nosuch'; tools: " in r.stderr and "find_orders" in r.stderr
     assert not (tmp_path / "audit.jsonl").exists()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from pymongo.collection import Collection
 
 from mongogate.cli import main
 from mongogate.config import load_settings
-from tests.helpers import EXE, ROOT
+from tests.conftest import Cli
 
 SPEC = """
 [[query_tools]]
@@ -83,15 +82,10 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
 
 
-def test_spec_suggest_prints_a_block_that_validates_as_config(config: Path) -> None:
+def test_spec_suggest_prints_a_block_that_validates_as_config(config: Path, cli: Cli) -> None:
     """Old code: there was no way to start a spec from an existing collection."""
-    r = subprocess.run(
-        [*EXE, "spec", "suggest", "--config", str(config), "--collection", "tickets", "--tenant-field=org"],
-        env=_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    r = cli(
+        ["spec", "suggest", "--config", str(config), "--collection", "tickets", "--tenant-field=org"], _env()
     )
     assert r.returncode == 0, r.stderr
     block = r.stdout

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,22 +17,23 @@ from mongogate.db import EmbeddedEngine
 from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of, samples
 from mongogate.tools.registry import ToolRegistry
-from tests.conftest import make_settings
-from tests.helpers import EXE, ROOT, failure, http_server, ok
+from tests.conftest import Cli, make_settings
+from tests.helpers import failure, http_server, ok
 from tests.policy.specs import ORDERS as FIND_ORDERS  # the demo spec without its index
 
 pytestmark = pytest.mark.anyio
 
 
-def _audit(env: dict[str, str], *args: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    r = subprocess.run([*EXE, "audit", "--json", *args], env=env, cwd=ROOT, capture_output=True, text=True)
+def _audit(cli: Cli, env: dict[str, str], *args: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`mongogate audit --json` (in-process: what it reads is under test, not a process)."""
+    r = cli(["audit", "--json", *args], env)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     return lines[:-1], lines[-1]["summary"]
 
 
 async def test_two_servers_write_one_trail_each_rejection_once(
-    tmp_path: Path, engine_uri: str, db_name: str
+    tmp_path: Path, engine_uri: str, db_name: str, cli: Cli
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")} | {
         "MONGOGATE_DATABASE__URI": engine_uri,
@@ -59,12 +59,12 @@ async def test_two_servers_write_one_trail_each_rejection_once(
                     "[operator_not_allowed]"
                 )
             await ok(a, "find_orders", filter={})  # not an event (audit.log_queries is off)
-    events, summary = _audit(env | {"MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "reader")})
+    events, summary = _audit(cli, env | {"MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "reader")})
     assert Counter(e["instance"] for e in events) == {"srv-a": 3, "srv-b": 2}
     assert len({e["request_id"] for e in events}) == 5  # each rejection exactly once
     assert summary["rejected"] == 5 and summary["by_reason"] == {"operator_not_allowed": 5}
     assert summary["by_tenant"] == {"acme": 5} and summary["source"] == f"{db_name}.audit_events"
-    only_b, _ = _audit(env, "--instance", "srv-b", "--tool", "find_orders")
+    only_b, _ = _audit(cli, env, "--instance", "srv-b", "--tool", "find_orders")
     assert len(only_b) == 2 and {e["instance"] for e in only_b} == {"srv-b"}
     assert not (tmp_path / "srv-a" / "audit.jsonl").exists()  # nothing fell back
 

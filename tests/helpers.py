@@ -87,29 +87,46 @@ def send(proc: subprocess.Popen[str], msg: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
+def http_servers(*servers: tuple[dict[str, str], list[str]]) -> Iterator[list[str]]:
+    """Several `mongogate serve --http --insecure-no-auth` processes, each (env, extra args),
+    started together and then waited for (a start-up is mostly a fresh interpreter's imports,
+    which overlap); yields their MCP URLs in order, and stops them all."""
+    procs: list[subprocess.Popen[str]] = []
+    ports: list[int] = []
+    try:
+        for env, args in servers:
+            ports.append(free_port())
+            procs.append(
+                subprocess.Popen(
+                    [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(ports[-1]), *args],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        for port, proc in zip(ports, procs, strict=True):
+            wait_for_port(port, proc)
+        yield [f"http://127.0.0.1:{port}/mcp" for port in ports]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                proc.kill()
+                proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
+
+
+@contextlib.contextmanager
 def http_server(env: dict[str, str], *args: str) -> Iterator[str]:
     """`mongogate serve --http --insecure-no-auth` in its own process; yields the MCP URL."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(port), *args],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+    with http_servers((env, list(args))) as [url]:
+        yield url
 
 
 async def ok(c: Client, tool: str, **args: Any) -> dict[str, Any]:

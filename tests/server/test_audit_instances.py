@@ -18,7 +18,7 @@ from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of, samples
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import Cli, make_settings
-from tests.helpers import failure, http_server, ok
+from tests.helpers import failure, http_servers, ok
 from tests.policy.specs import ORDERS as FIND_ORDERS  # the demo spec without its index
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +48,7 @@ async def test_two_servers_write_one_trail_each_rejection_once(
             "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / name),
         }
 
-    with http_server(server("srv-a"), "--demo") as url_a, http_server(server("srv-b"), "--demo") as url_b:
+    with http_servers((server("srv-a"), ["--demo"]), (server("srv-b"), ["--demo"])) as [url_a, url_b]:
         async with Client(url_a) as a, Client(url_b) as b:
             for i in range(3):
                 assert (await failure(a, "find_orders", filter={"$where": str(i)})).startswith(

@@ -20,7 +20,7 @@ from mcp import Client
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 
-from tests.helpers import http_server, ok, stress
+from tests.helpers import http_servers, ok, stress
 
 # 200 races (make soak) on one busy core need more than the suite's 120 s per-test cap.
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
@@ -83,10 +83,7 @@ async def test_expiry_race_over_two_server_processes(
         "MONGOGATE_AUTH__TENANT": "acme",
     }
     outcomes: Counter[str] = Counter()
-    with (
-        http_server(env) as url_a,
-        http_server(env | {"MONGOGATE_TEST_CLOCK_SKEW_MS": "60000"}) as url_b,
-    ):
+    with http_servers((env, []), (env | {"MONGOGATE_TEST_CLOCK_SKEW_MS": "60000"}, [])) as [url_a, url_b]:
         async with Client(url_a) as a, Client(url_b) as b, AsyncMongoClient[dict[str, Any]](engine_uri) as mc:
             messages: AsyncCollection[dict[str, Any]] = mc[db_name]["messages"]
             sids = [(await ok(a, "create_session"))["session_id"] for _ in range(LANES)]

@@ -109,6 +109,10 @@ async def test_remove_refuses_an_agent_a_running_worker_registers_unless_forced(
         await ops.remove("live", clock.now(), force=True)
 
 
+#: more than one scan batch (64): parking pages through them
+ORPHANS = 100
+
+
 async def test_orphans_are_never_claimed_leave_the_bounded_scan_and_are_pruned(
     engine_uri: str, db_name: str
 ) -> None:
@@ -122,8 +126,8 @@ async def test_orphans_are_never_claimed_leave_the_bounded_scan_and_are_pruned(
 
     try:
         db = client[db_name]
-        gone = [Agent(f"gone-{i:03d}", tick, 2) for i in range(300)]
-        # the previous deployment, last seen an hour ago, had 300 more agents
+        gone = [Agent(f"gone-{i:03d}", tick, 2) for i in range(ORPHANS)]
+        # the previous deployment, last seen an hour ago, had ORPHANS more agents
         await Scheduler(db, [Agent("keep", tick, 2), *gone], cfg(), "old", clock=clock).register(
             now=T0 - timedelta(hours=1)
         )
@@ -131,20 +135,20 @@ async def test_orphans_are_never_claimed_leave_the_bounded_scan_and_are_pruned(
         finds.finds.clear()
         stats = await s.run(duration_s=1)
         assert ran and set(ran) == {"keep"}  # orphans are never claimed
-        assert stats.orphans_parked == 300
+        assert stats.orphans_parked == ORPHANS
         scans = [(cmd, n) for cmd, n in finds.finds if "sort" in cmd]
         assert scans and all(0 < cmd.get("limit", 0) <= 64 and n <= 64 for cmd, n in scans), scans[:2]
         # parked: out of the scan for good, and reported as orphaned
         assert (
             await db["agent_schedule"].count_documents({"next_run_at": None, "orphaned_at": {"$ne": None}})
-            == 300
+            == ORPHANS
         )
         states = {st.agent_key: st.state for st in await s.status()}
-        assert sum(v == "orphaned" for v in states.values()) == 300 and states["keep"] != "orphaned"
+        assert sum(v == "orphaned" for v in states.values()) == ORPHANS and states["keep"] != "orphaned"
         ops = Schedules(db, worker_ttl_s=60)
-        assert len((await ops.prune(clock.now(), dry_run=True)).removed) == 300
+        assert len((await ops.prune(clock.now(), dry_run=True)).removed) == ORPHANS
         pruned = await ops.prune(clock.now())
-        assert len(pruned.removed) == 300 and pruned.busy == []
+        assert len(pruned.removed) == ORPHANS and pruned.busy == []
         assert [st.agent_key for st in await s.status()] == ["keep"]
         # an orphan registered again comes back on its schedule
         await Scheduler(db, [Agent("keep", tick, 2)], cfg(), "new", clock=clock).register()

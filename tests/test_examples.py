@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.conftest import Cli
 from tests.helpers import EXE, ROOT
 
 EXAMPLES = ROOT / "examples"
@@ -110,8 +111,9 @@ async def test_mcp_servers_json_entries_start_and_answer(name: str, env: dict[st
             assert docs or "--demo" not in args  # demo data only with --demo
 
 
-def test_agents_example_runs_in_a_worker(env: dict[str, str]) -> None:
-    """A short `mongogate worker` run with the example agents, then `worker --status` lists them."""
+def test_agents_example_runs_in_a_worker(env: dict[str, str], cli: Cli) -> None:
+    """A short `mongogate worker` run with the example agents, then `worker --status` lists them
+    (in-process: what it prints is under test)."""
     env = env | {"MONGOGATE_SCHEDULER__JITTER_MAX_S": "0"}
     run = subprocess.run(
         [*EXE, "worker", "--agents", "examples/agents.py:agents", "--no-entry-points", "--duration", "1"],
@@ -122,14 +124,7 @@ def test_agents_example_runs_in_a_worker(env: dict[str, str]) -> None:
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    status = subprocess.run(
-        [*EXE, "worker", "--agents", "examples/agents.py:agents", "--status", "--json"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    status = cli(["worker", "--agents", "examples/agents.py:agents", "--status", "--json"], env)
     assert status.returncode == 0, status.stderr
     keys = sorted(json.loads(line)["agent_key"] for line in status.stdout.splitlines())
     assert keys == ["heartbeat", "message-digest", "stale-runs"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from mongogate.config import LongTermSettings
 from mongogate.recall.embedding import LOCAL_DIMENSIONS
 from mongogate.recall.vectors import vector_index_definition
-from tests.helpers import EXE, ROOT
+from tests.conftest import Cli
 
 
 @pytest.fixture
@@ -28,9 +27,9 @@ def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("mode", ["auto", "scan"])
-def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str) -> None:
+def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str, cli: Cli) -> None:
     env = env | {"MONGOGATE_MEMORY__LONG_TERM__VECTOR_SEARCH": mode}
-    r = subprocess.run([*EXE, "check"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = cli(["check"], env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert any(
@@ -46,9 +45,9 @@ def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str)
     assert fields["embedding"] == "vector" and {"tenant", "owner", "embedding_model"} <= set(fields)
 
 
-def test_check_fails_when_atlas_is_forced_and_the_index_is_missing(env: dict[str, str]) -> None:
+def test_check_fails_when_atlas_is_forced_and_the_index_is_missing(env: dict[str, str], cli: Cli) -> None:
     env = env | {"MONGOGATE_MEMORY__LONG_TERM__VECTOR_SEARCH": "atlas"}
-    r = subprocess.run([*EXE, "check"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = cli(["check"], env)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "long-term memory vector path: vectorSearch (memory.long_term.vector_search = atlas)" in r.stdout
     assert (

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from mongogate.audit.read import read_events
-from mongogate.demo import FIND_ORDERS, ORDER_STATS, seed_demo
+from mongogate.demo import FIND_ORDERS, ORDER_STATS
 from mongogate.server.app import build_server
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
@@ -60,11 +60,10 @@ ATTACKS: list[Any] = [
 
 @pytest.mark.parametrize(("tool", "args", "name"), ATTACKS)
 async def test_the_operator_is_named_in_the_one_event(
-    tool: str, args: dict[str, Any], name: str, engine_uri: str, db_name: str, tmp_path: Path
+    tool: str, args: dict[str, Any], name: str, engine_uri: str, demo_db: str, tmp_path: Path
 ) -> None:
-    settings = make_settings(engine_uri, db_name, tmp_path)
+    settings = make_settings(engine_uri, demo_db, tmp_path)  # the module's seeded orders: only read
     registry = ToolRegistry([WIDE, FIND_ORDERS, ORDER_STATS])
-    registry.on_startup(seed_demo)
     async with Client(build_server(settings, registry)) as c:
         r = await c.call_tool(tool, args)
     assert r.is_error

@@ -19,7 +19,6 @@ from mcp import Client
 from mcp_types import Tool
 
 from mongogate.cli.common import registry_for
-from mongogate.config import Settings
 from mongogate.errors import InvalidInput
 from mongogate.memory.keys import check_id
 from mongogate.server.app import build_server
@@ -89,14 +88,19 @@ def strict_problems(tools: list[Tool], instructions: str | None) -> list[str]:
     return problems
 
 
-@pytest.fixture
-def demo_settings(engine_uri: str, db_name: str, tmp_path: Path) -> Settings:
-    return make_settings(engine_uri, db_name, tmp_path)
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
 
 
-@pytest.fixture
-async def demo(demo_settings: Settings) -> AsyncIterator[Client]:
-    async with Client(build_server(demo_settings, registry_for(demo_settings, demo=True))) as c:
+@pytest.fixture(scope="module")
+async def demo(
+    engine_uri: str, demo_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Client]:
+    """The demo configuration's server, once per module: the tests that take it only list its
+    tools and read (its demo seeding finds the module's seeded orders there already)."""
+    settings = make_settings(engine_uri, demo_db, tmp_path_factory.mktemp("contract"))
+    async with Client(build_server(settings, registry_for(settings, demo=True))) as c:
         yield c
 
 

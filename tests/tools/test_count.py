@@ -14,7 +14,7 @@ from pymongo.monitoring import CommandListener, CommandStartedEvent
 
 from mongogate.audit.read import read_events
 from mongogate.config import PolicySettings
-from mongogate.demo import FIND_ORDERS, ORDERS_INDEX, demo_orders, seed_demo
+from mongogate.demo import FIND_ORDERS, ORDERS_INDEX, demo_orders
 from mongogate.errors import ConfigError
 from mongogate.policy.execute import run_query
 from mongogate.policy.query_indexes import create_index_command, index_status, missing_report
@@ -28,15 +28,14 @@ Doc = dict[str, Any]
 PAID = sum(1 for d in demo_orders() if d["userId"] == "acme" and d["status"] == "paid")
 
 
-def server(engine_uri: str, db_name: str, tmp: Path, **policy: Any) -> tuple[Any, Any]:
-    settings = make_settings(engine_uri, db_name, tmp, **({"policy": policy} if policy else {}))
-    registry = ToolRegistry([FIND_ORDERS])
-    registry.on_startup(seed_demo)
-    return settings, build_server(settings, registry)
+def server(engine_uri: str, demo_db: str, tmp: Path, **policy: Any) -> tuple[Any, Any]:
+    """A server on the module's seeded demo orders (these tests only read them)."""
+    settings = make_settings(engine_uri, demo_db, tmp, **({"policy": policy} if policy else {}))
+    return settings, build_server(settings, ToolRegistry([FIND_ORDERS]))
 
 
-async def test_count_true_returns_matched(engine_uri: str, db_name: str, tmp_path: Path) -> None:
-    _, srv = server(engine_uri, db_name, tmp_path)
+async def test_count_true_returns_matched(engine_uri: str, demo_db: str, tmp_path: Path) -> None:
+    _, srv = server(engine_uri, demo_db, tmp_path)
     async with Client(srv) as c:
         r = await c.call_tool("find_orders", {"filter": {"status": "paid"}, "limit": 1, "count": True})
         assert not r.is_error, r.content
@@ -49,8 +48,8 @@ async def test_count_true_returns_matched(engine_uri: str, db_name: str, tmp_pat
         assert none.structured_content is not None and none.structured_content["matched"] == 0
 
 
-async def test_count_is_capped_at_policy_max_count(engine_uri: str, db_name: str, tmp_path: Path) -> None:
-    _, srv = server(engine_uri, db_name, tmp_path, max_count=5)
+async def test_count_is_capped_at_policy_max_count(engine_uri: str, demo_db: str, tmp_path: Path) -> None:
+    _, srv = server(engine_uri, demo_db, tmp_path, max_count=5)
     async with Client(srv) as c:
         r = await c.call_tool("find_orders", {"filter": {}, "limit": 2, "count": True})
         out = r.structured_content
@@ -60,8 +59,8 @@ async def test_count_is_capped_at_policy_max_count(engine_uri: str, db_name: str
         assert out is not None and (out["matched"], out["matched_capped"]) == (PAID, False)
 
 
-async def test_count_must_be_a_boolean_and_is_audited(engine_uri: str, db_name: str, tmp_path: Path) -> None:
-    settings, srv = server(engine_uri, db_name, tmp_path)
+async def test_count_must_be_a_boolean_and_is_audited(engine_uri: str, demo_db: str, tmp_path: Path) -> None:
+    settings, srv = server(engine_uri, demo_db, tmp_path)
     async with Client(srv) as c:
         r = await c.call_tool("find_orders", {"filter": {}, "count": "yes"})
         assert r.is_error and "[invalid_operand] count: " in r.content[0].text  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from mongogate.audit.log import AuditLog
 from mongogate.audit.read import read_events
 from mongogate.engine.files import secure_dir
 from mongogate.errors import ConfigError
-from tests.conftest import Cli
+from tests.helpers import EXE, ROOT
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="staging another user's file needs chown (root)")
@@ -161,7 +162,7 @@ def test_our_own_loose_file_is_tightened_and_appended(tmp_path: Path) -> None:
     assert len(list(read_events(d / "audit.jsonl"))) == 1
 
 
-def test_serve_refuses_an_audit_directory_others_can_write(tmp_path: Path, cli: Cli) -> None:
+def test_serve_refuses_an_audit_directory_others_can_write(tmp_path: Path) -> None:
     """The real command line: one clear line at start-up, exit status 2, nothing served."""
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -171,7 +172,8 @@ def test_serve_refuses_an_audit_directory_others_can_write(tmp_path: Path, cli: 
         "MONGOGATE_AUDIT__PATH": str(shared / "audit.jsonl"),
         "MONGOGATE_AUTH__TENANT": "acme",
     }
-    r = cli(["serve"], env)
+    run = {"env": env, "cwd": ROOT, "capture_output": True, "text": True, "timeout": 120}
+    r = subprocess.run([*EXE, "serve"], stdin=subprocess.DEVNULL, **run)  # type: ignore[call-overload]
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("mongogate: audit.path: ") and "writable by other users" in r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""

@@ -26,9 +26,24 @@ pytestmark = pytest.mark.anyio
 SHAPE = re.compile(r"^\[[a-z_]+\]( \(retryable\))? [^\n]+$")
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
 @pytest.fixture
 async def client(engine_uri: str, db_name: str, tmp_path: Path) -> AsyncIterator[Client]:
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+async def refusing(
+    engine_uri: str, demo_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Client]:
+    """One server for the tests whose calls are all refused (nothing is written): once per module."""
+    settings = make_settings(engine_uri, demo_db, tmp_path_factory.mktemp("errors"))
+    async with Client(build_server(settings)) as c:
         yield c
 
 
@@ -115,15 +130,15 @@ WRONG_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("tool", "args"), WRONG_CALLS, ids=[f"{t}-{i}" for i, (t, _) in enumerate(WRONG_CALLS)]
 )
 async def test_wrong_arguments_get_one_coded_sentence(
-    client: Client, tool: str, args: dict[str, Any]
+    refusing: Client, tool: str, args: dict[str, Any]
 ) -> None:
-    text = await failure(client, tool, **args)
+    text = await failure(refusing, tool, **args)
     assert SHAPE.match(text), text
     assert text.startswith("[invalid_input] "), text
     assert "Error executing tool" not in text and "pydantic" not in text and "https://" not in text
     assert "validation error for" not in text
 
 
-async def test_unknown_session_is_coded(client: Client) -> None:
-    text = await failure(client, "load_context", session_id="nope")
+async def test_unknown_session_is_coded(refusing: Client) -> None:
+    text = await failure(refusing, "load_context", session_id="nope")
     assert text.startswith("[not_found] session 'nope' not found")

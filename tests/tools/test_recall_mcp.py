@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +121,27 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def refusing(
+    engine_uri: str, demo_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Client]:
+    """One server for every refused call of the module: each case checks that nothing is written,
+    so a write by any earlier case would show too."""
+    settings = make_settings(engine_uri, demo_db, tmp_path_factory.mktemp("refusing"))
+    async with Client(build_server(settings)) as c:
+        yield c
+
+
 @pytest.mark.parametrize(("tool", "args", "starts"), ERRORS, ids=[f"{t}-{s[:30]}" for t, _, s in ERRORS])
-async def test_each_error_is_coded(
-    engine_uri: str, db_name: str, tmp_path: Path, tool: str, args: dict[str, Any], starts: str
-) -> None:
-    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
-        text = await failure(c, tool, **args)
-        assert text.startswith(starts), text
-        assert (await ok(c, "list_memories"))["memories"] == []  # nothing written
+async def test_each_error_is_coded(refusing: Client, tool: str, args: dict[str, Any], starts: str) -> None:
+    text = await failure(refusing, tool, **args)
+    assert text.startswith(starts), text
+    assert (await ok(refusing, "list_memories"))["memories"] == []  # nothing written
 
 
 async def test_quota_is_a_coded_refusal(engine_uri: str, db_name: str, tmp_path: Path) -> None:

@@ -167,6 +167,16 @@ def db_name(_dropper: MongoClient[dict[str, Any]]) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def module_db(_dropper: MongoClient[dict[str, Any]]) -> Iterator[str]:
+    """An empty database for a module's shared server, for tests whose calls write nothing
+    (refused calls): one server start instead of one per test. Dropped at the end of the module."""
+    name = f"m_{uuid.uuid4().hex[:12]}"
+    yield name
+    with contextlib.suppress(PyMongoError):
+        _dropper.drop_database(name)
+
+
+@pytest.fixture(scope="module")
 def demo_db(_dropper: MongoClient[dict[str, Any]]) -> Iterator[str]:
     """A database holding the demo orders and their index, seeded once per module, for tests
     that only read: their servers start without seeding (a seeded start costs 3 to 5 times as

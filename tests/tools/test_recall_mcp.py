@@ -128,11 +128,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def refusing(
-    engine_uri: str, demo_db: str, tmp_path_factory: pytest.TempPathFactory
+    engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Client]:
     """One server for every refused call of the module: each case checks that nothing is written,
     so a write by any earlier case would show too."""
-    settings = make_settings(engine_uri, demo_db, tmp_path_factory.mktemp("refusing"))
+    settings = make_settings(engine_uri, module_db, tmp_path_factory.mktemp("refusing"))
     async with Client(build_server(settings)) as c:
         yield c
 

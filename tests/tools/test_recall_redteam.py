@@ -4,6 +4,7 @@ broke before their fix say so in their docstring."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +35,32 @@ SURROGATES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def refusing(
+    engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Client]:
+    """One server for the module's refused calls: each case checks that nothing is written, so a
+    write by any earlier case would show too."""
+    settings = make_settings(engine_uri, module_db, tmp_path_factory.mktemp("refusing"))
+    async with Client(build_server(settings)) as c:
+        yield c
+
+
 @pytest.mark.parametrize(("tool", "args"), SURROGATES, ids=[f"{t}-{sorted(a)}" for t, a in SURROGATES])
 async def test_a_lone_surrogate_is_invalid_input_not_an_internal_error(
-    engine_uri: str, db_name: str, tmp_path: Path, tool: str, args: dict[str, Any]
+    refusing: Client, tool: str, args: dict[str, Any]
 ) -> None:
     """Broke before the fix: `[internal] (retryable) ... failed unexpectedly` (BSON's UnicodeEncodeError).
     An in-process client hands such strings over as they are (a JSON one cannot: the SDK's parser
     refuses a lone surrogate escape with -32700)."""
-    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
-        text = await failure(c, tool, **args)
-        assert text.startswith("[invalid_input] ") and "(retryable)" not in text, text
-        assert (await ok(c, "list_memories"))["memories"] == []
+    text = await failure(refusing, tool, **args)
+    assert text.startswith("[invalid_input] ") and "(retryable)" not in text, text
+    assert (await ok(refusing, "list_memories"))["memories"] == []
 
 
 @pytest.mark.parametrize("key", ["a\x85b", "a\x9bb", "line\u2028break", "\u202egnp.exe", "a\u2066b"])

@@ -39,10 +39,10 @@ async def client(engine_uri: str, db_name: str, tmp_path: Path) -> AsyncIterator
 
 @pytest.fixture(scope="module")
 async def refusing(
-    engine_uri: str, demo_db: str, tmp_path_factory: pytest.TempPathFactory
+    engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Client]:
     """One server for the tests whose calls are all refused (nothing is written): once per module."""
-    settings = make_settings(engine_uri, demo_db, tmp_path_factory.mktemp("errors"))
+    settings = make_settings(engine_uri, module_db, tmp_path_factory.mktemp("errors"))
     async with Client(build_server(settings)) as c:
         yield c
 

@@ -270,6 +270,8 @@ def build_server(
         auth=sdk_auth,
         log_level=settings.server.log_level,
     )
+    server.transport = transport  # its HTTP app refuses a stdio server (server/auth/challenge.py)
+    server.unauthenticated = transport == "http" and settings.auth.mode == "none"
     offer_tools_only(server)  # no prompts or resources advertised with nothing behind them
     if challenge is not None:
         server.install_challenge(challenge)

@@ -247,6 +247,7 @@ async def test_prune_keeps_a_parked_orphan_registered_again_while_it_runs(
             return await real.delete_many(*args, **kwargs)
 
     schedules.coll = StartsAWorkerFirst()  # type: ignore[assignment]
-    await schedules.prune(T0)
+    pruned = await schedules.prune(T0)
+    assert pruned.removed == []  # and not reported as removed
     claim = await back.claim(b)
     assert claim is not None and claim.scheduled_at == T0 - timedelta(hours=1)

@@ -171,6 +171,14 @@ class Schedules:
                                 "orphaned_at": still,
                             }
                         )
+                # the report says what was deleted: a document claimed or registered since it was read stays
+                candidates = parked + unparked
+                left: set[str] = set()
+                for i in range(0, len(candidates), 1000):
+                    batch = {"_id": {"$in": candidates[i : i + 1000]}}
+                    left |= {str(d["_id"]) async for d in self.coll.find(batch, {"_id": 1})}
+                parked = [k for k in parked if k not in left]
+                unparked = [k for k in unparked if k not in left]
         except PyMongoError as e:
             raise StorageError(f"could not prune the schedule: {e}") from e
         return Pruned(sorted(parked + unparked), sorted(busy))

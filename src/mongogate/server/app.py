@@ -228,6 +228,7 @@ def build_server(
                 try:
                     waiting.ready(await open_state(db, readiness, opened))
                 except Exception as e:
+                    waiting.failed(e)  # calls waiting for the open are refused, never left hanging
                     on_open_failure(e)
 
             def start() -> None:

@@ -387,6 +387,12 @@ def test_a_server_built_for_stdio_is_never_served_over_http(tmp_path: Path) -> N
         pass
     with pytest.raises(ConfigError, match="built for stdio"):
         server.streamable_http_app()
+    for built in (
+        server,
+        build_server(_unauthenticated_settings(tmp_path), transport="http", insecure_no_auth=True),
+    ):
+        with pytest.raises(ConfigError, match="Streamable HTTP only"):
+            built.sse_app()  # the SDK's run("sse"): none of the guards
 
 
 def test_an_unauthenticated_http_server_is_served_on_loopback_only(tmp_path: Path) -> None:

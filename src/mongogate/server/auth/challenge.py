@@ -165,6 +165,13 @@ class ChallengingServer(MCPServer[AppState]):
         for path in (METADATA_PATH, "/.well-known/oauth-protected-resource"):
             self.custom_route(path, methods=["GET", "OPTIONS"])(metadata)
 
+    def sse_app(self, **kwargs: Any) -> Starlette:
+        """Refused: the SDK's SSE transport would serve this server without any of its guards."""
+        raise ConfigError(
+            "mongogate serves MCP over stdio or Streamable HTTP only (serve_http, `mongogate serve "
+            "--http`): the SSE transport has no token check, Host/Origin guard or limits"
+        )
+
     def streamable_http_app(self, **kwargs: Any) -> Starlette:
         """The HTTP app, only for a server built for HTTP (serve_http, the SDK's run and tests all
         come here): a stdio server has no token check, and no-auth HTTP is for loopback only."""

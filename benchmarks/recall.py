@@ -3,17 +3,21 @@
 On one embedded engine, with the real local model (wordllama, 256 dimensions), through
 `LongTermMemory.recall` (the code the `recall` tool runs):
 
-- **quality**: the labelled set of benchmarks/recall_set.py (70 facts; 34 questions asked in
-  other words, 26 naming an exact identifier with a near-miss twin among the facts), recall@1
-  and recall@3 for exact-term only (`method="text"`), meaning only (`"vector"`) and fused (the
-  default), on the facts alone and among 1,000 generated distractor memories in the same scope;
+- **quality**: the labelled set of benchmarks/recall_set.py (facts; questions asked in other
+  words, and questions naming an exact identifier with near-miss twins among the facts),
+  recall@1 and recall@3 for exact-term only (`method="text"`), meaning only (`"vector"`) and
+  fused (the default), on the facts alone and among 1,000 generated distractor memories in the
+  same scope, on the combined set and on each half of its fixed tuning / held-out split;
 - **fusion tuning**: the candidate lists of every question (text and vector, 50 deep), fused
   offline by plain reciprocal rank fusion and by `fuse_recall` over a grid of k, text weight,
-  exactness power and candidate depth; the chosen default is marked;
+  exactness power and candidate depth; the chosen default is marked, the grid's best is picked
+  on the tuning half only, and the held-out half is shown beside it;
 - **latency** at 1,000 and 10,000 memories in one scope, interleaved in one run: `recall`
   (fused, text, vector) next to an exact brute-force scan (embed the query, read every vector
   of the scope with bare pymongo, cosine in numpy, top 5); and the vector paths the embedded
-  engine allows, fetch and rank only: the store's projected find (sorted newest first), the
+  engine allows, fetch and rank only: the store's find (its liveness filter `$or`, and the
+  same as one clause `$not: {$type: date, $lte: now}`), its `$text` find (both ways), the
+  projected find without a liveness filter (sorted newest first), the
   same find unsorted on an index (tenant, owner, embedding_model), whole documents, vectors
   stored as arrays of doubles instead of binary float32, and numpy alone over vectors already
   in memory (the floor).
@@ -54,14 +58,16 @@ from mongogate.db import EmbeddedEngine
 from mongogate.recall import search
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import RecallMethod, Scope
+from mongogate.recall.pages import live
 from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall
 from mongogate.recall.store import LongTermMemory, text_hash
+from mongogate.recall.terms import text_search
 from mongogate.recall.vectors import pack, scan_top, unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_report import Stats
-from recall_report import DEPTH, KINDS, LIMIT, Run, render
-from recall_set import DID, FACTS, QUESTIONS, WHAT, WHEN, WHO
+from recall_report import DEPTH, KINDS, LIMIT, Run, Tuned, render
+from recall_set import DID, FACTS, HALVES, QUESTIONS, WHAT, WHEN, WHO, split
 from results import RESULTS, write_section
 
 from memory import loadavg, unchecked_seeding  # beside this script
@@ -111,14 +117,17 @@ async def seed_distractors(ltm: LongTermMemory, texts: list[str], colls: list[An
 # -- quality -----------------------------------------------------------------------------------
 
 
+HALF = {q: half for half in HALVES for q in split(half)}
+
+
 async def quality(ltm: LongTermMemory, ids: dict[str, str]) -> dict[str, dict[str, tuple[int, int, int]]]:
-    """method -> kind -> (hits at 1, hits at 3, questions)."""
+    """method -> kind or half ("tuning", "held-out") -> (hits at 1, hits at 3, questions)."""
     out: dict[str, dict[str, tuple[int, int, int]]] = {}
     for method in METHODS:
-        per: dict[str, list[int]] = {k: [0, 0, 0] for k in KINDS}
+        per: dict[str, list[int]] = {k: [0, 0, 0] for k in (*KINDS, *HALVES)}
         for kind, question, fid in QUESTIONS:
             got = [m.id for m in (await ltm.recall(SCOPE, question, limit=3, method=method)).memories]
-            for k in (kind, "all"):
+            for k in (kind, "all", HALF[(kind, question, fid)]):
                 per[k][0] += got[:1] == [ids[fid]]
                 per[k][1] += ids[fid] in got[:3]
                 per[k][2] += 1
@@ -131,6 +140,7 @@ class Cand:
     """One question's candidate lists, `DEPTH` deep."""
 
     kind: str
+    half: str
     question: str
     want: str
     text: list[tuple[str, str]]  # $text hits (id, text), best textScore first
@@ -148,7 +158,8 @@ async def candidates(ltm: LongTermMemory, ids: dict[str, str]) -> list[Cand]:
         meta = {"$meta": "textScore"}
         raw = await ltm.memories.find({**base, "$text": {"$search": question}}, {"score": meta}).to_list()
         raw_ids = [str(d["_id"]) for d in sorted(raw, key=lambda d: (-d["score"], d["_id"]))][:DEPTH]
-        out.append(Cand(kind, question, ids[fid], [(i, texts[i]) for i in text], vector, raw_ids))
+        half = HALF[(kind, question, fid)]
+        out.append(Cand(kind, half, question, ids[fid], [(i, texts[i]) for i in text], vector, raw_ids))
     return out
 
 
@@ -156,10 +167,10 @@ Ranker = Callable[[Cand], list[str]]
 
 
 def hits(cands: list[Cand], rank: Ranker, kind: str = "all") -> tuple[int, int]:
-    """(right memory first, right memory in the top 3) over the questions of `kind`."""
+    """(right memory first, right memory in the top 3) over the questions of `kind` (or half)."""
     at1 = at3 = 0
     for c in cands:
-        if kind in ("all", c.kind):
+        if kind in ("all", c.kind, c.half):
             got = rank(c)
             at1 += got[:1] == [c.want]
             at3 += c.want in got[:3]
@@ -180,8 +191,8 @@ GRID = list(
 )
 
 
-def tuning(cands: list[Cand]) -> list[tuple[str, tuple[int, int], int, int, bool]]:
-    """(label, combined (@1, @3), paraphrase @1, identifier @1, is the default) per variant."""
+def tuning(cands: list[Cand]) -> list[Tuned]:
+    """Each variant's hits: combined, per half, per kind; whether it is the default."""
     variants: list[tuple[str, Ranker, bool]] = [
         ("text only", lambda c: [i for i, _ in c.text], False),
         ("vector only", lambda c: c.vector, False),
@@ -199,7 +210,15 @@ def tuning(cands: list[Cand]) -> list[tuple[str, tuple[int, int], int, int, bool
             (label, fused_at(f, depth), f == DEFAULT_FUSION and depth == search.candidates(LIMIT))
         )
     return [
-        (label, hits(cands, r), hits(cands, r, "paraphrase")[0], hits(cands, r, "identifier")[0], default)
+        Tuned(
+            label,
+            hits(cands, r),
+            hits(cands, r, "tuning"),
+            hits(cands, r, "held-out"),
+            hits(cands, r, "paraphrase")[0],
+            hits(cands, r, "identifier")[0],
+            default,
+        )
         for label, r, default in variants
     ]
 
@@ -222,6 +241,10 @@ def ops(
     coll, doubles, indexed = db["memories"], db["memories_doubles"], db["memories_indexed"]
     scope = {"tenant": SCOPE.tenant, "owner": SCOPE.owner}
     model = {**scope, "embedding_model": ltm.embedder.model}
+    now = ltm.clock.now()
+    store = {**ltm.scoped(SCOPE, None, now), "embedding_model": ltm.embedder.model}  # as by_scan
+    one = {**model, "expires_at": {"$not": {"$type": "date", "$lte": now}}}  # live() as one clause
+    assert "$or" in live(now)
     embed = ltm.embed_one
 
     async def brute(q: str) -> object:  # the exact floor: every vector, bare pymongo, numpy
@@ -243,6 +266,14 @@ def ops(
     async def floor(q: str) -> object:
         return top(cache, vectors[q], LIMIT)
 
+    def text_find(filt: Doc) -> Op:  # by_text's read: ids and scores of the $text matches
+        async def run(q: str) -> object:
+            meta = {"$meta": "textScore"}
+            query = {**filt, "$text": {"$search": text_search(q) or q}}
+            return await coll.find(query, {"score": meta}, sort=[("score", meta)], limit=20_000).to_list()
+
+        return run
+
     def recall(method: RecallMethod) -> Op:
         return lambda q: ltm.recall(SCOPE, q, limit=LIMIT, method=method)
 
@@ -254,7 +285,17 @@ def ops(
         "path: find sorted newest first + numpy (when max_per_scope > max_scan)": path(
             coll, model, {"embedding": 1}, True
         ),
-        "path: find unsorted + numpy (the store)": path(coll, model, {"embedding": 1}, False),
+        "path: the store's find (scope, model, liveness), unsorted + numpy": path(
+            coll, store, {"embedding": 1}, False
+        ),
+        "path: the same, liveness as one clause ($not $type date $lte)": path(
+            coll, one, {"embedding": 1}, False
+        ),
+        "text: the store's $text find (scope, liveness)": text_find(ltm.scoped(SCOPE, None, now)),
+        "text: the same, liveness as one clause": text_find(
+            {k: v for k, v in one.items() if k != "embedding_model"}
+        ),
+        "path: find without a liveness filter, unsorted + numpy": path(coll, model, {"embedding": 1}, False),
         "path: find on (tenant, owner, embedding_model), unsorted + numpy": path(
             indexed, model, {"embedding": 1}, False
         ),
@@ -361,17 +402,20 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             engine.stop()
     elapsed = time.perf_counter() - t0
-    for label, (a1, a3), p1, i1, _ in result.tuning:
+    for t in result.tuning:
         print(
-            f"grid  {label:60s} @1 {a1:2d} @3 {a3:2d}  paraphrase @1 {p1:2d}  identifier @1 {i1:2d}",
+            f"grid  {t.label:60s} @1 {t.all[0]:3d} @3 {t.all[1]:3d}  tuning {t.tuning}  held-out {t.held}  "
+            f"paraphrase @1 {t.para1:2d}  identifier @1 {t.id1:2d}",
             file=sys.stderr,
         )
     body = [
-        f"Command: `{command}` (`make bench`; `--quick`: 1,000 memories only, 5 rounds).  ",
+        f"Command: `{command}` (`make bench` runs it with the defaults; `--quick`: 1,000 memories only, "
+        "5 rounds).  ",
         f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
         f"{os.cpu_count()} cores; pymongo {version('pymongo')}, mongoeco {version('mongoeco')} (embedded "
         f"engine, its own thread), wordllama {version('wordllama')} (256 dimensions, the default local "
-        f"model); {started:%Y-%m-%d %H:%M} UTC; whole run {elapsed:.0f} s; load average (1, 5, 15 min) "
+        f"model); niceness {os.nice(0)}; {started:%Y-%m-%d %H:%M} UTC; whole run {elapsed:.0f} s; "
+        "load average (1, 5, 15 min) "
         f"{load_before} at the start, {loadavg()} at the end (a shared machine: absolute times move with "
         "the load, the ratios much less).",
         "",

@@ -336,3 +336,63 @@ async def test_history_is_cut_to_the_newest_versions_within_the_byte_cap(
     h = await ltm.history(ACME, m.id)
     assert 1 <= len(h.versions) < 6 and h.truncated == 6 - len(h.versions)
     assert [v.version for v in h.versions] == list(range(7 - len(h.versions), 7))  # newest, oldest first
+
+
+async def test_liveness_hides_every_expired_memory_and_keeps_those_without_expiry(
+    ltm: LongTermMemory, clock: ManualClock
+) -> None:
+    """The liveness filter: a memory past its TTL is never returned by any read, one with a null
+    expiry or no expires_at field at all (a document written before the field existed) always
+    is. Fails with the one-clause filter `{expires_at: {$not: {$lte: now}}}` (mongoeco's `$lte` on
+    a date matches null)."""
+    soon = await ltm.remember(ACME, "parking permit 7731 in bay C", ttl_days=1)
+    later = await ltm.remember(ACME, "parking permit 7731 renewal in bay D", ttl_days=3)
+    never = await ltm.remember(ACME, "parking permit 7731 archive in bay E")
+    bare = await ltm.remember(ACME, "parking permit 7731 origin in bay F")
+    await ltm.memories.update_one({"_id": bare.id}, {"$unset": {"expires_at": ""}})
+    clock.advance(86_400)  # exactly at the first TTL: expired
+    want = {later.id, never.id, bare.id}
+    for method in ("fused", "text", "vector"):
+        got = await ltm.recall(ACME, "parking permit 7731", limit=10, method=method)
+        assert {m.id for m in got.memories} == want, method
+    assert {m.id for m in (await ltm.list(ACME)).memories} == want
+    with pytest.raises(NotFound):
+        await ltm.history(ACME, soon.id)
+    assert (await ltm.history(ACME, bare.id)).versions[-1].text.endswith("bay F")
+    clock.advance(2 * 86_400)
+    assert {m.id for m in (await ltm.list(ACME)).memories} == {never.id, bare.id}
+    assert await ltm.memories.count_documents(ltm.scoped(ACME, None, clock.now())) == 2
+
+
+@pytest.mark.parametrize("key", ["door", None])
+async def test_remembering_the_same_text_with_a_new_ttl_applies_the_new_ttl(
+    ltm: LongTermMemory, clock: ManualClock, key: str | None
+) -> None:
+    """Broke before: the repeat was `unchanged` and kept the old expiry, so "remember this for 30
+    more days" lost the memory when the first TTL fired. The status stays `unchanged` (same text,
+    same version, no history entry); the expiry is the one the last remember named."""
+    a = await ltm.remember(ACME, "door code 4471", key=key, ttl_days=1)
+    clock.advance(12 * 3600)
+    again = await ltm.remember(ACME, "door code 4471", key=key, ttl_days=30)
+    assert (again.id, again.status, again.version) == (a.id, "unchanged", 1)
+    clock.advance(2 * 86_400)  # past the first TTL
+    assert [m.id for m in (await ltm.recall(ACME, "4471")).memories] == [a.id]
+    assert [v.version for v in (await ltm.history(ACME, a.id)).versions] == [1]
+    clock.advance(27 * 86_400 + 12 * 3600)  # 30 days after the first remember: 12 hours left
+    assert [m.id for m in (await ltm.list(ACME)).memories] == [a.id]
+    clock.advance(12 * 3600)
+    assert (await ltm.list(ACME)).memories == []
+
+
+async def test_the_same_text_without_ttl_makes_the_memory_permanent_like_an_update_does(
+    ltm: LongTermMemory, clock: ManualClock
+) -> None:
+    """The last remember decides the expiry whatever its status: without ttl_days the memory no
+    longer expires, as an `updated` one already did (and a retry of either call ends the same)."""
+    a = await ltm.remember(ACME, "door code 4471", key="door", ttl_days=1)
+    again = await ltm.remember(ACME, "door code 4471", key="door")
+    assert (again.status, again.version) == ("unchanged", 1)
+    clock.advance(10 * 86_400)
+    assert [m.id for m in (await ltm.list(ACME)).memories] == [a.id]
+    doc = await ltm.memories.find_one({"_id": a.id})
+    assert doc is not None and doc["expires_at"] is None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,74 @@ async def test_forced_vector_search_without_its_index_says_what_to_do(
             "[storage_error] (retryable) could not run $vectorSearch: create the search index"
         )
         assert "vector_search = 'scan'" in text
+
+
+async def test_required_scopes_refuse_every_memory_tool_over_http_and_write_nothing(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: Any
+) -> None:
+    """`[memory.long_term] required_scopes`: the same per-tool check as a query tool's
+    `required_scopes`. A JWT without the scope gets the coded refusal from each of the six tools,
+    and nothing is written; one with it is served. The session tools keep needing none."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"required_scopes": ["memory"]}}
+    )
+    calls: dict[str, dict[str, Any]] = {
+        "remember": {"text": "The gate code is 8812."},
+        "recall": {"query": "gate code"},
+        "forget": {"id": "f" * 32},
+        "list_memories": {},
+        "memory_history": {"id": "f" * 32},
+        "search_messages": {"query": "gate"},
+    }
+    assert set(calls) == RECALL_TOOL_NAMES
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        for scopes in ([], ["other", "memory:read"]):
+            token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, scopes=scopes)
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+                Client(streamable_http_client(http.url, http_client=hc)) as c,
+            ):
+                for name, args in calls.items():
+                    text = await failure(c, name, **args)
+                    assert text.startswith(f"[unauthorized] tool {name!r} requires scope(s) memory "), text
+                assert not (await c.call_tool("create_session", {})).is_error
+        assert await mongo[db_name]["memories"].count_documents({}) == 0
+        token = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, scopes=["memory"])
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+            Client(streamable_http_client(http.url, http_client=hc)) as c,
+        ):
+            assert (await ok(c, "remember", text="The gate code is 8812."))["status"] == "created"
+            assert (await ok(c, "recall", query="gate code 8812"))["returned"] == 1
+
+
+async def test_the_byte_cap_bounds_the_structured_reply_and_the_text_content_repeats_it(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """What `memory.long_term.max_response_bytes` means (docs/DECISIONS.md): the structured reply,
+    as compact JSON, stays within it (its items and its other fields); the text content is that
+    same JSON again, as MCP asks of a tool with structured content, so the reply on the wire is at
+    most about twice the cap."""
+    cap = 8192
+    settings = make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"max_response_bytes": cap}})
+    async with Client(build_server(settings)) as c:
+        for i in range(12):
+            await ok(c, "remember", text=f"packing list {i}: " + "tent stove rope " * 60, key=f"k{i}")
+        for _ in range(3):
+            await ok(c, "remember", text="packing list 0 again: " + "tent stove rope " * 60, key="k0")
+        calls: dict[str, dict[str, Any]] = {
+            "recall": {"query": "packing list tent", "limit": 12},
+            "list_memories": {"limit": 12},
+            "memory_history": {"id": (await ok(c, "list_memories", limit=12))["memories"][-1]["id"]},
+        }
+        for name, args in calls.items():
+            r = await c.call_tool(name, args)
+            assert not r.is_error and isinstance(r.structured_content, dict), name
+            structured = json.dumps(r.structured_content, ensure_ascii=False, separators=(",", ":"))
+            assert len(structured.encode()) <= cap, (name, len(structured.encode()))
+            text = r.content[0].text  # type: ignore[union-attr]
+            assert json.loads(text) == r.structured_content, name
+            assert len(text.encode()) <= cap + 1024, name  # the copy is the same JSON (with spaces)
+        assert r.structured_content["truncated"] is False  # 4 versions of ~1 KB fit
+        cut = await ok(c, "recall", query="packing list tent", limit=12)
+        assert cut["truncated"] is True and 1 <= cut["returned"] < 12

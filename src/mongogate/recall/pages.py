@@ -9,51 +9,72 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput
 from mongogate.recall.model import MemoryItem, Version
-from mongogate.values import Doc
+from mongogate.values import ByteBudget, Doc
 
 #: what a memory document shows as an item (never its vector)
 ITEM_FIELDS = {"embedding": 0, "text_hash": 0, "ns_path": 0, "keyed": 0}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-#: a rough JSON size of an item's fixed fields (ids, dates, numbers, names)
-_ITEM_OVERHEAD = 256
+#: what a reply's fields besides its list take at most (notice, cursor, counts, id)
+ENVELOPE = 1024
+
+T = TypeVar("T")
 
 
-def json_bytes(value: object) -> int:
-    """What a value weighs in the reply's JSON: a control character is six bytes there, not one."""
-    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+def budget(max_bytes: int) -> ByteBudget:
+    """The byte cap of one recall, list_memories or memory_history reply (`values.ByteBudget`,
+    the rule every list-returning tool spends), its other fields held back."""
+    return ByteBudget(max_bytes, reserve=ENVELOPE)
 
 
-def item_bytes(item: MemoryItem) -> int:
-    """About what the item weighs as JSON in the tool's reply (text and metadata dominate)."""
-    return json_bytes([item.text, item.metadata, item.namespace, item.key]) + _ITEM_OVERHEAD
+def item_json(item: MemoryItem) -> Doc:
+    """An item as the tools return it (recall's and list_memories' fields together): what the
+    byte cap measures."""
+    return {
+        "id": item.id,
+        "namespace": item.namespace,
+        "key": item.key,
+        "text": item.text,
+        "metadata": item.metadata,
+        "score": item.score,
+        "version": item.version,
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+    }
+
+
+def version_json(version: Version) -> Doc:
+    return {"version": version.version, "text": version.text, "updated_at": version.updated_at.isoformat()}
+
+
+def within(cap: ByteBudget, items: Iterable[T], measure: Callable[[T], object]) -> list[T]:
+    """The leading items `cap` takes. The first one always: a memory larger than the cap alone
+    (bounded by the text and metadata limits) must not end a listing or hide from recall; the
+    reply then passes the cap by that one item."""
+    kept: list[T] = []
+    for item in items:
+        if not cap.take(measure(item)) and kept:
+            break
+        kept.append(item)
+    return kept
 
 
 def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem], int]:
-    """The leading items that fit in `max_bytes`, and how many were left out. The first one always:
-    a memory larger than the cap alone (bounded by the text and metadata limits) must not end a
-    listing or hide from recall."""
-    total = 0
-    for i, item in enumerate(items):
-        total += item_bytes(item)
-        if total > max_bytes and i > 0:
-            return items[:i], len(items) - i
-    return items, 0
+    """The leading items that fit in a reply of `max_bytes`, and how many were left out."""
+    kept = within(budget(max_bytes), items, item_json)
+    return kept, len(items) - len(kept)
 
 
 def newest_within(versions: list[Version], max_bytes: int) -> list[Version]:
-    """The newest versions (kept oldest first) whose texts fit in `max_bytes`; the current one always."""
-    total = 0
-    for i in range(len(versions) - 1, -1, -1):
-        total += json_bytes(versions[i].text) + _ITEM_OVERHEAD
-        if total > max_bytes and i < len(versions) - 1:
-            return versions[i + 1 :]
-    return versions
+    """The newest versions (kept oldest first) that fit in a reply of `max_bytes`; the current one always."""
+    return within(budget(max_bytes), versions[::-1], version_json)[::-1]
 
 
 def encode_cursor(at: datetime, memory_id: str) -> str:
@@ -82,7 +103,12 @@ def decode_cursor(cursor: object) -> tuple[datetime, str]:
 
 
 def live(now: datetime) -> Doc:
-    """Not yet expired: the TTL monitor erases late (every minute or so), reads never show them."""
+    """Not yet expired: the TTL monitor erases late (every minute or so), reads never show them.
+
+    Null or missing (no TTL), or a future date. The one clause `{$not: {$type: "date", $lte: now}}`
+    matches the same documents and was measured as no faster on the embedded engine (within noise,
+    either way, over three runs; benchmarks/RESULTS.md, "recall liveness filter"); without its
+    `$type` it would hide every memory without a TTL there (mongoeco's `$lte` on a date matches null)."""
     return {"$or": [{"expires_at": None}, {"expires_at": {"$gt": now}}]}
 
 

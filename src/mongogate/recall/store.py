@@ -163,6 +163,8 @@ class LongTermMemory(RecallRepository):
                     self.at("remember.after_write")
                     return Remembered(doc["_id"], ns, k, 1, "created")
                 if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
+                    if not await self._set_expiry(scope, found, expires):
+                        continue  # changed by another call since the read: read it again
                     return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
                 if await self._new_version(scope, found, body, digest, meta, vector, now, expires):
                     self.at("remember.after_write")
@@ -179,6 +181,23 @@ class LongTermMemory(RecallRepository):
             "embedding_model": self.embedder.model,
             "embedding_dims": self.embedder.dimensions,
         }
+
+    async def _set_expiry(self, scope: Scope, found: Doc, expires: datetime | None) -> bool:
+        """An `unchanged` remember still sets the expiry it names (a new `ttl_days`, or none): the
+        last remember decides when a memory expires, whatever its status. False when the memory
+        changed since it was read."""
+        held = found.get("expires_at")
+        if (None if held is None else as_utc(held)) == expires:
+            return True
+        mid = str(found["_id"])
+        changed = await self.memories.update_one(
+            {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, "version": found["version"]},
+            {"$set": {"expires_at": expires}},
+        )
+        if changed.matched_count == 0:
+            return False
+        await self.versions.update_many({"memory_id": mid}, {"$set": {"expires_at": expires}})
+        return True
 
     async def _new_version(
         self,

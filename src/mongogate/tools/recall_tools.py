@@ -104,8 +104,8 @@ class RememberIn(ToolInput):
     )
     ttl_days: int | None = Field(
         default=None,
-        description="Erase the memory this many days after this write, from 1 to {max_ttl_days}; "
-        "default: keep it.",
+        description="Erase the memory this many days after this call, from 1 to {max_ttl_days}; each "
+        "remember sets the expiry anew, also when the text is unchanged. Default: no expiry.",
         json_schema_extra=limit(minimum=1, maximum="max_ttl_days"),
     )
 
@@ -372,6 +372,7 @@ async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut
 def recall_tools(settings: Settings) -> list[Tool]:
     """The six tools (`specs.RECALL_TOOL_NAMES`); takes the registry's factory argument."""
     limits = limits_of(settings.memory, settings.limits)
+    scopes = settings.memory.long_term.required_scopes  # as a query tool's, checked before any work
     return [
         make_tool(
             name="remember",
@@ -388,6 +389,7 @@ def recall_tools(settings: Settings) -> list[Tool]:
             handler=_remember,
             annotations=IDEMPOTENT_WRITE,
             limits=limits,
+            required_scopes=scopes,
         ),
         make_tool(
             name="recall",
@@ -403,6 +405,7 @@ def recall_tools(settings: Settings) -> list[Tool]:
             handler=_recall,
             annotations=READ_ONLY,
             limits=limits,
+            required_scopes=scopes,
         ),
         make_tool(
             name="forget",
@@ -416,6 +419,7 @@ def recall_tools(settings: Settings) -> list[Tool]:
             handler=_forget,
             annotations=DESTRUCTIVE,
             limits=limits,
+            required_scopes=scopes,
         ),
         make_tool(
             name="list_memories",
@@ -429,6 +433,7 @@ def recall_tools(settings: Settings) -> list[Tool]:
             handler=_list_memories,
             annotations=READ_ONLY,
             limits=limits,
+            required_scopes=scopes,
         ),
         make_tool(
             name="memory_history",
@@ -442,6 +447,7 @@ def recall_tools(settings: Settings) -> list[Tool]:
             handler=_memory_history,
             annotations=READ_ONLY,
             limits=limits,
+            required_scopes=scopes,
         ),
         make_tool(
             name="search_messages",
@@ -456,5 +462,6 @@ def recall_tools(settings: Settings) -> list[Tool]:
             handler=_search_messages,
             annotations=READ_ONLY,
             limits=limits,
+            required_scopes=scopes,
         ),
     ]

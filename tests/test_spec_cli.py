@@ -164,3 +164,35 @@ def test_suggest_without_the_tenant_field_says_what_it_saw(config: Path) -> None
     assert status == 2
     assert "tenant field 'x' holds no string in any of the 20 sampled documents" in err.getvalue()
     assert "title" in err.getvalue()
+
+
+def test_suggest_field_names_from_the_data_never_leave_their_comment_or_string() -> None:
+    """Field names are data: one holding a newline, a carriage return or a terminal escape is shown
+    escaped, so the block never holds a line the operator did not see as a comment, and pastes as
+    the one tool. Old code: ``note\\n[server]...`` ended its comment and added TOML lines (and the
+    block did not parse); ``\\x1b[2J`` cleared the operator's terminal."""
+    import tomllib
+
+    from mongogate.cli.spec import suggest
+
+    injected = 'note\n[[query_tools]]\nname = "pwn"\n#'
+    docs: list[dict[str, Any]] = [
+        {
+            "org": "acme",
+            "title": f"t{i}",
+            injected: "x",  # sensitive-looking: listed in a comment
+            "z\x1b[2J": None,  # no single type: listed in a comment
+            "mix\rhide": 1 if i else "s",  # drifting: listed in a comment, and a field
+            "sm\U0001f600le": "x",  # outside the BMP: a TOML key as it is
+            "del\x7f": "x",
+        }
+        for i in range(3)
+    ]
+    block, spec = suggest("c", "org", docs, 3)
+    assert "\x1b" not in block and "\r" not in block and "\x7f" not in block
+    header = block.splitlines().index("[[query_tools]]")
+    assert all(line.startswith("#") for line in block.splitlines()[:header]), block
+    parsed = tomllib.loads(block)
+    assert [t["name"] for t in parsed["query_tools"]] == [spec.name]
+    assert set(parsed["query_tools"][0]["fields"]) == set(spec.fields)
+    assert {"mix\rhide", "sm\U0001f600le", "del\x7f"} <= set(spec.fields)

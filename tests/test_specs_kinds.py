@@ -51,3 +51,13 @@ def test_a_copy_with_an_update_is_validated_and_may_change_kind() -> None:
     with pytest.raises(ConfigError, match="must not be a filterable field"):
         FIND_ORDERS.model_copy(update={"fields": {**FIND_ORDERS.fields, "userId": "string"}})
     assert ORDER_STATS.model_copy() == ORDER_STATS
+
+
+@pytest.mark.parametrize("tenant", ["$comment", "$expr", "$userId", "user\x00Id"])
+@pytest.mark.parametrize("kind", ["find", "aggregate"])
+def test_the_tenant_field_is_a_field_name(tenant: str, kind: str) -> None:
+    """The tenant is injected as ``{tenant_field: tenant}``: with ``$comment`` (or ``$expr``) that
+    is an operator matching every document, so no tenant would be scoped at all, and ``$userId``
+    (a field path written in pipeline syntax) fails every call. Old code: accepted all of them."""
+    with pytest.raises(ConfigError, match="tenant_field"):
+        QueryToolSpec(**{**BASE, "tenant_field": tenant, "kind": kind})

@@ -106,3 +106,30 @@ def test_every_command_names_its_data_directory(tmp_path: Path) -> None:
     with contextlib.redirect_stderr(err):
         _banner(settings, "http://127.0.0.1:8000/mcp", demo=False)
     assert line in err.getvalue().splitlines()
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_calls_waiting_for_a_database_that_failed_to_open_are_refused(tmp_path: Path) -> None:
+    """A server built with ``on_open_failure`` answers at once and opens its database afterwards;
+    when the open fails and the callback returns (an embedder's, not `serve`'s, which exits), the
+    calls waiting for it end with one non-retryable error. Old code: they waited forever
+    (pytest-timeout ends this test on it)."""
+    from mcp import Client
+
+    from mongogate.demo import FIND_ORDERS
+    from mongogate.server.app import build_server
+    from mongogate.tools.registry import ToolRegistry
+    from tests.conftest import make_settings
+
+    settings = make_settings("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=200", "t_never", tmp_path)
+    failed: list[BaseException] = []
+    server = build_server(settings, ToolRegistry([FIND_ORDERS]), on_open_failure=failed.append)
+    async with Client(server) as c:
+        first = await c.call_tool("find_orders", {"filter": {}})
+        again = await c.call_tool("find_orders", {"filter": {}})
+    for r in (first, again):
+        text = r.content[0].text  # type: ignore[union-attr]
+        assert r.is_error and text.startswith("[storage_error] the server could not open its database"), text
+        assert "127.0.0.1:1" not in text  # the cause is the operator's (in `failed`, and the log)
+    assert len(failed) == 1

@@ -143,6 +143,14 @@ class QueryToolSpec(BaseModel):
             raise ValueError("must start with a letter and hold only letters, digits, '_' or '-' (max 64)")
         return v
 
+    @field_validator("tenant_field")
+    @classmethod
+    def _tenant_field(cls, v: str) -> str:
+        # injected as {tenant_field: tenant}: "$comment" or "$expr" there would match every document
+        if not usable_name(v) or v.startswith("$"):
+            raise ValueError("must be a field name: not starting with '$' and without NUL (e.g. 'tenantId')")
+        return v
+
     @field_validator("collection")
     @classmethod
     def _collection(cls, v: str) -> str:

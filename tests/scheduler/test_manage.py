@@ -13,6 +13,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
@@ -221,3 +222,36 @@ def test_schedule_commands_through_the_command_line(
     assert capsys.readouterr().out.startswith("removed 1 orphaned")
     assert main(["worker", "--status", "--state", "orphaned", *base]) == 0
     assert "no agents are scheduled" in capsys.readouterr().out
+
+
+async def test_prune_keeps_a_parked_orphan_registered_again_while_it_runs(
+    mongo: Client, db_name: str
+) -> None:
+    """A worker that starts during a prune (a rolling deploy) registers a parked orphan again
+    after prune read it: the delete is conditional on the document still being parked, so the
+    agent keeps its schedule. Old code: deleted it, and the new worker never ran it (nothing
+    re-creates a schedule document before that worker's next start)."""
+    clock = ManualClock(T0)
+    db = mongo[db_name]
+    a, b = Agent("a", noop, 2), Agent("b", noop, 2)
+    await Scheduler(db, [a, b], cfg(), "old", clock=clock).register(now=T0 - timedelta(hours=1))
+    await Scheduler(db, [a], cfg(), "new", clock=clock).run(duration_s=0.001)  # parks b
+    back = Scheduler(db, [a, b], cfg(), "newer", clock=clock)
+    schedules = Schedules(db, cfg().worker_ttl_s)
+    real = schedules.coll
+
+    class StartsAWorkerFirst:
+        """The schedule collection, with the worker's start between prune's read and its delete."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        async def delete_many(self, *args: Any, **kwargs: Any) -> Any:
+            await back.register()
+            return await real.delete_many(*args, **kwargs)
+
+    schedules.coll = StartsAWorkerFirst()  # type: ignore[assignment]
+    pruned = await schedules.prune(T0)
+    assert pruned.removed == []  # and not reported as removed
+    claim = await back.claim(b)
+    assert claim is not None and claim.scheduled_at == T0 - timedelta(hours=1)

@@ -360,3 +360,47 @@ def test_tokens_never_logged(hs_server: Running, caplog: pytest.LogCaptureFixtur
     for token in (valid, expired):
         assert token not in caplog.text  # ...the token never is
         assert token.rsplit(".", 1)[1] not in caplog.text
+
+
+def _unauthenticated_settings(tmp_path: Path, host: str = "127.0.0.1") -> Settings:
+    return Settings.model_validate(
+        {
+            "database": {"uri": "mongodb://127.0.0.1:1", "name": "t_never_opened"},
+            "server": {"host": host, "data_dir": str(tmp_path)},
+            "auth": {"mode": "none", "tenant": "acme"},
+        }
+    )
+
+
+def test_a_server_built_for_stdio_is_never_served_over_http(tmp_path: Path) -> None:
+    """build_server's default transport is stdio: every call acts as the launch principal (here
+    tenant acme with every scope), unauthenticated. Old code: `serve_http(build_server(settings))`
+    or `BackgroundHttpServer(...)` served that to any HTTP client (and `build_server(...,
+    transport="http")` would have refused this configuration)."""
+    from mongogate import ConfigError, serve_http
+    from mongogate.server.http import BackgroundHttpServer
+
+    server = build_server(_unauthenticated_settings(tmp_path))
+    with pytest.raises(ConfigError, match=r'built for stdio.*transport="http"'):
+        serve_http(server, "127.0.0.1", 0)
+    with pytest.raises(ConfigError, match="built for stdio"), BackgroundHttpServer(server):
+        pass
+    with pytest.raises(ConfigError, match="built for stdio"):
+        server.streamable_http_app()
+    for built in (
+        server,
+        build_server(_unauthenticated_settings(tmp_path), transport="http", insecure_no_auth=True),
+    ):
+        with pytest.raises(ConfigError, match="Streamable HTTP only"):
+            built.sse_app()  # the SDK's run("sse"): none of the guards
+
+
+def test_an_unauthenticated_http_server_is_served_on_loopback_only(tmp_path: Path) -> None:
+    """`--insecure-no-auth` is loopback-only in `serve`; serve_http has every guard of `serve
+    --http`, so an embedder's server gets the same rule. Old code: served on any address."""
+    from mongogate import ConfigError, serve_http
+
+    settings = _unauthenticated_settings(tmp_path, host="0.0.0.0")
+    server = build_server(settings, transport="http", insecure_no_auth=True)
+    with pytest.raises(ConfigError, match="loopback"):
+        serve_http(server, "0.0.0.0", 0, settings.server)

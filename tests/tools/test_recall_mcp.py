@@ -296,6 +296,30 @@ async def test_required_scopes_refuse_every_memory_tool_over_http_and_write_noth
             assert (await ok(c, "recall", query="gate code 8812"))["returned"] == 1
 
 
+async def test_a_local_operator_is_granted_long_term_memorys_required_scopes(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Auth mode "none" (stdio, or --insecure-no-auth): the launch principal is granted every scope
+    the server's tools require, long-term memory's too, as it is a query tool's; the HTTP metadata
+    lists them. Old code: only the query tools' scopes, so with `[memory.long_term]
+    required_scopes` a stdio server refused each of its own memory tools to its only caller."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, memory={"long_term": {"required_scopes": ["memory"]}}
+    )
+    async with Client(build_server(settings)) as c:
+        assert (await ok(c, "remember", text="The gate code is 8812."))["status"] == "created"
+        assert (await ok(c, "recall", query="gate code 8812"))["returned"] == 1
+    jwt = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"required_scopes": ["memory"]}}
+    )
+    with BackgroundHttpServer(build_server(jwt, transport="http")) as http:
+        async with httpx2.AsyncClient(timeout=30) as hc:
+            meta = (
+                await hc.get(http.url.removesuffix("/mcp") + "/.well-known/oauth-protected-resource")
+            ).json()
+    assert "memory" in meta["scopes_supported"]
+
+
 async def test_the_byte_cap_bounds_the_structured_reply_and_the_text_content_repeats_it(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:

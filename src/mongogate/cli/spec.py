@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import unicodedata
 from typing import Any, Literal
 
 import anyio
@@ -25,12 +26,28 @@ from mongogate.specs import FieldType, FindToolSpec, QueryToolSpec, overlaps_ten
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
+def _quoted(text: str) -> str:
+    """A TOML basic string of ``text`` (a field name is data): quotes, backslashes and every control,
+    format or line-separator character escaped, so it can neither end its line or comment nor
+    drive the terminal; anything else as it is (json.dumps would write surrogate pairs TOML refuses)."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+        else:
+            out.append(ch)
+    return "".join(out) + '"'
+
+
 def _key(name: str) -> str:
-    return name if _BARE_KEY.match(name) else json.dumps(name)
+    """A field name as a TOML key, and as comments show it."""
+    return name if _BARE_KEY.match(name) else _quoted(name)
 
 
 def _list(names: list[str]) -> str:
-    return "[" + ", ".join(json.dumps(n) for n in names) + "]"
+    return "[" + ", ".join(_quoted(n) for n in names) + "]"
 
 
 def _tool_name(collection: str) -> str:
@@ -64,16 +81,18 @@ def suggest(
             continue
         kind = st.suggested()
         if kind is None:
-            untyped.append(f"{path} ({', '.join(sorted(st.kinds))})")
+            untyped.append(f"{_key(path)} ({', '.join(sorted(st.kinds))})")
             continue
         if SENSITIVE.search(path):
-            hidden.append(f"{path} = {json.dumps(kind)}  # in {st.present} of {n}")
+            hidden.append(f"{_key(path)} = {json.dumps(kind)}  # in {st.present} of {n}")
             continue
         fields[path] = kind
         other = st.others(kind)
         if other:
             found = ", ".join(f"{k} in {c}" for k, c in sorted(other.items()))
-            drifting.append(f"{path}: {kind} in {st.present - sum(other.values())} of {st.present}, {found}")
+            drifting.append(
+                f"{_key(path)}: {kind} in {st.present - sum(other.values())} of {st.present}, {found}"
+            )
     if not fields:
         raise ConfigError(
             f"no field of {collection!r} has a single usable type: {', '.join(untyped) or 'none'}"
@@ -124,8 +143,9 @@ def suggest(
     ]
     if sort:
         lines.append("sort = { " + ", ".join(f"{_key(k)} = {v}" for k, v in sort.items()) + " }")
-    lines.append("index = [" + ", ".join(f"[{json.dumps(k)}, {d}]" for k, d in index) + "]")
-    keys = ", ".join(f"{json.dumps(k)}: {d}" for k, d in index)
+    lines.append("index = [" + ", ".join(f"[{_quoted(k)}, {d}]" for k, d in index) + "]")
+    # JSON for mongosh; DEL, which json.dumps leaves as it is, cannot stand in a TOML comment
+    keys = ", ".join(f"{json.dumps(k)}: {d}".replace("\x7f", "\\u007f") for k, d in index)
     lines.append(
         f"# mongogate creates no index: db.getCollection({json.dumps(collection)}).createIndex({{{keys}}})"
     )

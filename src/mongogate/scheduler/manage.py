@@ -141,7 +141,8 @@ class Schedules:
         """Remove the schedule documents of agents no worker registers (orphans); one whose claimed
         tick is still in flight is left for a later prune."""
         fleet = await read_fleet(self.db, now, self.worker_ttl_s)
-        removed: list[str] = []
+        parked: list[str] = []  # orphaned_at set by a worker's loop
+        unparked: list[str] = []  # orphans by the fleet documents alone
         busy: list[str] = []
         try:
             async for d in self.coll.find({}, {"agent_key": 1, "open": 1, "orphaned_at": 1}):
@@ -149,14 +150,35 @@ class Schedules:
                 if not (d.get("orphaned_at") is not None or fleet.is_orphan(key)):
                     continue
                 live, _ = live_and_expired(d, now)
-                (busy if live else removed).append(str(d["_id"]))
-                if len(removed) >= PRUNE_MAX:
+                if live:
+                    busy.append(str(d["_id"]))
+                else:
+                    (parked if d.get("orphaned_at") is not None else unparked).append(str(d["_id"]))
+                if len(parked) + len(unparked) >= PRUNE_MAX:
                     break
-            if removed and not dry_run:
-                for i in range(0, len(removed), 1000):
-                    await self.coll.delete_many(
-                        {"_id": {"$in": removed[i : i + 1000]}, "open": {"$in": [None, {}]}}
-                    )
+            if unparked and not dry_run:  # a worker may have started since: read the fleet again
+                again = await read_fleet(self.db, now, self.worker_ttl_s)
+                unparked = [k for k in unparked if again.is_orphan(k)]
+            if not dry_run:
+                # A worker that registers an agent again un-parks it (unsets orphaned_at): a parked
+                # document is deleted only while still parked, never after that worker read it.
+                for ids, still in ((parked, {"$ne": None}), (unparked, None)):
+                    for i in range(0, len(ids), 1000):
+                        await self.coll.delete_many(
+                            {
+                                "_id": {"$in": ids[i : i + 1000]},
+                                "open": {"$in": [None, {}]},
+                                "orphaned_at": still,
+                            }
+                        )
+                # the report says what was deleted: a document claimed or registered since it was read stays
+                candidates = parked + unparked
+                left: set[str] = set()
+                for i in range(0, len(candidates), 1000):
+                    batch = {"_id": {"$in": candidates[i : i + 1000]}}
+                    left |= {str(d["_id"]) async for d in self.coll.find(batch, {"_id": 1})}
+                parked = [k for k in parked if k not in left]
+                unparked = [k for k in unparked if k not in left]
         except PyMongoError as e:
             raise StorageError(f"could not prune the schedule: {e}") from e
-        return Pruned(sorted(removed), sorted(busy))
+        return Pruned(sorted(parked + unparked), sorted(busy))

@@ -44,7 +44,7 @@ from mongogate.server.observe import ObserveCalls
 from mongogate.server.startup import OpenAfterInitialize
 from mongogate.server.surface import UnknownTools, offer_tools_only
 from mongogate.server.tenant_limit import TenantConcurrency
-from mongogate.specs import RUN_TOOL_NAMES
+from mongogate.specs import RECALL_TOOL_NAMES, RUN_TOOL_NAMES
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
 from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
 from mongogate.tools.registry import ToolRegistry
@@ -125,7 +125,12 @@ def build_server(
     verifier = None
     sdk_auth = None
     stdio_principal: Principal | None = None
-    scopes = sorted({s for spec in registry.query_specs for s in spec.required_scopes})
+    # every scope a tool of this server requires: granted to a local operator (auth mode "none"),
+    # listed in the HTTP metadata. Long-term memory's are its tools' too (tools/recall_tools.py).
+    required = {s for spec in registry.query_specs for s in spec.required_scopes}
+    if any(t.name in RECALL_TOOL_NAMES for t in tools):
+        required |= set(settings.memory.long_term.required_scopes)
+    scopes = sorted(required)
     challenge: Challenge | None = None
     if transport == "http" and settings.auth.mode != "none":
         verifier = build_token_verifier(settings.auth)
@@ -228,6 +233,7 @@ def build_server(
                 try:
                     waiting.ready(await open_state(db, readiness, opened))
                 except Exception as e:
+                    waiting.failed(e)  # calls waiting for the open are refused, never left hanging
                     on_open_failure(e)
 
             def start() -> None:
@@ -270,6 +276,8 @@ def build_server(
         auth=sdk_auth,
         log_level=settings.server.log_level,
     )
+    server.transport = transport  # its HTTP app refuses a stdio server (server/auth/challenge.py)
+    server.unauthenticated = transport == "http" and settings.auth.mode == "none"
     offer_tools_only(server)  # no prompts or resources advertised with nothing behind them
     if challenge is not None:
         server.install_challenge(challenge)

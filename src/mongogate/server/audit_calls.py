@@ -53,7 +53,10 @@ async def audit_refusal(
     value = ctx.lifespan_context
     if not isinstance(value, AppState | PendingState):
         return
-    app = await app_state(value)
+    try:
+        app = await app_state(value)
+    except MongogateError:
+        return  # the database never opened (tools/state.py): no audit log exists; the call was refused
     tenant: str | None = None
     subject: str | None = None
     try:

@@ -14,6 +14,7 @@ import anyio
 from mongogate.audit.log import AuditLog
 from mongogate.config import Settings
 from mongogate.db import Database
+from mongogate.errors import StorageError
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.principal import Principal
@@ -50,6 +51,8 @@ class PendingState:
         self.settings = settings
         self.principal = principal
         self.state: AppState | None = None
+        #: why the open failed (set once, like `state`): every waiting and later call is refused
+        self.error: BaseException | None = None
         self._done = anyio.Event()
         self._start: Callable[[], None] | None = start
 
@@ -68,10 +71,20 @@ class PendingState:
         self.state = state
         self._done.set()
 
+    def failed(self, error: BaseException) -> None:
+        self.error = error
+        self._done.set()
+
     async def wait(self) -> AppState:
         self.kick()
         await self._done.wait()
-        assert self.state is not None  # set before the event; a failed open ends the process
+        if self.state is None:  # stdio `serve` ends the process; an embedder's server answers this
+            refused = StorageError(
+                "the server could not open its database at start-up",
+                advice="the server log says why; an operator must fix it and restart the server",
+            )
+            refused.retryable = False  # not in this process: the open is never tried again
+            raise refused from self.error
         return self.state
 
 

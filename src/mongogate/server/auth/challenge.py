@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mongogate.errors import ConfigError
+from mongogate.server.guards import is_loopback
 from mongogate.tools.state import AppState
 
 __all__ = ["METADATA_PATH", "BearerChallenge", "Challenge", "ChallengingServer", "note_rejection"]
@@ -145,6 +147,10 @@ class ChallengingServer(MCPServer[AppState]):
     """MCPServer whose Streamable HTTP app answers with these challenges and this metadata."""
 
     challenge: Challenge | None = None
+    #: what build_server made it for: a stdio server's calls all act as its launch principal
+    transport: str = "http"
+    #: HTTP without authentication (``insecure_no_auth``): every caller is the launch principal
+    unauthenticated: bool = False
 
     def install_challenge(self, challenge: Challenge) -> None:
         self.challenge = challenge
@@ -159,7 +165,28 @@ class ChallengingServer(MCPServer[AppState]):
         for path in (METADATA_PATH, "/.well-known/oauth-protected-resource"):
             self.custom_route(path, methods=["GET", "OPTIONS"])(metadata)
 
+    def sse_app(self, **kwargs: Any) -> Starlette:
+        """Refused: the SDK's SSE transport would serve this server without any of its guards."""
+        raise ConfigError(
+            "mongogate serves MCP over stdio or Streamable HTTP only (serve_http, `mongogate serve "
+            "--http`): the SSE transport has no token check, Host/Origin guard or limits"
+        )
+
     def streamable_http_app(self, **kwargs: Any) -> Starlette:
+        """The HTTP app, only for a server built for HTTP (serve_http, the SDK's run and tests all
+        come here): a stdio server has no token check, and no-auth HTTP is for loopback only."""
+        if self.transport != "http":
+            raise ConfigError(
+                "this server was built for stdio, where every call acts as the launch principal with "
+                'no authentication: build it with build_server(settings, registry, transport="http") '
+                "to serve it over HTTP"
+            )
+        host = kwargs.get("host")
+        if self.unauthenticated and isinstance(host, str) and not is_loopback(host):
+            raise ConfigError(
+                f"refusing to serve HTTP without authentication on {host!r}: insecure_no_auth is for a "
+                "loopback address only (e.g. 127.0.0.1); set auth.mode to 'jwt' or 'api_keys'"
+            )
         app = super().streamable_http_app(**kwargs)
         if self.challenge is not None:
             app.add_middleware(BearerChallenge, challenge=self.challenge)

@@ -44,6 +44,28 @@ def test_sdk_func_metadata_takes_the_models_and_schema_of_a_spec_tool() -> None:
     assert meta.arg_model is Args and meta.output_schema == {"type": "object"}
 
 
+def test_sdk_output_schema_derived_once_is_the_sdks_own_and_each_tool_gets_its_copy() -> None:
+    """The SDK derives a tool's output schema from its model; mongogate derives it once per model
+    (a server's build time), so it must equal the SDK's derivation, and one tool editing its
+    schema must not change the next tool's."""
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+    from pydantic import BaseModel
+
+    class Out(BaseModel):
+        n: int
+        names: list[str]
+
+    class Args(sdk.ArgModelBase):
+        pass
+
+    sdks = FuncMetadata(arg_model=Args, output_model=Out).output_schema
+    first = sdk.tool_metadata(Args, Out, None)
+    assert first.output_schema == sdks and first.output_model is Out
+    assert first.output_schema is not None
+    first.output_schema["properties"]["n"]["type"] = "string"
+    assert sdk.tool_metadata(Args, Out, None).output_schema == sdks
+
+
 async def test_sdk_handler_table_advertises_what_is_registered() -> None:
     server: MCPServer[Any] = MCPServer("pin")
 

@@ -188,6 +188,14 @@ async def test_every_limit_in_a_description_comes_from_the_settings(
     assert "at most 7 keys" in tools["create_session"].input_schema["properties"]["metadata"]["description"]
     every = json.dumps([t.input_schema for t in tools.values()])
     assert "{" + "max_" not in every and "x-limits" not in every  # every placeholder was filled
+    # A second server in the same process fills in its own settings: the schemas generated once
+    # per model (tools/base.py) are copied for each tool, never shared between servers.
+    other = make_settings(engine_uri, db_name, tmp_path, memory={"max_message_bytes": 555})
+    async with Client(build_server(other)) as c:
+        again = {t.name: t for t in (await c.list_tools()).tools}
+    text = again["begin_turn"].input_schema["properties"]["text"]["description"]
+    assert "555 bytes" in text and "777" not in text
+    assert again["load_context"].input_schema["properties"]["limit"]["maximum"] != 33
 
 
 async def test_tools_say_where_they_fit(demo: Client) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,8 +17,21 @@ __all__ = ["ArgModelBase", "FuncMetadata", "add_request_handler", "drop_request_
 def tool_metadata(
     arg_model: type[ArgModelBase], output_model: type[BaseModel] | None, output_schema: dict[str, Any] | None
 ) -> FuncMetadata:
-    """What ``Tool(fn_metadata=...)`` needs for a tool built from a schema, not a Python signature."""
+    """What ``Tool(fn_metadata=...)`` needs for a tool built from a schema, not a Python signature.
+
+    The output schema the SDK would derive from ``output_model`` is derived once per model and
+    copied out for each tool (the same dict the SDK builds: generating it was a third of a
+    server's build time, repeated for every server a process builds)."""
+    if output_model is not None and output_schema is None:
+        output_schema = json.loads(_derived_output_schema(output_model))
     return FuncMetadata(arg_model=arg_model, output_model=output_model, output_schema=output_schema)
+
+
+@functools.cache
+def _derived_output_schema(output_model: type[BaseModel]) -> str:
+    """The SDK's own derivation (``FuncMetadata.model_post_init``), kept as text so that no
+    caller can change what the next one gets."""
+    return json.dumps(FuncMetadata(arg_model=ArgModelBase, output_model=output_model).output_schema)
 
 
 def drop_request_handlers(server: MCPServer[Any], methods: Iterable[str]) -> None:

@@ -11,6 +11,7 @@ rendered from it here, once, and the metric and the audit read the value (server
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,10 +21,10 @@ from typing import Annotated, Any
 from bson.errors import InvalidDocument
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mongogate.compat.sdk import ArgModelBase, tool_metadata
 from mongogate.errors import (
     InternalError,
     InvalidInput,
@@ -214,6 +215,13 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent
 IDEMPOTENT_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 
 
+@functools.cache
+def _input_schema(input_model: type[ToolInput]) -> str:
+    """An input model's JSON schema, generated once per model (as text: each tool gets its own
+    copy to fill in); pydantic's generation was most of the cost of building a server."""
+    return json.dumps(input_model.model_json_schema(by_alias=True))
+
+
 def make_tool(
     *,
     name: str,
@@ -228,7 +236,7 @@ def make_tool(
     title: str | None = None,
     limits: Mapping[str, object] | None = None,
 ) -> Tool:
-    schema = parameters or input_model.model_json_schema(by_alias=True)
+    schema = parameters or json.loads(_input_schema(input_model))
     if limits is not None:  # descriptions and limits from the settings the stores enforce
         schema = fill_limits(schema, limits)
     key_caps = key_caps_from_schema(schema)  # once per tool, not per call
@@ -295,7 +303,7 @@ def make_tool(
             structured_content=data,
         )
 
-    meta = FuncMetadata(arg_model=RawArguments, output_model=output_model, output_schema=output_schema)
+    meta = tool_metadata(RawArguments, output_model, output_schema)
     return Tool(
         fn=fn,
         name=name,

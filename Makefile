@@ -10,7 +10,7 @@ FIND_PY = for c in python3.14 python3.13 "$$(pyenv prefix 3.13.0 2>/dev/null)/bi
             if command -v "$$c" >/dev/null 2>&1 && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then \
               echo "$$c"; exit 0; fi; done; exit 1
 
-.PHONY: setup run test soak lint bench clean
+.PHONY: setup run test test-serial soak lint bench clean
 
 setup: $(STAMP)
 
@@ -26,7 +26,12 @@ $(STAMP): pyproject.toml
 run: setup
 	$(VENV)/bin/mongogate serve --http --demo --config examples/mongogate.toml
 
+# two pytest processes over the two halves of the suite at once (tests/shards.py says why)
 test: setup
+	$(PY) tests/shards.py
+
+# the whole suite in one pytest process
+test-serial: setup
 	$(PY) -m pytest -q
 
 # the stress and soak variants (200-trial and 16-thread races) that `make test` runs small

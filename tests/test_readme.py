@@ -41,6 +41,8 @@ COVERED = {
     "make test": "the whole suite (run by the lead and CI)",
     "make lint": "make lint",
     "make soak": "the soak-marked tests (run by hand; README: not in CI)",
+    "make test-serial": "make test, in one pytest process (tests/shards.py runs the halves)",
+    ".venv/bin/python tests/shards.py -x": "make test (tests/shards.py is what it runs)",
     "make bench": "benchmarks/ (README: not in CI)",
     "MONGODB_URI=mongodb://... make test": "real MongoDB runs: a placeholder URI",
     ".venv/bin/python -m build": "tests/test_install.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import IO
 
 import anyio
 import pytest
@@ -130,3 +131,55 @@ async def test_query_tools_read_with_the_query_uris_read_preference(engine_uri: 
         await db.query["c"].find_one({})  # a one-member engine serves secondaryPreferred reads
     finally:
         await db.close()
+
+
+async def test_a_close_while_the_watchdog_takes_the_engine_lease_lets_go_of_the_start_lock(
+    data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that closes while its watchdog is restarting a crashed engine (a vanished client)
+    must not keep the engine's start lock. The old code: close() cancels the watch task, the
+    lease the thread returns afterwards was dropped unreleased, and its open file (flock held)
+    stayed until garbage collection, blocking every other process's start of that engine and
+    ending as a ResourceWarning in whichever test ran then (seen under `taskset -c 0`)."""
+    import os
+    import signal
+
+    from mongogate.engine.files import START_LOCK, open_lock
+
+    taken, go = threading.Event(), threading.Event()
+    real = engine_client.lease
+    calls: list[int] = []
+
+    def lease_then_wait(data_dir: Path, idle_stop_s: float) -> engine_client.EngineLease:
+        got = real(data_dir, idle_stop_s)
+        calls.append(1)
+        if len(calls) > 1:  # the watchdog's, not the open's
+            taken.set()
+            go.wait(30)  # failpoint: the watch task is cancelled while the lease is on its way back
+        return got
+
+    monkeypatch.setattr(engine_client, "lease", lease_then_wait)
+    db = Database(DatabaseSettings(name="lease"), data)
+    await db.open()
+    assert db.engine_state is not None
+    os.kill(db.engine_state.pid, signal.SIGKILL)  # the watchdog restarts it (taking a lease)
+    await anyio.to_thread.run_sync(taken.wait, 30)
+    await db.close()
+    go.set()
+    with open_lock(data / START_LOCK) as lock:  # the worker thread lets go once it returns
+        free = await anyio.to_thread.run_sync(_until_locked, lock)
+    assert free, "the closed database still holds the engine's start lock"
+
+
+def _until_locked(lock: IO[str], within_s: float = 30.0) -> bool:
+    """Take ``lock`` as soon as its holder lets go (True), or give up after ``within_s`` (False)."""
+    import time
+
+    from mongogate.engine.files import try_lock
+
+    deadline = time.monotonic() + within_s
+    while not try_lock(lock):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

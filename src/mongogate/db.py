@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -68,9 +69,7 @@ class Database:
         uri = self.settings.uri
         lease = None
         if uri is None:
-            lease = await anyio.to_thread.run_sync(
-                engine_client.lease, self.data_dir, self.settings.engine_idle_stop_s
-            )
+            lease = await self._lease()
             uri, self.engine_state = lease.uri, lease.state
         try:
             self._client, self._query_client = connect(uri, self.settings)
@@ -99,6 +98,33 @@ class Database:
             )
             self._watch = asyncio.get_running_loop().create_task(self._watch_engine())
 
+    async def _lease(self) -> engine_client.EngineLease:
+        """The engine's lease, taken on a thread. A caller cancelled while the thread works (close()
+        cancels the watch task, and asyncio does not wait for the thread) never leaves the lease,
+        and the engine's start lock with it, to the garbage collector: the lease is released by
+        whichever side learns second that nobody will use it."""
+        guard = threading.Lock()
+        abandoned = False
+        delivered: list[engine_client.EngineLease] = []
+
+        def take() -> engine_client.EngineLease:
+            lease = engine_client.lease(self.data_dir, self.settings.engine_idle_stop_s)
+            with guard:
+                if abandoned:
+                    lease.release()
+                else:
+                    delivered.append(lease)
+            return lease
+
+        try:
+            return await anyio.to_thread.run_sync(take)
+        except BaseException:
+            with guard:
+                abandoned = True
+                for lease in delivered:
+                    lease.release()
+            raise
+
     async def _watch_engine(self) -> None:
         """Restart a crashed engine (its engine.json is left behind; a stopped one removes it)."""
         while True:
@@ -107,9 +133,7 @@ class Database:
                 continue
             log.warning("the embedded engine of %s is gone: restarting it", self.data_dir)
             try:
-                lease = await anyio.to_thread.run_sync(
-                    engine_client.lease, self.data_dir, self.settings.engine_idle_stop_s
-                )
+                lease = await self._lease()
             except Exception as e:  # keep watching; calls fail with storage errors meanwhile
                 log.warning("could not restart the embedded engine: %s", e)
                 continue

@@ -1,6 +1,8 @@
 """The JSON-RPC messages every benchmark client opens with (protocol 2025-06-18), said once.
 
-Benchmarks import only the package and their neighbours here, never the test suite.
+The scripts that import it (startup.py, hostile.py) run with only their own folder on the path,
+so they do not reach tests/helpers.py (which holds the same messages for the suite and for
+benchmarks/redteam*.py, which put the checkout on the path).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_report import Stats
 from recall_report import DEPTH, KINDS, LIMIT, Run, Tuned, render
 from recall_set import DID, FACTS, HALVES, QUESTIONS, WHAT, WHEN, WHO, split
-from results import RESULTS, write_section
+from results import RESULTS, publish
 
 from memory import loadavg, unchecked_seeding  # beside this script
 
@@ -421,11 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         *render(result, reps, args.warmup),
     ]
-    text = "\n".join(body) + "\n"
-    print(text)
-    if not args.no_write:
-        write_section("recall", text)
-        print(f"written to {RESULTS} (## recall)", file=sys.stderr)
+    publish("recall", "\n".join(body) + "\n", not args.no_write)
     return 0
 
 

@@ -47,10 +47,6 @@ SEED_BATCH = 500
 PREVIOUS_REV = "7a628699ea"
 
 
-def previous_rev() -> str:
-    return PREVIOUS_REV
-
-
 def load_previous(rev: str, into: Path) -> ModuleType:
     """The scheduler package at `rev`, importable as `prev_scheduler` (imports rewritten)."""
     files = subprocess.run(
@@ -282,4 +278,4 @@ def render_fleet(result: dict[str, Any], command: str, seconds: float, total_s: 
 
 
 def main_fleet(uri: str, sizes: list[int], seconds: float, reps: int, rev: str | None) -> dict[str, Any]:
-    return asyncio.run(run_fleet(uri, sizes, seconds, reps, rev or previous_rev()))
+    return asyncio.run(run_fleet(uri, sizes, seconds, reps, rev or PREVIOUS_REV))

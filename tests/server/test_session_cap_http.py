@@ -27,6 +27,7 @@ from mongogate.server.http import BackgroundHttpServer
 from mongogate.tools.base import Call, ToolInput, make_tool
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import jwt_auth, make_settings
+from tests.helpers import INITIALIZE
 
 from . import rpc
 
@@ -111,17 +112,7 @@ async def test_with_every_session_busy_one_more_is_refused_busy(
                     tg.start_soon(busy, sid)
                 while hold.entered < 2:  # polled: both sessions now have a call in flight
                     await anyio.sleep(0.005)
-                init = {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": rpc.PROTOCOL,
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                }
-                r = await hc.post(url, json=init, headers=rpc.headers(alice))
+                r = await hc.post(url, json=INITIALIZE[0], headers=rpc.headers(alice))
                 assert r.status_code == 429 and r.headers["retry-after"] == "1"
                 text = r.json()["error"]["message"]
                 assert text.startswith("[busy] (retryable) ")

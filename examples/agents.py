@@ -18,10 +18,7 @@ from typing import Any
 
 from bson import ObjectId
 
-from mongogate.clock import as_utc
-from mongogate.errors import LeaseBusy
-from mongogate.scheduler.agents import AgentRegistry, TickContext
-from mongogate.scheduler.investigations import ACTIVE_STATUSES
+from mongogate import AgentRegistry, LeaseBusy, TickContext
 
 agents = AgentRegistry()
 
@@ -73,14 +70,11 @@ async def stale_runs(ctx: TickContext) -> None:
             ctx.log.warning("run %s of %s looks abandoned", run["run_id"], run["tenant"])
 
     # Close the items whose run completed, failed, or was picked up again.
-    open_items = ctx.investigations.coll.find(
-        {"agent_key": ctx.agent_key, "status": {"$in": list(ACTIVE_STATUSES)}}, limit=100
-    )
-    async for item in open_items:
-        run_id = item["details"].get("run_id")
-        current = await runs.find_one({"tenant": item["tenant"], "run_id": run_id})
+    for item in await ctx.investigations.list_for_agent(ctx.agent_key, limit=100):
+        run_id = item.details.get("run_id")
+        current = await runs.find_one({"tenant": item.tenant, "run_id": run_id})
         until = current.get("locked_until") if current else None
-        held = until is not None and as_utc(until) > now
+        held = until is not None and until > now  # the database returns aware UTC datetimes
         if current is None or current["status"] != "running" or held:
             why = (
                 "run is gone"
@@ -89,7 +83,7 @@ async def stale_runs(ctx: TickContext) -> None:
                 if held
                 else f"run is {current['status']}"
             )
-            await ctx.investigations.close(item["tenant"], item["_id"], why)
+            await ctx.investigations.close(item.tenant, item.id, why)
 
 
 @agents.agent("message-digest", every=300, timeout_s=120)

@@ -64,8 +64,13 @@ def test_a_name_loads_only_what_it_needs() -> None:
     assert "pydantic" in loaded and "mcp" not in loaded
 
 
-def test_embed_example_imports_only_the_package_root() -> None:
-    tree = ast.parse((ROOT / "examples" / "embed.py").read_text())
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").rglob("*.py"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_imports_only_the_package_root(example: str) -> None:
+    """Examples are what users copy: they use the public API, never a private submodule."""
+    tree = ast.parse((ROOT / example).read_text())
     imported = [
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)
@@ -73,7 +78,32 @@ def test_embed_example_imports_only_the_package_root() -> None:
         for alias in node.names
     ]
     ours = [m for m in imported if m and m.split(".")[0] == "mongogate"]
-    assert ours and all(m == "mongogate" for m in ours), ours
+    assert all(m == "mongogate" for m in ours), ours
+    if example in ("examples/embed.py", "examples/agents.py"):
+        assert ours
+
+
+def test_what_a_tick_is_handed_is_public() -> None:
+    """A scheduled agent needs no private import: the types of every TickContext field, the
+    errors its runs raise and a clock for tests all come from the package root."""
+    import dataclasses
+    import typing
+
+    from mongogate import Agent, AgentRegistry, LeaseBusy, LeaseLost, ManualClock, MongogateError, TickContext
+
+    hints = typing.get_type_hints(TickContext)
+    public = {getattr(mongogate, n) for n in mongogate.__all__ if n != "__version__"}
+    for f in dataclasses.fields(TickContext):
+        hint = hints[f.name]
+        if getattr(hint, "__module__", "").startswith("mongogate"):
+            assert hint in public, f"TickContext.{f.name}: {hint} is not exported"
+    assert issubclass(LeaseBusy, MongogateError) and issubclass(LeaseLost, MongogateError)
+
+    async def tick(ctx: TickContext) -> None:
+        return None
+
+    registry = AgentRegistry([Agent("a", tick, 60)])
+    assert registry.keys() == ["a"] and ManualClock().now().tzinfo is not None
 
 
 def test_the_api_page_shows_the_example_as_it_is_and_every_public_name() -> None:

@@ -14,8 +14,21 @@ from typing import TYPE_CHECKING, Any
 from mongogate.version import __version__
 
 if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ below loads them
+    from mongogate.clock import Clock, ManualClock, SystemClock
     from mongogate.config import Settings, load_settings
-    from mongogate.errors import ConfigError, MongogateError
+    from mongogate.errors import (
+        ConfigError,
+        InvalidInput,
+        LeaseBusy,
+        LeaseLost,
+        MongogateError,
+        NotFound,
+        StorageError,
+    )
+    from mongogate.runs import Checkpoint, RunLease, Runs, SaveResult
+    from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
+    from mongogate.scheduler.events import TickEvent
+    from mongogate.scheduler.investigations import Investigation, Investigations, OpenResult
     from mongogate.server.app import build_server
     from mongogate.server.checks import StartupChecks
     from mongogate.server.http import serve_http
@@ -39,18 +52,58 @@ _LAZY: dict[str, tuple[str, str]] = {
     "serve_http": ("mongogate.server.http", "serve_http"),
     "MongogateError": ("mongogate.errors", "MongogateError"),
     "ConfigError": ("mongogate.errors", "ConfigError"),
+    # scheduled agents (`mongogate worker`): what an agent is and everything a tick is handed
+    "Agent": ("mongogate.scheduler.agents", "Agent"),
+    "AgentRegistry": ("mongogate.scheduler.agents", "AgentRegistry"),
+    "TickContext": ("mongogate.scheduler.agents", "TickContext"),
+    "TickEvent": ("mongogate.scheduler.events", "TickEvent"),
+    "Runs": ("mongogate.runs", "Runs"),
+    "RunLease": ("mongogate.runs", "RunLease"),
+    "Checkpoint": ("mongogate.runs", "Checkpoint"),
+    "SaveResult": ("mongogate.runs", "SaveResult"),
+    "Investigations": ("mongogate.scheduler.investigations", "Investigations"),
+    "Investigation": ("mongogate.scheduler.investigations", "Investigation"),
+    "OpenResult": ("mongogate.scheduler.investigations", "OpenResult"),
+    "Clock": ("mongogate.clock", "Clock"),
+    "SystemClock": ("mongogate.clock", "SystemClock"),
+    "ManualClock": ("mongogate.clock", "ManualClock"),
+    # the errors a tick's calls raise on purpose (all MongogateError)
+    "LeaseBusy": ("mongogate.errors", "LeaseBusy"),
+    "LeaseLost": ("mongogate.errors", "LeaseLost"),
+    "NotFound": ("mongogate.errors", "NotFound"),
+    "InvalidInput": ("mongogate.errors", "InvalidInput"),
+    "StorageError": ("mongogate.errors", "StorageError"),
 }
 
 __all__ = [
+    "Agent",
+    "AgentRegistry",
     "AggregateToolSpec",
     "AppState",
+    "Checkpoint",
+    "Clock",
     "ConfigError",
     "FindToolSpec",
+    "InvalidInput",
+    "Investigation",
+    "Investigations",
+    "LeaseBusy",
+    "LeaseLost",
+    "ManualClock",
     "MongogateError",
+    "NotFound",
+    "OpenResult",
     "QueryToolSpec",
+    "RunLease",
+    "Runs",
+    "SaveResult",
     "Settings",
     "StartupChecks",
     "StartupHook",
+    "StorageError",
+    "SystemClock",
+    "TickContext",
+    "TickEvent",
     "ToolRegistry",
     "__version__",
     "build_server",

@@ -73,3 +73,15 @@ async def test_in_progress_still_blocks_and_other_triggers_do_not(mongo: Client,
         await inv.set_status("acme", item.id, "closed")
     with pytest.raises(InvalidInput, match="trigger_signature must be a non-empty string"):
         await inv.open("acme", "watch", "")
+
+
+async def test_list_for_agent_gives_one_agents_active_items_across_tenants(mongo: Client, db_name: str) -> None:
+    """What examples/agents.py sweeps through the public API (it read the collection before)."""
+    inv = Investigations(mongo[db_name])
+    await inv.ensure_indexes()
+    a = await inv.open("acme", "sweeper", "t1")
+    await inv.open("globex", "sweeper", "t2")
+    await inv.open("acme", "other-agent", "t3")
+    await inv.close("acme", a.investigation.id, "done")
+    items = await inv.list_for_agent("sweeper")
+    assert [(i.tenant, i.trigger_signature) for i in items] == [("globex", "t2")]

@@ -204,3 +204,15 @@ class Investigations:
             return [Investigation.from_doc(d) async for d in cursor]
         except PyMongoError as e:
             raise StorageError(f"could not list investigations: {e}") from e
+
+    async def list_for_agent(self, agent_key: str, *, limit: int = 100) -> list[Investigation]:
+        """The active items one agent opened, across tenants (an agent's own sweep), oldest first."""
+        try:
+            cursor = self.coll.find(
+                {"agent_key": agent_key, "status": {"$in": list(ACTIVE_STATUSES)}},
+                sort=[("opened_at", 1)],
+                limit=limit,
+            )
+            return [Investigation.from_doc(d) async for d in cursor]
+        except PyMongoError as e:
+            raise StorageError(f"could not list investigations: {e}") from e

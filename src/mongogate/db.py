@@ -50,9 +50,12 @@ WATCH_S = 2.0
 class Database:
     """The memory (read-write) and query (read-only user) connections."""
 
-    def __init__(self, settings: DatabaseSettings, data_dir: Path) -> None:
+    def __init__(self, settings: DatabaseSettings, data_dir: Path, *, role_warning: bool = False) -> None:
         self.settings = settings
         self.data_dir = data_dir
+        #: warn that the embedded engine enforces no roles (what serves query tools: the server);
+        #: other commands log it at INFO, and `check` reports it in its own words
+        self.role_warning = role_warning
         #: the embedded engine this process uses (None with database.uri)
         self.engine_state: EngineState | None = None
         self._client: AsyncMongoClient[Doc] | None = None
@@ -91,7 +94,8 @@ class Database:
         if self.engine_state is not None:
             st = self.engine_state
             log.info("embedded engine pid %d on %s (data in %s)", st.pid, st.address, st.data_file)
-            log.warning(
+            log.log(
+                logging.WARNING if self.role_warning else logging.INFO,
                 "embedded engine (mongoeco) in %s: it enforces no roles, so read-only rests on "
                 "mongogate's own checks; use database.uri/query_uri with real MongoDB in production",
                 self.data_dir,

@@ -8,6 +8,7 @@ ConfigErrors naming the spec, the key and what is expected.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
@@ -91,6 +92,29 @@ def usable_name(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and bool(name) and "\x00" not in name
 
 
+#: what a field name never holds: control, format (bidirectional overrides, zero-width), line and
+#: paragraph separators, surrogates. Such a name reaches tool descriptions the model reads and the
+#: terminal of whoever lists the tools; no real schema needs one.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def hidden_characters(name: str) -> list[str]:
+    """The control and bidirectional characters in ``name``, as ``U+XXXX`` (empty: none)."""
+    return [
+        f"U+{ord(c):04X}" for c in dict.fromkeys(name) if unicodedata.category(c) in _UNPRINTABLE_CATEGORIES
+    ]
+
+
+def _printable(name: str, what: str) -> None:
+    hidden = hidden_characters(name)
+    if hidden:
+        raise ValueError(
+            f"{what} {name!r} holds control or bidirectional characters ({', '.join(hidden)}): a tool's "
+            "description would carry them to the model and the terminal; rename the field in the data, "
+            "or leave it out of the spec"
+        )
+
+
 class QueryToolSpec(BaseModel):
     """One scoped read-only query tool: what find and aggregate tools share.
 
@@ -149,6 +173,7 @@ class QueryToolSpec(BaseModel):
         # injected as {tenant_field: tenant}: "$comment" or "$expr" there would match every document
         if not usable_name(v) or v.startswith("$"):
             raise ValueError("must be a field name: not starting with '$' and without NUL (e.g. 'tenantId')")
+        _printable(v, "tenant_field")
         return v
 
     @field_validator("collection")
@@ -172,6 +197,9 @@ class QueryToolSpec(BaseModel):
         for f in self.fields:
             if not usable_name(f) or f.startswith("$"):
                 raise ValueError(f"field name {f!r} is empty, starts with '$' or contains NUL")
+            _printable(f, "field name")
+        for f in self.projection:
+            _printable(f, "projection field")
         tenant = self.tenant_field
         tenant_paths = [f for f in self.fields if overlaps_tenant(f, tenant)]
         if tenant_paths:

@@ -75,7 +75,9 @@ async def test_in_progress_still_blocks_and_other_triggers_do_not(mongo: Client,
         await inv.open("acme", "watch", "")
 
 
-async def test_list_for_agent_gives_one_agents_active_items_across_tenants(mongo: Client, db_name: str) -> None:
+async def test_list_for_agent_gives_one_agents_active_items_across_tenants(
+    mongo: Client, db_name: str
+) -> None:
     """What examples/agents.py sweeps through the public API (it read the collection before)."""
     inv = Investigations(mongo[db_name])
     await inv.ensure_indexes()

@@ -102,8 +102,13 @@ async def test_remove_refuses_an_agent_a_running_worker_registers_unless_forced(
     db = mongo[db_name]
     await Scheduler(db, [Agent("live", noop, 5)], cfg(), "w", clock=clock).register()
     ops = Schedules(db, worker_ttl_s=60)
-    with pytest.raises(InvalidInput, match="registered by a running worker"):
+    clock.advance(42)  # the worker exited 42 s ago: it still counts as running for 18 s more
+    with pytest.raises(InvalidInput) as refused:
         await ops.remove("live", clock.now())
+    # it says when that worker was last seen and which setting decides how long it counts
+    said = str(refused.value)
+    assert "registered by a worker last seen 42 s ago (2030-01-01T00:00:00Z)" in said, said
+    assert "scheduler.worker_ttl_s (60 s)" in said, said
     await ops.remove("live", clock.now(), force=True)
     assert await db["agent_schedule"].count_documents({}) == 0
     with pytest.raises(NotFound):
@@ -209,10 +214,12 @@ def test_schedule_commands_through_the_command_line(
     assert listed["agent_key"] == "retired" and listed["state"] == "orphaned"
     assert main(["schedule", "resume", "digest", *base]) == 0
     assert main(["schedule", "run-now", "digest", *base]) == 0
+    assert main(["schedule", *base, "run-now", "digest"]) == 0  # --config before the action too
+    capsys.readouterr()
     assert main(["schedule", "run-now", "retired", *base]) == 2  # nothing would run it
     assert main(["schedule", "remove", "digest", *base]) == 2  # a live worker registers it
     err = capsys.readouterr().err
-    assert "orphaned (no worker registers it)" in err and "registered by a running worker" in err
+    assert "orphaned (no worker registers it)" in err and "registered by a worker last seen" in err
     assert main(["schedule", "prune", "--dry-run", *base]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "would remove 1 orphaned schedule document(s)",

@@ -38,9 +38,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        """The options every command takes, before or after its own arguments (`-v` too)."""
         sp.add_argument(
             "--config", help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)"
         )
+        if "--verbose" not in sp._option_string_actions:
+            sp.add_argument(
+                "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="as mongogate -v"
+            )
         return sp
 
     for module in (serve, check, try_tool, audit, token, engine, memory, spec):

@@ -153,10 +153,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    from mongogate.cli.audit_format import cell
+
     tools = registry_for(settings, args.demo).build(settings)
     for t in tools:
         ro = bool(t.annotations and t.annotations.read_only_hint)
-        print(f"## {t.name}{'  (read-only)' if ro else ''}\n{t.description}")
+        # a description may name fields from the data (tools registered in code): escaped as
+        # `audit` escapes its cells, line by line, so nothing in it drives the terminal
+        text = "\n".join(cell(line) for line in (t.description or "").split("\n"))
+        print(f"## {cell(t.name)}{'  (read-only)' if ro else ''}\n{text}")
         print(json.dumps(t.parameters, indent=2, sort_keys=True))
         print()
     return 0

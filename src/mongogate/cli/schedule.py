@@ -124,8 +124,16 @@ def register(sub: Any, with_config: Any, *, arguments: bool) -> None:
 def _add_actions(p: argparse.ArgumentParser, with_config: Any) -> None:
     from mongogate.scheduler.status import STATES
 
+    # `--config` before the action (`schedule --config F list`) or after it (`schedule list
+    # --config F`): an action's default must not overwrite what `schedule` itself parsed
+    with_config(p)
+
+    def action(a: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        with_config(a)._option_string_actions["--config"].default = argparse.SUPPRESS
+        return a
+
     acts = p.add_subparsers(dest="action", required=True)
-    ls = with_config(acts.add_parser("list", help="every schedule: agent, state, schedule, next slot"))
+    ls = action(acts.add_parser("list", help="every schedule: agent, state, schedule, next slot"))
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     ls.add_argument("--state", action="append", choices=STATES, help="only agents in this state (repeatable)")
     ls.add_argument(
@@ -137,10 +145,10 @@ def _add_actions(p: argparse.ArgumentParser, with_config: Any) -> None:
         ("run-now", "run one extra tick of AGENT at the next scan"),
         ("remove", "delete AGENT's schedule document"),
     ):
-        a = with_config(acts.add_parser(name, help=text))
+        a = action(acts.add_parser(name, help=text))
         a.add_argument("agent_key", metavar="AGENT")
         if name == "remove":
             a.add_argument("--force", action="store_true", help="even if a running worker registers AGENT")
-    pr = with_config(acts.add_parser("prune", help="delete schedule documents of agents no worker registers"))
+    pr = action(acts.add_parser("prune", help="delete schedule documents of agents no worker registers"))
     pr.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(func=cmd_schedule)

@@ -21,7 +21,7 @@ from mongogate.cli.common import settings_from
 from mongogate.cli.embed import HELP as EMBED_HELP
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
-from mongogate.specs import FieldType, FindToolSpec, QueryToolSpec, overlaps_tenant
+from mongogate.specs import FieldType, FindToolSpec, QueryToolSpec, hidden_characters, overlaps_tenant
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -75,9 +75,12 @@ def suggest(
             f"{collection!r}; fields seen: {seen}"
         )
     fields: dict[str, FieldType] = {}
-    hidden, untyped, drifting = [], [], []
+    hidden, untyped, drifting, unprintable = [], [], [], []
     for path, st in stats.items():
         if overlaps_tenant(path, tenant_field):
+            continue
+        if hidden_characters(path):  # the spec loader refuses it: a name the model would read raw
+            unprintable.append(f"{_key(path)} ({', '.join(hidden_characters(path))})")
             continue
         kind = st.suggested()
         if kind is None:
@@ -127,6 +130,11 @@ def suggest(
         ]
     if untyped:
         lines.append(f"# left out, no single type to declare: {', '.join(untyped)}")
+    if unprintable:
+        lines.append(
+            "# left out, names holding control or bidirectional characters (a spec refuses them): "
+            + ", ".join(unprintable)
+        )
     if drifting:
         lines += [
             "# mixed types (values of another type are returned as null and counted in type_mismatches):",

@@ -43,6 +43,11 @@ def cmd_try(args: argparse.Namespace) -> int:
         arguments = json.loads(args.args)
     except ValueError as e:
         raise MongogateError(f"--args is not JSON: {e}; give an object such as '{{\"filter\": {{}}}}'") from e
+    except RecursionError:  # what the server's own reader refuses long before (tools/bounds.py)
+        raise MongogateError(
+            f"--args is nested too deeply to read; a tool call may nest at most "
+            f"{settings.limits.max_argument_depth} levels (limits.max_argument_depth)"
+        ) from None
     report = anyio.run(_try, settings, registry, spec, arguments, args)
     if args.json:
         print(_extended_json(report, indent=None))

@@ -87,3 +87,13 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
     counted = live or [d for at, d in seen if at >= newest - ttl]
     keys = frozenset(k for d in counted for k in d.get("agents") or () if isinstance(k, str))
     return Fleet(keys, len(live), known=True)
+
+
+async def last_seen_with(db: AsyncDatabase[Doc], key: str) -> datetime | None:
+    """When a worker that registers agent `key` was last seen (None: no worker lists it)."""
+    try:
+        doc = await workers(db).find_one({"agents": key}, {"seen_at": 1}, sort=[("seen_at", DESCENDING)])
+    except PyMongoError as e:
+        raise StorageError(f"could not read the workers: {e}") from e
+    seen = doc.get("seen_at") if doc else None
+    return as_utc(seen) if isinstance(seen, datetime) else None

@@ -17,8 +17,9 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
+from mongogate.clock import iso_z
 from mongogate.errors import InvalidInput, NotFound, StorageError
-from mongogate.scheduler.fleet import read_fleet
+from mongogate.scheduler.fleet import last_seen_with, read_fleet
 from mongogate.scheduler.slots import live_and_expired
 from mongogate.values import Doc
 
@@ -125,10 +126,17 @@ class Schedules:
         one at that worker's next start, so that needs `force` (pause it to stop it instead)."""
         fleet = await read_fleet(self.db, now, self.worker_ttl_s)
         if key in fleet.registered and fleet.live_workers and not force:
+            seen = await last_seen_with(self.db, key)
+            ago = (
+                f"{max((now - seen).total_seconds(), 0.0):.0f} s ago ({iso_z(seen, 'seconds')})"
+                if seen
+                else "recently"
+            )
             raise InvalidInput(
-                f"agent {key!r} is registered by a running worker: it would be re-created at the next "
-                "worker start. Pause it (`mongogate schedule pause`), or remove it from the code first; "
-                "--force removes the document anyway"
+                f"agent {key!r} is registered by a worker last seen {ago}: a worker counts as running "
+                f"until it is not seen for scheduler.worker_ttl_s ({self.worker_ttl_s:g} s), and it would "
+                "re-create the schedule at its next start. Pause it (`mongogate schedule pause`), or "
+                "remove it from the code first; --force removes the document anyway"
             )
         try:
             res = await self.coll.delete_one({"_id": key})

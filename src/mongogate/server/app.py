@@ -217,7 +217,7 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState | PendingState]:
-        db = Database(settings.database, settings.server.data_dir)
+        db = Database(settings.database, settings.server.data_dir, role_warning=True)
         opened: list[AuditLog] = []
         readiness = readiness_for(server)
         task: asyncio.Task[None] | None = None

@@ -193,6 +193,31 @@ def describe_validation(exc: ValidationError, schema: dict[str, Any] | None = No
     return InvalidInput("; ".join(parts) + tail)
 
 
+def _numeric_only(prop: dict[str, Any]) -> bool:
+    kinds = set(_kinds(prop)) - {"null"}
+    return bool(kinds) and kinds <= {"integer", "number"}
+
+
+def refuse_booleans_as_numbers(kwargs: Mapping[str, Any], schema: dict[str, Any]) -> None:
+    """A JSON `true` is never the integer 1 (pydantic's lax mode would take it): an argument, or
+    an element of an array argument, whose schema allows only numbers is refused when boolean,
+    in the words `describe_validation` uses. Query tools' own schemas are refused the same way."""
+    props: dict[str, Any] = schema.get("properties") or {}
+    for name, value in kwargs.items():
+        prop = props.get(name)
+        if not isinstance(prop, dict):
+            continue
+        if isinstance(value, bool) and _numeric_only(prop):
+            raise InvalidInput(f"argument {name!r} must be {expected_words(prop)}, not {_shown(value)}")
+        items = prop.get("items")
+        if not isinstance(items, dict) or not _numeric_only(items) or not isinstance(value, list):
+            continue
+        if any(isinstance(v, bool) for v in value):
+            raise InvalidInput(
+                f"argument {name!r} must hold {expected_words(items)} values, not true or false"
+            )
+
+
 @dataclass(frozen=True)
 class Call:
     """What a tool body gets: the app, the authenticated caller, and the request id."""
@@ -254,6 +279,7 @@ def make_tool(
             if required_scopes:
                 app.require_scopes(principal, list(required_scopes), name)
             call = Call(app=app, principal=principal, request_id=request_id, tool=name)
+            refuse_booleans_as_numbers(kwargs, schema)
             try:
                 args = input_model.model_validate(kwargs)
             except ValidationError as e:

@@ -3,11 +3,12 @@
 Where each example is exercised:
 - embed.py: here, over stdio with one tool call;
 - mcp_servers.json: here, each entry launched by the SDK's stdio client (paths mapped to this checkout);
+  it is what `mongogate client-config claude-desktop` prints (tests/test_cli_client_config.py);
 - agents.py: here, a short `mongogate worker` run, then `worker --status`; its ticks in
   tests/scheduler/test_agents.py;
 - http_client.py: tests/test_cli.py, against `serve --http --demo` (what `make run` starts);
 - long_term_memory.py: here, run as a user runs it (two stdio server processes in a row);
-- mongogate.toml: tests/test_cli.py (`check`, `tools`, `serve`) and the API-key entry here.
+- mongogate.toml: tests/test_cli.py (`check`, `tools`, `serve`).
 """
 
 from __future__ import annotations
@@ -76,22 +77,11 @@ def servers() -> dict[str, dict[str, Any]]:
     return dict(data["mcpServers"])
 
 
-def test_mcp_servers_json_shows_installed_uvx_and_development_forms() -> None:
-    entries = servers()
-    assert entries["mongogate"]["command"] == "mongogate"
-    uvx = entries["mongogate-uvx"]
-    assert (
-        uvx["command"] == "uvx"
-        and "--from" in uvx["args"]
-        and uvx["args"][-3:] == ["mongogate", "serve", "--demo"]
-    )
-    assert entries["mongogate-dev"]["command"].endswith("/.venv/bin/mongogate")
-
-
 @pytest.mark.anyio
-@pytest.mark.parametrize("name", ["mongogate", "mongogate-dev", "mongogate-api-key"])
+@pytest.mark.parametrize("name", ["mongogate"])
 async def test_mcp_servers_json_entries_start_and_answer(name: str, env: dict[str, str]) -> None:
-    """Each entry as a desktop client launches it: `mongogate` is this venv's, paths are this checkout."""
+    """Each entry as a desktop client launches it: `mongogate` is this venv's, paths are this checkout
+    (the file is what `mongogate client-config claude-desktop` prints: tests/test_cli_client_config.py)."""
     entry = servers()[name]
     command = entry["command"]
     command = str(Path(sys.executable).parent / "mongogate") if command == "mongogate" else command

@@ -28,7 +28,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser. Given the command line, the arguments of `worker` and `schedule` (and
     the scheduler package behind them) are added only when that command (or no command: help)
     is asked for, which keeps `serve`'s start-up short (benchmarks/startup.py)."""
-    from mongogate.cli import audit, check, engine, memory, schedule, serve, spec, token, try_tool, worker
+    from mongogate.cli import (
+        audit,
+        check,
+        client_config,
+        engine,
+        memory,
+        schedule,
+        serve,
+        spec,
+        token,
+        try_tool,
+        worker,
+    )
 
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
@@ -48,7 +60,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             )
         return sp
 
-    for module in (serve, check, try_tool, audit, token, engine, memory, spec):
+    for module in (serve, check, try_tool, audit, token, engine, memory, spec, client_config):
         module.register(sub, with_config)
 
     command = _command(argv)

@@ -1,6 +1,7 @@
-"""Every command in the README works as written from the project directory.
+"""Every command in the README, and in the docs pages the reference moved to, works as written
+from the project directory.
 
-The commands are extracted from the README itself (code blocks and inline code). Those that
+The commands are extracted from the pages themselves (code blocks and inline code). Those that
 finish on their own run here exactly as written (`.venv/bin/` is this interpreter's bin
 directory; the environment only moves the data directory out of the checkout). Synopsis lines
 are checked against the real argument parser. Servers, builds and `make` targets are run by the
@@ -21,7 +22,22 @@ import pytest
 from mongogate.cli import build_parser
 from tests.helpers import ROOT
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: the README and the reference pages moved out of it (their commands are checked the same way)
+PAGES = (
+    "README.md",
+    "docs/tools.md",
+    "docs/query-tools.md",
+    "docs/memory.md",
+    "docs/clients.md",
+    "docs/security.md",
+    "docs/operations.md",
+    "docs/embedded-engine.md",
+    "docs/development.md",
+    "docs/configuration.md",
+)
+README = "\n".join((ROOT / page).read_text(encoding="utf-8") for page in PAGES)
+#: the README leads: at most this many lines, `make run` and `make test` on its first screen
+MAX_README_LINES = 250
 BIN = Path(sys.executable).parent
 STARTS = ("make", "mongogate ", ".venv/bin/", "python", "uvx ", "MONGODB_URI=", "~/mongogate", "export ")
 
@@ -34,6 +50,14 @@ RUN = {
     ".venv/bin/mongogate token --tenant acme --sub alice": "eyJ",
     ".venv/bin/mongogate try find_orders --demo --tenant acme "
     '--args \'{"filter": {"status": "paid"}}\'': "allowed; the database receives:",
+    **{
+        f".venv/bin/mongogate client-config {client} --config examples/mongogate.toml --tenant acme --demo": (
+            "/examples/mongogate.toml"
+        )
+        for client in ("claude-desktop", "cursor", "vscode", "claude-code", "inspector")
+    },
+    ".venv/bin/mongogate client-config inspector --http http://127.0.0.1:8000/mcp": "--transport http",
+    "mongogate config-doc": "# Configuration",
 }
 #: commands that serve, build or take minutes, and the test (or person) that runs them
 COVERED = {
@@ -77,6 +101,15 @@ COVERED = {
     "mongogate schedule prune": "tests/scheduler/test_manage.py",
     "mongogate spec suggest --collection orders --tenant-field userId": "tests/test_spec_cli.py (a seeded "
     "collection, through the real command line)",
+    ".venv/bin/mongogate spec suggest --config mongogate.toml --collection orders --tenant-field userId": (
+        "a user's own file and collection: tests/test_spec_cli.py runs the same command line"
+    ),
+    ".venv/bin/mongogate check --config mongogate.toml": "a user's own file: tests/test_cli.py runs check",
+    "export MONGOGATE_TOKEN=$(.venv/bin/mongogate token --tenant acme)": "test_quickstart_token_line",
+    "mongogate client-config CLIENT": "synopsis: tests/test_cli_client_config.py runs every CLIENT",
+    "mongogate engine start|stop|status": "tests/test_engine.py",
+    ".venv/bin/python examples/long_term_memory.py": "tests/test_examples.py",
+    "mongogate config-doc --output docs/configuration.md": "tests/test_config_doc.py (up to date)",
 }
 
 
@@ -159,3 +192,49 @@ def test_make_targets_exist(command: str) -> None:
 def test_scripts_named_exist(command: str) -> None:
     for path in re.findall(r"((?:examples|benchmarks)/\S+?\.py)", command):
         assert (ROOT / path).is_file(), command
+
+
+def test_the_readme_leads() -> None:
+    """At most 250 lines; `make run` and `make test` on the first screen; then the quickstart,
+    the five clients, the tools and the recipes, in that order; the reference lives in docs/."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = readme.splitlines()
+    assert len(lines) <= MAX_README_LINES, len(lines)
+    first_screen = "\n".join(lines[:24])
+    assert "make run" in first_screen and "make test" in first_screen
+    heads = [line for line in lines if line.startswith("## ")]
+    order = ["## Quickstart", "## Connect a client", "## Tools", "## Recipes"]
+    assert [h for h in heads if h in order] == order, heads
+    for client in ("claude-desktop", "cursor", "vscode", "claude-code", "inspector"):
+        assert f"client-config {client}" in readme, client
+    for recipe in (
+        "Your own collection",
+        "Long-term memory",
+        "A scheduled agent",
+        "LangGraph",
+        "OpenAI Agents",
+    ):
+        assert f"**{recipe}" in readme or recipe in readme, recipe
+    assert "docs/frameworks.md" in readme
+
+
+def test_links_to_files_of_the_checkout_exist() -> None:
+    for page in PAGES:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            path = (ROOT / page).parent / target
+            if path.name == "frameworks.md":  # written on the frameworks branch (LangGraph, OpenAI Agents)
+                continue
+            assert path.exists(), f"{page}: {target}"
+
+
+def test_quickstart_token_line(tmp_path: Path) -> None:
+    """The export line as pasted into bash from the project directory gives a JWT."""
+    [line] = [c for c in readme_commands() if c.startswith("export MONGOGATE_TOKEN=$(")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    env["MONGOGATE_SERVER__DATA_DIR"] = str(tmp_path / "data")
+    script = line.replace(".venv/bin/", f"{BIN}/") + '\necho "$MONGOGATE_TOKEN"'
+    r = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    token = r.stdout.strip()
+    assert token.startswith("eyJ") and token.count(".") == 2, r.stdout

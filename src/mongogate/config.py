@@ -355,8 +355,12 @@ class AuditSettings(Section):
     path: Path | None = None
     """Default: <server.data_dir>/audit.jsonl."""
     redact_values: bool = False
+    """Audit events name the refused operators and paths but keep no value a model sent."""
     log_queries: bool = False
+    """Also audit every query-tool call that ran (one `query` event each: tool, tenant, filter shape),
+    not only refused ones; `mongogate try --audit` shows what one would hold."""
     max_value_chars: int = Field(default=64, ge=8)
+    """Each value copied into an audit event is clipped to this many characters."""
     sink: Literal["file", "mongodb", "both"] = "file"
     """"mongodb": the `audit_events` collection (read-write connection), shared by every server;
     the file then only receives events the database could not take (counted)."""
@@ -374,6 +378,7 @@ class LimitsSettings(Section):
     max_argument_keys: int = Field(default=10_000, ge=16)
     """Object keys plus array items, all levels, in one argument (and the number of arguments)."""
     max_argument_depth: int = Field(default=32, ge=2, le=200)
+    """Nesting levels of one argument (objects and arrays); deeper is refused before it is walked."""
     metadata_max_chars: int = Field(default=16 * 1024, ge=64)
     """`create_session.metadata`: 16 KiB, 64 keys, 4 levels by default."""
     metadata_max_keys: int = Field(default=64, ge=1)

@@ -14,7 +14,7 @@ class MongogateError(Exception):
     code: str = "error"
     #: whether retrying the same call later may succeed
     retryable: bool = False
-    #: the CLI's exit status when this error stops a command (README, "Exit statuses")
+    #: the CLI's exit status when this error stops a command (docs/operations.md, "Exit statuses")
     exit_status: int = 2
     #: the argument a refusal names (``filter.$where``, ``sort``), when it names one
     path: str | None = None

@@ -32,6 +32,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         audit,
         check,
         client_config,
+        config_doc,
         engine,
         memory,
         schedule,
@@ -60,7 +61,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             )
         return sp
 
-    for module in (serve, check, try_tool, audit, token, engine, memory, spec, client_config):
+    for module in (serve, check, try_tool, audit, token, engine, memory, spec, client_config, config_doc):
         module.register(sub, with_config)
 
     command = _command(argv)

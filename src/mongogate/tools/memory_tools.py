@@ -1,4 +1,4 @@
-"""The memory tools. Names, arguments and results are part of the contract (README, "Memory tools").
+"""The memory tools. Names, arguments and results are part of the contract (docs/tools.md, "Memory tools").
 
 Argument descriptions name their unit, format and limit; `{name}` placeholders and `x-limits`
 markers are filled from the same settings the stores check (`base.fill_limits`).

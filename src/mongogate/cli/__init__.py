@@ -1,4 +1,7 @@
-"""`mongogate serve | check | tools | try | audit | token | worker | schedule | engine | memory | spec`.
+"""The mongogate commands: serve, check, client-config, tools, try, audit, token, worker, schedule, ...
+
+`serve | check | tools | try | audit | token | worker | schedule | engine | memory | spec |
+client-config | config-doc`.
 
 One module per command (each has `register(sub, with_config)`); this one only parses and
 dispatches. Human-facing output of commands goes to stdout; logs go to stderr.

@@ -22,7 +22,6 @@ from typing import Any
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from mongogate import config
 from mongogate.config import Settings
 
 INTRO = """\
@@ -224,5 +223,3 @@ def register(sub: Any, with_config: Any) -> None:
     c.add_argument("--check", action="store_true", help="with --output: exit 1 if the file is out of date")
     c.set_defaults(func=cmd_config_doc)
 
-
-assert config  # the module whose source the docs are read from

@@ -222,4 +222,3 @@ def register(sub: Any, with_config: Any) -> None:
     c.add_argument("--output", metavar="PATH", help="write it there instead of stdout")
     c.add_argument("--check", action="store_true", help="with --output: exit 1 if the file is out of date")
     c.set_defaults(func=cmd_config_doc)
-

@@ -1,0 +1,5 @@
+"""placeholder"""
+
+from __future__ import annotations
+
+MongogateStore = None

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
         try:
             graph.invoke({} if mode == "start" else Command(resume="yes"), config)
         except MongogateError as e:
-            print(str(e), file=sys.stderr)
+            print(f"[{e.code}] {e}", file=sys.stderr)
             return 3
     return 0
 

@@ -15,7 +15,8 @@ pytest.importorskip("langgraph.graph", reason="needs the extra: pip install 'mon
 
 from langgraph.types import Command
 
-from mongogate.errors import LeaseBusy
+from mongogate.clock import ManualClock
+from mongogate.errors import LeaseBusy, LeaseLost
 from mongogate.langgraph import MongogateSaver
 from tests.conftest import make_settings
 from tests.langgraph.resumer import build
@@ -52,12 +53,15 @@ def test_a_second_process_resuming_a_held_thread_fails_before_any_node_runs(
     assert not effects.exists()  # stopped at the interrupt
 
     first = _resumer([*args, "resume"], logs[1])
-    _wait_for(barrier / "started", first, logs[1])  # the first resume is inside `effect`, holding the thread
-    second = _resumer([*args, "resume"], logs[2])
-    assert second.wait(60) == 3, logs[2].read_text()
-    assert "busy" in logs[2].read_text(), logs[2].read_text()
-    (barrier / "go").write_text("1")
-    assert first.wait(60) == 0, logs[1].read_text()
+    try:
+        _wait_for(barrier / "started", first, logs[1])  # the first resume is inside `effect`, holding it
+        second = _resumer([*args, "resume"], logs[2])
+        assert second.wait(60) == 3, logs[2].read_text()
+        assert "[lease_busy]" in logs[2].read_text(), logs[2].read_text()
+    finally:
+        (barrier / "go").write_text("1")
+        first_status = first.wait(60)
+    assert first_status == 0, logs[1].read_text()
     assert effects.read_text() == "paid yes\n"  # the side effect ran once
 
 
@@ -96,3 +100,22 @@ def test_another_tenants_thread_looks_like_none(engine_uri: str, db_name: str, t
         assert globex.get_tuple(config) is None
         assert list(globex.list(None)) == []
         assert list(globex.list(config)) == []
+
+
+def test_a_holder_whose_lease_expired_and_was_taken_over_cannot_write(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    clock = ManualClock()
+    config: Any = {"configurable": {"thread_id": "t-stale"}}
+    with MongogateSaver.open(settings, tenant="acme", clock=clock) as stale:
+        build(tmp_path / "e.txt", None).compile(checkpointer=stale).invoke({}, config)
+        latest = stale.get_tuple(config)
+        assert latest is not None
+        clock.advance(ms=settings.memory.lease_ms + 1)  # the holder stalled past its lease
+        with MongogateSaver.open(settings, tenant="acme", clock=clock) as fresh:
+            assert fresh.get_tuple(config) is not None  # takes the expired lease over
+            with pytest.raises(LeaseLost):
+                stale.put_writes(latest.config, [("approved", "late")], "task-1")
+            with pytest.raises(LeaseBusy):  # and the stale saver cannot take it back meanwhile
+                stale.get_tuple(config)

@@ -5,7 +5,7 @@ carrying the tenant, and every query filters on it first: another tenant's threa
 none. The first `get_tuple` or write of a thread takes the lease of the run
 ``langgraph-<sha256(thread_id)>`` (`runs/service.py`) and this saver keeps it, extended in the
 background, until it closes or `release(thread_id)`: a graph run in another process that
-resumes the same thread meanwhile fails with `[busy]` at its first `get_tuple`, before any
+resumes the same thread meanwhile fails with `[lease_busy]` at its first `get_tuple`, before any
 node runs. The holder may still resume from any earlier checkpoint (time travel). `list` takes
 no lease: it only reads.
 """
@@ -38,6 +38,7 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.bridge import Bridge, check_tenant, settings_for
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.errors import LeaseLost, MongogateError
 from mongogate.runs.service import Runs
@@ -56,29 +57,37 @@ def _key(*parts: str) -> str:
 class MongogateSaver(BaseCheckpointSaver[str]):
     """Sync and async LangGraph checkpointer on mongogate. Open with `MongogateSaver.open(...)`."""
 
-    def __init__(self, bridge: Bridge, tenant: str) -> None:
+    def __init__(self, bridge: Bridge, tenant: str, *, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__()
         self._bridge = bridge
         self.tenant = tenant
-        self._runs = Runs(bridge.db.memory, bridge.settings.memory)
+        self._runs = Runs(bridge.db.memory, bridge.settings.memory, clock=clock)
         db = bridge.db.memory
         self._cps: AsyncCollection[Doc] = db["lg_checkpoints"]
         self._writes: AsyncCollection[Doc] = db["lg_writes"]
         #: thread_id -> the lease id this saver holds on its run
         self._held: dict[str, str] = {}
+        #: one acquire at a time per thread (parallel writes of one step share the first's lease)
+        self._taking: dict[str, asyncio.Lock] = {}
         self._beat: concurrent.futures.Future[None] | None = None
 
     @classmethod
     @contextlib.contextmanager
     def open(
-        cls, config: str | Path | Settings | None = None, *, tenant: str | None = None
+        cls,
+        config: str | Path | Settings | None = None,
+        *,
+        tenant: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> Iterator[MongogateSaver]:
-        """A saver on the database of `config` (a file, `Settings`, or None for $MONGOGATE_CONFIG)."""
+        """A saver on the database of `config` (a file, `Settings`, or None for $MONGOGATE_CONFIG).
+
+        `clock` decides lease expiry (tests pass a `ManualClock`)."""
         settings = settings_for(config)
         who = check_tenant(tenant, settings)
         bridge = Bridge(settings)
         bridge.open(_indexes)
-        saver = cls(bridge, who)
+        saver = cls(bridge, who, clock=clock)
         saver._beat = bridge.spawn(saver._heartbeat())
         try:
             yield saver
@@ -87,11 +96,19 @@ class MongogateSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ the fence
 
-    async def _hold(self, thread_id: str) -> None:
-        if thread_id in self._held:
-            return
-        lease = await self._runs.acquire(self.tenant, run_id_of(thread_id))
-        self._held[thread_id] = lease.lease_id
+    async def _hold(self, thread_id: str, *, writing: bool = False) -> None:
+        """Take the thread's lease, or (before a write) check that this saver still holds it."""
+        async with self._taking.setdefault(thread_id, asyncio.Lock()):
+            lease_id = self._held.get(thread_id)
+            if lease_id is None:
+                lease = await self._runs.acquire(self.tenant, run_id_of(thread_id))
+                self._held[thread_id] = lease.lease_id
+            elif writing:
+                try:  # extends it too; a lease that expired and was taken over refuses the write
+                    await self._runs.heartbeat(self.tenant, run_id_of(thread_id), lease_id)
+                except LeaseLost:
+                    self._held.pop(thread_id, None)
+                    raise
 
     async def _heartbeat(self) -> None:
         every = self._bridge.settings.memory.lease_ms / 3000
@@ -195,7 +212,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
-        await self._hold(thread_id)
+        await self._hold(thread_id, writing=True)
         ctype, cbytes = self.serde.dumps_typed(checkpoint)
         mtype, mbytes = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
         doc: Doc = {
@@ -222,7 +239,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         cid = conf["checkpoint_id"]
-        await self._hold(thread_id)
+        await self._hold(thread_id, writing=True)
         seq = time.time_ns()  # orders this call's writes after earlier calls' (ties: by idx)
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
@@ -247,7 +264,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
                 await self._writes.update_one({"_id": _id}, {"$setOnInsert": doc}, upsert=True)
 
     async def _delete(self, thread_id: str) -> None:
-        await self._hold(thread_id)
+        await self._hold(thread_id, writing=True)
         match = {"tenant": self.tenant, "thread_id": thread_id}
         await self._writes.delete_many(match)
         await self._cps.delete_many(match)

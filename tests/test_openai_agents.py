@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient
 
 pytest.importorskip("agents.memory", reason="needs the extra: pip install 'mongogate[openai-agents]'")
 
 from agents.memory import Session, SessionSettings
 
-from mongogate.openai_agents import MongogateSession
+from mongogate.memory.store import MemoryStore
+from mongogate.openai_agents import MongogateSession, session_doc_id
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +86,16 @@ async def test_concurrent_add_items_keep_each_call_together_and_in_order(
         block = got[k : k + size]
         prefix = block[0].rsplit(".", 1)[0]
         assert block == [f"{prefix}.{i}" for i in range(size)], got
+
+
+async def test_the_session_is_one_mongogate_sessions_lists(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: AsyncMongoClient[dict[str, object]]
+) -> None:
+    """`list_sessions` read `created_at` from every session: one made by add_items had none (KeyError)."""
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    async with MongogateSession("chat-listed", tenant="acme", config=settings) as s:
+        await s.add_items([_item("a", 0, 0), _item("a", 0, 1)])
+    page = await MemoryStore(mongo[db_name], settings.memory).list_sessions("acme")
+    assert [(x.title, x.last_seq) for x in page.sessions] == [("chat-listed", 2)]
+    assert page.sessions[0].session_id == session_doc_id("acme", "chat-listed")
+    assert (await MemoryStore(mongo[db_name], settings.memory).list_sessions("globex")).sessions == []

@@ -166,8 +166,10 @@ class MongogateSession:
     async def _reserve(self, n: int) -> int:
         """The last of `n` seqs reserved on the session (created on first use); one atomic `$inc`."""
         sessions = self._bridge.db.memory["sessions"]
+        now = SYSTEM_CLOCK.now()
         on_insert: Doc = {
             "tenant": self.tenant,
+            "created_at": now,
             "title": self.session_id,
             "metadata": {"source": "openai-agents"},
             "locked_by": None,
@@ -178,7 +180,7 @@ class MongogateSession:
             try:
                 doc = await sessions.find_one_and_update(
                     {"_id": self._doc_id, "tenant": self.tenant},
-                    {"$inc": {"next_seq": n}, "$setOnInsert": on_insert},
+                    {"$inc": {"next_seq": n}, "$set": {"last_activity": now}, "$setOnInsert": on_insert},
                     projection={"next_seq": 1},
                     upsert=True,
                     return_document=ReturnDocument.AFTER,

@@ -119,3 +119,23 @@ def test_a_holder_whose_lease_expired_and_was_taken_over_cannot_write(
                 stale.put_writes(latest.config, [("approved", "late")], "task-1")
             with pytest.raises(LeaseBusy):  # and the stale saver cannot take it back meanwhile
                 stale.get_tuple(config)
+
+
+@pytest.mark.anyio
+async def test_an_async_graph_run_holds_its_thread_too(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    config: Any = {"configurable": {"thread_id": "t-async"}}
+    with MongogateSaver.open(settings, tenant="acme") as saver:
+        graph = build(tmp_path / "e.txt", None).compile(checkpointer=saver)
+        await graph.ainvoke({}, config)
+        await graph.ainvoke(Command(resume="async"), config)
+        assert (await graph.aget_state(config)).values == {"approved": "async", "done": True}
+        with MongogateSaver.open(settings, tenant="acme") as other:
+            with pytest.raises(LeaseBusy):
+                await other.aget_tuple(config)
+            assert [t.checkpoint["id"] async for t in other.alist(config, limit=1)] == [
+                (await saver.aget_tuple(config)).checkpoint["id"]  # type: ignore[union-attr]
+            ]  # list reads without the lease
+        await saver.arelease("t-async")
+        with MongogateSaver.open(settings, tenant="acme") as after_release:
+            assert await after_release.aget_tuple(config) is not None

@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	echo "using $$BASE ($$($$BASE --version))"; \
 	test -x $(PY) || $$BASE -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[embedded,dev,frameworks]'
+	$(PY) -m pip install -q -e '.[embedded,dev,frameworks,langgraph,openai-agents]'
 	@touch $(STAMP)
 
 run: setup

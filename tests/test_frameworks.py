@@ -82,3 +82,42 @@ def test_framework_example_sets_an_initialize_timeout_that_fits(
     else:
         timeout = example.mongogate_stdio("/nonexistent").client_session_timeout_seconds
     assert timeout == example.INIT_TIMEOUT_S >= 30
+
+
+@pytest.mark.embedded_engine  # the example opens the embedded engine of its data directory
+@pytest.mark.slow
+def test_the_openai_agents_session_example_remembers_across_runs(tmp_path: Path) -> None:
+    if importlib.util.find_spec("agents") is None:
+        pytest.skip("openai-agents is not installed: pip install -e '.[openai-agents]' (make setup does)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MONGOGATE_", "OPENAI_"))}
+    proc = subprocess.run(
+        [sys.executable, str(FRAMEWORKS / "openai_agents_session.py"), "--data-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "first: Noted.",
+        "second: Your name is Ana.",
+        "stored items: 4",
+        "ok",
+    ]
+    from mongogate.engine import client as engine_client
+
+    assert engine_client.status(tmp_path) is None, "the example left its embedded engine running"
+
+
+def test_the_package_imports_no_framework_and_the_adapters_import_theirs_only() -> None:
+    """`import mongogate` (and the bridge under both adapters) never load langgraph or the Agents SDK:
+    the package stays importable without the extras."""
+    code = (
+        "import sys, mongogate, mongogate.bridge\n"
+        "assert not {'langgraph', 'agents'} & set(sys.modules), sorted(sys.modules)\n"
+        "import mongogate.openai_agents\n"
+        "assert 'langgraph' not in sys.modules and 'agents' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr

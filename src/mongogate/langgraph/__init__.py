@@ -1,0 +1,12 @@
+"""LangGraph on mongogate: `MongogateSaver` (checkpoints, fenced by run leases), `MongogateStore`.
+
+Needs the extra: ``pip install 'mongogate[langgraph]'``. Importing this package imports
+langgraph; ``import mongogate`` never does (docs/frameworks.md).
+"""
+
+from __future__ import annotations
+
+from mongogate.langgraph.saver import MongogateSaver
+from mongogate.langgraph.store import MongogateStore
+
+__all__ = ["MongogateSaver", "MongogateStore"]

@@ -231,6 +231,7 @@ async def test_compaction_advised_at_the_threshold(engine_uri: str, db_name: str
     async with Client(build_server(settings)) as c:
         sid = (await ok(c, "create_session"))["session_id"]
         t1 = await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="q" * 40)
+        assert t1["summary"] is None and t1["truncated"] is False
         assert t1["unsummarized_bytes"] == 40 and t1["compaction_advised"] is False
         await ok(c, "end_turn", session_id=sid, turn_id="t1", lease_id=t1["lease_id"], reply="a" * 60)
         at = await ok(c, "load_context", session_id=sid)

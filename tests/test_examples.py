@@ -8,6 +8,7 @@ Where each example is exercised:
   tests/scheduler/test_agents.py;
 - http_client.py: tests/test_cli.py, against `serve --http --demo` (what `make run` starts);
 - long_term_memory.py: here, run as a user runs it (two stdio server processes in a row);
+- long_conversation.py: here, 200 turns over stdio, compacted every 50 (context bytes stay flat);
 - mongogate.toml: tests/test_cli.py (`check`, `tools`, `serve`).
 """
 
@@ -33,6 +34,7 @@ COVERED = {
     "embed.py": "test_embed_example_serves_its_tool_over_stdio",
     "http_client.py": "tests/test_cli.py::test_serve_http_demo_runs_the_example_client",
     "long_term_memory.py": "test_long_term_memory_example_recalls_in_a_new_session",
+    "long_conversation.py": "test_long_conversation_example_keeps_the_context_flat",
     "mcp_servers.json": "test_mcp_servers_json_entries_start_and_answer",
     "mongogate.toml": "tests/test_cli.py::test_check_reports_and_exits_zero",
 }
@@ -136,3 +138,25 @@ def test_long_term_memory_example_recalls_in_a_new_session(env: dict[str, str]) 
     assert "recall 'Which city does the user live in?': The user lives in Lisbon since March." in out
     assert "recall 'SN-48213-QX': The user's laptop has serial number SN-48213-QX." in out
     assert "search_messages 'Lisbon': ['I moved to Lisbon.']" in out
+
+
+def test_long_conversation_example_keeps_the_context_flat(env: dict[str, str]) -> None:
+    """200 turns compacted every 50: the session keeps all 400 messages, while what begin_turn
+    returns after the first compaction is never more than 10% above its size before it."""
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES / "long_conversation.py")],
+        env=env | {"MONGOGATE_AUTH__TENANT": "acme"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "stored messages: 400" in lines
+    assert sum(line.startswith("compacted through seq") and line.endswith("inserted") for line in lines) == 4
+    assert "turn 200: " in run.stdout and "summary through 300" in run.stdout
+    first, after = (
+        int(x) for x in lines[-1].removeprefix("context bytes: first 50 turns max ").split(", after max ")
+    )
+    assert after <= first * 1.1, lines[-1]

@@ -331,6 +331,8 @@ class MemorySettings(Section):
     completed_run_ttl_s: int | None = Field(default=None, ge=60)
     #: erase sessions idle this many days and messages older than this (TTL indexes); None: keep
     retention_days: int | None = Field(default=None, ge=1, le=36_500)
+    #: context reads advise compaction (`compaction_advised`) past this many unsummarised bytes
+    compact_after_bytes: int = Field(default=64 * 1024, ge=1)
     long_term: LongTermSettings = Field(default_factory=LongTermSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 

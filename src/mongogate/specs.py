@@ -46,6 +46,7 @@ MEMORY_TOOL_NAMES = frozenset(
         "create_session",
         "append",
         "load_context",
+        "compact_context",
         "begin_turn",
         "renew_turn",
         "end_turn",

@@ -84,7 +84,8 @@ async def test_messages_without_any_user_message_are_returned(store: MemoryStore
 
 
 async def test_with_the_default_cap_a_default_window_is_still_one_find(engine_uri: str, db_name: str) -> None:
-    """Reading in bounded replies costs no extra round trip at the defaults (41 messages, 4 MiB cap)."""
+    """Reading in bounded replies costs no extra round trip at the defaults (41 messages, 4 MiB cap):
+    one find for the window, after the one for the newest summary (issue 29)."""
     listener = Commands()
     async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
         store = MemoryStore(c[db_name], MemorySettings())
@@ -95,7 +96,7 @@ async def test_with_the_default_cap_a_default_window_is_still_one_find(engine_ur
             await store.append("acme", sid, f"t{i}", "assistant", f"a{i}")
         listener.names.clear()
         ctx = await store.load_context("acme", sid, None, ByteBudget(LimitsSettings().max_response_bytes))
-    assert len(ctx.messages) == 40 and listener.names == ["find"]
+    assert len(ctx.messages) == 40 and listener.names == ["find", "find"]
 
 
 async def test_window_invariants_over_many_shapes_limits_and_caps(

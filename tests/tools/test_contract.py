@@ -106,7 +106,7 @@ async def demo(
 
 async def test_the_demo_configuration_has_no_strict_problems(demo: Client) -> None:
     tools = (await demo.list_tools()).tools
-    assert len(tools) == 21  # 8 memory, 5 run, 6 long-term memory, find_orders, order_stats
+    assert len(tools) == 22  # 9 memory, 5 run, 6 long-term memory, find_orders, order_stats
     assert strict_problems(tools, demo.instructions) == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from mongogate.errors import Conflict, NotFound
@@ -26,12 +27,30 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Summary:
+    text: str
+    through_seq: int
+    created_at: datetime
+
+
+def summary_shape(s: Summary) -> dict[str, Any]:
+    """A summary as a tool returns it: what the response byte cap measures."""
+    return {"text": s.text, "through_seq": s.through_seq, "created_at": s.created_at.isoformat()}
+
+
+@dataclass(frozen=True)
 class Context:
     messages: list[Message] = field(default_factory=list)
     #: older messages exist that this window leaves out
     truncated: bool = False
     #: the response byte cap left out some of the newest `limit` messages
     size_capped: bool = False
+    #: the newest compaction of the session (`memory/compaction.py`); messages after it follow
+    summary: Summary | None = None
+    #: UTF-8 bytes of the unsummarised messages read (a lower bound when `truncated`)
+    unsummarized_bytes: int = 0
+    #: the unsummarised part exceeds `memory.compact_after_bytes`, or left the window
+    compaction_advised: bool = False
 
     def find(self, key: str) -> Message | None:
         return next((m for m in self.messages if m.key == key), None)

@@ -5,10 +5,11 @@
   the caller (base64url of JSON) and always combined with the caller's tenant, so a forged one
   can only page through the caller's own sessions.
 - `delete_session`: the session document first (every later write of a turn then finds no
-  session and fails with `not_found`), then its messages. Idempotent: a repeat erases what a
+  session and fails with `not_found`), then its messages and summaries. Idempotent: a repeat erases what a
   write in flight at the first call may still have landed.
 - Retention (`memory.retention_days`): TTL indexes on `sessions.last_activity` and
-  `messages.created_at`; the server's TTL monitor erases what is older. Off: no TTL index.
+  `messages.created_at` (and `summaries.created_at`); the server's TTL monitor erases what is
+  older. Off: no TTL index.
 
 `last_activity` is written by the existing single-document updates that number messages
 (`append`'s `$inc`, the answer commit), so keeping it costs no extra round trip.
@@ -37,6 +38,7 @@ PAGE_MAX = 100
 LIST_INDEX = "tenant_last_activity"
 SESSION_TTL_INDEX = "last_activity_ttl"
 MESSAGE_TTL_INDEX = "created_at_ttl"
+SUMMARY_TTL_INDEX = "summary_created_at_ttl"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
@@ -128,6 +130,7 @@ async def ensure_session_indexes(store: SessionRepository) -> None:
         ttl = retention_seconds(store.settings)
         await _ttl_index(store, "sessions", "last_activity", SESSION_TTL_INDEX, ttl)
         await _ttl_index(store, "messages", "created_at", MESSAGE_TTL_INDEX, ttl)
+        await _ttl_index(store, "summaries", "created_at", SUMMARY_TTL_INDEX, ttl)
     except PyMongoError as e:
         raise StorageError("could not create the session indexes") from e
 
@@ -195,6 +198,7 @@ async def delete_session(store: SessionRepository, tenant: str, session_id: obje
         gone = await store.sessions.delete_one({"_id": sid, "tenant": tenant})
         store.at("delete_session.after_session")
         msgs = await store.messages.delete_many({"session_id": sid, "tenant": tenant})
+        await store.db["summaries"].delete_many({"session_id": sid, "tenant": tenant})
     except PyMongoError as e:
         raise StorageError(f"could not erase session {sid!r}; call delete_session again") from e
     return Erased(deleted=gone.deleted_count == 1, messages_deleted=msgs.deleted_count)

@@ -8,12 +8,14 @@ document first (see `memory/repository.py`), so "who answered" is decided in one
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
+from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary
 from mongogate.memory.keys import check_role, message_key
 from mongogate.memory.model import (
     AppendResult,
@@ -22,6 +24,7 @@ from mongogate.memory.model import (
     key_conflict,
     message_shape,
     session_not_found,
+    summary_shape,
 )
 from mongogate.memory.repository import SessionRepository
 from mongogate.memory.sessions import (
@@ -54,6 +57,7 @@ class MemoryStore(SessionRepository):
             )
         except PyMongoError as e:
             raise StorageError("could not create the memory indexes") from e
+        await ensure_summary_indexes(self)  # compaction (memory/compaction.py)
         await ensure_session_indexes(self)  # listing and retention (memory/sessions.py)
 
     def check_limit(self, limit: object) -> int:
@@ -127,15 +131,50 @@ class MemoryStore(SessionRepository):
         return AppendResult(status, key, seq)
 
     async def load_context(
-        self, tenant: str, session_id: object, limit: object = None, budget: ByteBudget | None = None
+        self,
+        tenant: str,
+        session_id: object,
+        limit: object = None,
+        budget: ByteBudget | None = None,
+        *,
+        include_summarized: bool = False,
     ) -> Context:
-        """The last `limit` messages, cut so the window starts at a user message (never mid-turn);
-        within `budget` (the response byte cap), if given."""
+        """The session's newest summary and the last `limit` messages after it, cut so the window
+        starts at a user message (never mid-turn); within `budget` (the response byte cap), if
+        given. `include_summarized`: the raw window, summarised messages included."""
         n = self.check_limit(limit)
         sid = self.check_id(session_id, "session_id")
-        return await self.window(tenant, sid, n, budget)
+        return await self.context(tenant, sid, n, budget, include_summarized=include_summarized)
 
-    async def window(self, tenant: str, session_id: str, n: int, budget: ByteBudget | None = None) -> Context:
+    async def compact_context(
+        self, tenant: str, session_id: object, through_seq: object, summary: object, lease_id: object = None
+    ) -> Compacted:
+        return await compact(self, tenant, session_id, through_seq, summary, lease_id)
+
+    async def context(
+        self,
+        tenant: str,
+        sid: str,
+        n: int,
+        budget: ByteBudget | None = None,
+        *,
+        include_summarized: bool = False,
+    ) -> Context:
+        """Summary + window: the newest summary (taken from `budget` first), then the newest `n`
+        messages after its `through_seq` (all of them with `include_summarized`), and whether the
+        unsummarised part calls for a compaction (`memory.compact_after_bytes`)."""
+        summary = await latest_summary(self, tenant, sid)
+        through = summary.through_seq if summary is not None else 0
+        if summary is not None and budget is not None:
+            budget.take(summary_shape(summary))  # the first item always goes out
+        ctx = await self.window(tenant, sid, n, budget, after=0 if include_summarized else through)
+        size = sum(len(m.content.encode("utf-8")) for m in ctx.messages if m.seq > through)
+        advised = size > self.settings.compact_after_bytes or (ctx.truncated and not include_summarized)
+        return dataclasses.replace(ctx, summary=summary, unsummarized_bytes=size, compaction_advised=advised)
+
+    async def window(
+        self, tenant: str, session_id: str, n: int, budget: ByteBudget | None = None, *, after: int = 0
+    ) -> Context:
         """The newest `n` messages through the (session, seq desc) index, oldest first, starting at
         a user message: the partial oldest turn is left out (`truncated`).
 
@@ -145,10 +184,13 @@ class MemoryStore(SessionRepository):
         - `budget`: the newest messages that fit; older ones are left out (`size_capped`,
           `truncated`). Reading stops there, in replies no larger than the cap. If not even the
           newest turn's start fits, the window holds the newest messages that do (mid-turn).
+        - `after`: only messages with a larger seq (those after a summary).
         Messages carry the tenant, so a non-empty session costs one query; only an empty window
         looks the session up, to tell a missing (or another tenant's) session from an empty one.
         """
         query: Doc = {"session_id": session_id, "tenant": tenant}
+        if after:
+            query["seq"] = {"$gt": after}
         try:
             newest, more = await self._read_back(query, n, budget)
             if not newest and not more:
@@ -159,7 +201,7 @@ class MemoryStore(SessionRepository):
             first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), None)
             room = self.settings.max_context_limit - len(window)
             if first_user is None and more and window and room > 0 and not (budget and budget.capped):
-                older = {**query, "seq": {"$lt": window[0]["seq"]}}
+                older = {**query, "seq": {**query.get("seq", {}), "$lt": window[0]["seq"]}}
                 start, more = await self._read_back(older, room, budget, until_user=True)
                 window = start[::-1] + window
                 first_user = 0 if start and start[-1]["role"] == "user" else None

@@ -14,6 +14,7 @@ Rules (docs/DECISIONS.md, "Turns"):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory.gate import TurnTakenOver, lease_lost, refusal
 from mongogate.memory.keys import answer_key
-from mongogate.memory.model import Context, Message, key_conflict, message_shape, session_not_found
+from mongogate.memory.model import Context, Message, Summary, key_conflict, message_shape, session_not_found
 from mongogate.memory.store import MemoryStore
 from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, json_size
 
@@ -40,6 +41,20 @@ class TurnStart:
     truncated: bool = False
     lease_expires_at: str | None = None
     size_capped: bool = False
+    #: summary + window (`memory/compaction.py`): set from the context read by `with_summary`
+    summary: Summary | None = None
+    unsummarized_bytes: int = 0
+    compaction_advised: bool = False
+
+
+def with_summary(start: TurnStart, ctx: Context) -> TurnStart:
+    """The turn's start with the context's summary and compaction advice."""
+    return dataclasses.replace(
+        start,
+        summary=ctx.summary,
+        unsummarized_bytes=ctx.unsummarized_bytes,
+        compaction_advised=ctx.compaction_advised,
+    )
 
 
 @dataclass(frozen=True)
@@ -69,7 +84,7 @@ def fit_answer(ctx: Context, answer: str, max_bytes: int | None) -> Context:
         return ctx
     rest = ctx.messages[cut:]
     first_user = next((i for i, m in enumerate(rest) if m.role == "user"), 0)
-    return Context(rest[first_user:], truncated=True, size_capped=True)
+    return dataclasses.replace(ctx, messages=rest[first_user:], truncated=True, size_capped=True)
 
 
 def text_digest(text: str) -> str:
@@ -111,7 +126,8 @@ class Turns:
             # Busy with another turn; this turn may have been answered long ago (a late retry).
             ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
             if answer is not None:
-                return TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
+                done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
+                return with_summary(done, ctx)
             await self._raise_if_busy(tenant, sid, now)
         else:
             raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
@@ -130,8 +146,10 @@ class Turns:
         if answer is not None:
             # Already answered: nothing to do, so the lease goes back to whoever had it.
             await st.give_back(tenant, sid, lease_id, before)
-            return TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
-        return TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires, ctx.size_capped)
+            start = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
+            return with_summary(start, ctx)
+        start = TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires, ctx.size_capped)
+        return with_summary(start, ctx)
 
     async def _raise_if_busy(self, tenant: str, sid: str, now: datetime) -> None:
         """After a refused take: not found, busy until when, or (changed meanwhile) return to retry."""
@@ -151,7 +169,7 @@ class Turns:
     ) -> tuple[Context, str | None]:
         st = self.store
         budget = ByteBudget(max_bytes) if max_bytes is not None else None
-        ctx = await st.window(tenant, sid, self.settings.default_context_limit, budget)
+        ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget)
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:

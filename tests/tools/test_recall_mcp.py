@@ -323,10 +323,10 @@ async def test_a_local_operator_is_granted_long_term_memorys_required_scopes(
 async def test_the_byte_cap_bounds_the_structured_reply_and_the_text_content_repeats_it(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
-    """What `memory.long_term.max_response_bytes` means (docs/DECISIONS.md): the structured reply,
-    as compact JSON, stays within it (its items and its other fields); the text content is that
-    same JSON again, as MCP asks of a tool with structured content, so the reply on the wire is at
-    most about twice the cap."""
+    """What `memory.long_term.max_response_bytes` means (docs/decisions/long-term-memory.md): the
+    structured reply, as compact JSON, stays within it (its items and its other fields); the text
+    content is that same JSON again, as MCP asks of a tool with structured content, so the reply on
+    the wire is at most about twice the cap."""
     cap = 8192
     settings = make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"max_response_bytes": cap}})
     async with Client(build_server(settings)) as c:

@@ -1,6 +1,6 @@
 """Turns: take the session lease, record the user message, answer once, release.
 
-Rules (docs/DECISIONS.md, "Turns"):
+Rules (docs/decisions/sessions-and-turns.md):
 - The lease belongs to a turn. Retrying `begin_turn` for the turn that holds the lease (same
   session, turn id and text) takes it over at once with a new lease id; the earlier attempt is
   fenced out (its `end_turn` gets `lease_lost`); an earlier attempt still inside `begin_turn`

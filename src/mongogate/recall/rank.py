@@ -5,7 +5,7 @@ and the sums decide. Ranks compare where the raw scores do not (a `$text` score 
 repeated terms and differs between MongoDB and the embedded engine; a cosine sits in [-1, 1]).
 
 `recall` uses `fuse_recall`, RRF with one refinement measured on the labelled set of
-benchmarks/recall.py (docs/DECISIONS.md, "Recall ranking"): a text hit counts in proportion
+benchmarks/recall.py (docs/decisions/long-term-memory.md, "Fusion"): a text hit counts in proportion
 to how exact it is. `$text` matches any one term, so a question in other words matches
 memories that share one incidental word with it ("work" in "what days do I work out?"), and
 plain RRF let those beat the vector ranking's right answer. Weighting each text hit by the

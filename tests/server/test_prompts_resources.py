@@ -23,6 +23,8 @@ from mongogate.server.prompts import last_turn_end
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import ok
 
+from . import rpc
+
 pytestmark = pytest.mark.anyio
 
 
@@ -200,3 +202,66 @@ async def test_over_http_each_bearer_token_sees_its_own_tenant(http_url: str) ->
     async with httpx2.AsyncClient(timeout=30) as hc:  # no token: the SDK's 401 before any handler
         r = await hc.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "resources/list"})
     assert r.status_code == 401
+
+
+async def test_a_2025_06_18_client_over_http_lists_reads_and_gets_in_its_session(http_url: str) -> None:
+    """Raw JSON-RPC on protocol 2025-06-18 (an Mcp-Session-Id), as the Inspector speaks it."""
+    auth = make_settings("mongodb://unused", "x", Path("."), auth=jwt_auth()).auth
+    token = mint_dev_token(auth, tenant="initech", ttl_s=600, subject="svc")
+    intruder = mint_dev_token(auth, tenant="globex", ttl_s=600, subject="svc")
+    async with httpx2.AsyncClient(timeout=30) as hc:
+        mcp_session = await rpc.open_session(hc, http_url, token)
+        made = rpc.result(await rpc.call_tool(hc, http_url, token, mcp_session, "create_session", {}))
+        sid = made["structuredContent"]["session_id"]
+        for n, role in enumerate(["user", "assistant"]):
+            args = {"session_id": sid, "turn_id": "t1", "role": role, "content": f"m{n}"}
+            rpc.result(await rpc.call_tool(hc, http_url, token, mcp_session, "append", args, rid=3 + n))
+
+        async def ask(method: str, params: dict[str, Any], who: str, session: str) -> httpx2.Response:
+            body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": params}
+            return await hc.post(http_url, json=body, headers=rpc.headers(who, session))
+
+        caps = rpc.result(await ask("prompts/list", {}, token, mcp_session))["prompts"]
+        assert {p["name"] for p in caps} == {"summarize_session", "extract_memories"}
+        got = rpc.result(
+            await ask(
+                "prompts/get",
+                {"name": "extract_memories", "arguments": {"session_id": sid}},
+                token,
+                mcp_session,
+            )
+        )
+        assert "[2] assistant: m1" in got["messages"][0]["content"]["text"]
+        uri = f"mongogate://sessions/{sid}/context"
+        read = rpc.result(await ask("resources/read", {"uri": uri}, token, mcp_session))
+        assert [m["seq"] for m in json.loads(read["contents"][0]["text"])["messages"]] == [1, 2]
+        listed = rpc.result(await ask("resources/list", {}, token, mcp_session))
+        assert uri in [r["uri"] for r in listed["resources"]] and "nextCursor" not in listed
+        templates = rpc.result(await ask("resources/templates/list", {}, token, mcp_session))
+        assert len(templates["resourceTemplates"]) == 2
+
+        other = await rpc.open_session(hc, http_url, intruder)
+        refused = rpc.messages(await ask("resources/read", {"uri": uri}, intruder, other))[0]
+        assert refused["error"]["code"] == -32602 and "[not_found]" in refused["error"]["message"]
+
+
+async def test_under_subject_scope_another_subjects_memory_reads_as_not_found(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    over: dict[str, Any] = {"memory": {"long_term": {"scope": "subject"}}}
+    settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth(), **over)
+    auth = settings.auth
+    tokens = {s: mint_dev_token(auth, tenant="acme", ttl_s=600, subject=s) for s in ("ann", "bob")}
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens['ann']}"}, timeout=30) as ha,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens['bob']}"}, timeout=30) as hb,
+            Client(streamable_http_client(http.url, http_client=ha)) as ann,
+            Client(streamable_http_client(http.url, http_client=hb)) as bob,
+        ):
+            mid = (await ok(ann, "remember", text="ann's secret", key="k"))["id"]
+            mine = _json(await ann.read_resource(f"mongogate://memories/{mid}"))
+            assert mine["text"] == "ann's secret"
+            with pytest.raises(MCPError) as e:
+                await bob.read_resource(f"mongogate://memories/{mid}")
+    assert e.value.error.code == -32602 and "[not_found]" in e.value.error.message

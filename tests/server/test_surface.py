@@ -1,6 +1,6 @@
 """The MCP surface says only what is true (issue 20, section 5): an unknown tool in the one error
-format, no capability advertised with nothing behind it, unknown names -32602 with one log line,
-and a 401 whose body agrees with its challenge."""
+format, unknown prompt and resource names -32602 with one log line, and a 401 whose body agrees
+with its challenge. (The prompts and resources offered: tests/server/test_prompts_resources.py.)"""
 
 from __future__ import annotations
 
@@ -37,17 +37,6 @@ async def test_an_unknown_tool_is_not_found_in_the_one_format(
     assert "find_orders" in text and "order_stats" in text and "begin_turn" in text
     shown = hostile.content[0].text  # type: ignore[union-attr]
     assert hostile.is_error and len(shown) < 1000 and "\x1b" not in shown
-
-
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_no_prompts_or_resources_are_advertised(
-    engine_uri: str, db_name: str, tmp_path: Path, mode: str
-) -> None:
-    """Was: both advertised, with nothing behind them."""
-    _, server = server_for(engine_uri, db_name, tmp_path)
-    async with Client(server, mode=mode) as c:
-        caps = c.server_capabilities
-    assert caps.tools is not None and caps.prompts is None and caps.resources is None
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

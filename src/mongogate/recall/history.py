@@ -12,8 +12,8 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
-from mongogate.recall.model import History, Scope, Version
-from mongogate.recall.pages import live, newest_within
+from mongogate.recall.model import History, MemoryItem, Scope, Version
+from mongogate.recall.pages import ITEM_FIELDS, item_of, live, newest_within
 from mongogate.recall.repository import RecallRepository
 
 #: the older versions a memory keeps, and memory_history returns, at most (the newest ones)
@@ -64,3 +64,17 @@ async def read_history(store: RecallRepository, scope: Scope, id: object) -> His
     versions = newest_within(versions, store.settings.max_response_bytes)
     left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
     return History(mid, versions, max(left_out, 0))
+
+
+async def read_memory(store: RecallRepository, scope: Scope, id: object) -> MemoryItem:
+    """One live memory of the caller's scope by id; another scope's id is `not_found` (the same words)."""
+    mid = checks.check_memory_id(id)
+    try:
+        doc = await store.memories.find_one(
+            {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, **live(store.clock.now())}, ITEM_FIELDS
+        )
+    except PyMongoError as e:
+        raise StorageError("could not read the memory") from e
+    if doc is None:
+        raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
+    return item_of(doc)

@@ -42,7 +42,7 @@ from mongogate.server.checks import StartupChecks, check_connection, check_index
 from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.startup import OpenAfterInitialize
-from mongogate.server.surface import UnknownTools, offer_tools_only
+from mongogate.server.surface import UnknownTools, offer_surface
 from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.specs import RECALL_TOOL_NAMES, RUN_TOOL_NAMES
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
@@ -278,7 +278,7 @@ def build_server(
     )
     server.transport = transport  # its HTTP app refuses a stdio server (server/auth/challenge.py)
     server.unauthenticated = transport == "http" and settings.auth.mode == "none"
-    offer_tools_only(server)  # no prompts or resources advertised with nothing behind them
+    offer_surface(server)  # mongogate's prompts and resources in place of the SDK's
     if challenge is not None:
         server.install_challenge(challenge)
     if metrics is not None:

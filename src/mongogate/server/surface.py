@@ -1,11 +1,9 @@
-"""The MCP surface says only what is true: tools, and nothing advertised that is not there.
+"""The MCP surface says only what is true: tools, prompts and resources, each answered by mongogate.
 
-mongogate offers tools only (the turn protocol travels in the server's ``instructions``). The
-SDK registers prompt and resource handlers on every server, which advertises both
-capabilities with nothing behind them, and answers an unknown prompt with an internal error
-and a traceback in the log on every call. Here neither capability is advertised; a client
-that asks anyway for a prompt or a resource by name gets ``-32602`` (invalid params: no
-such name) and the log gets one line. An unknown tool is a tool error in the one format,
+The SDK registers prompt and resource handlers on every server (answering an unknown prompt with
+an internal error and a traceback in the log); here they are replaced by mongogate's own
+(server/prompts.py, server/resources.py: an unknown name is ``-32602``, invalid params), and
+resource subscriptions are not advertised. An unknown tool is a tool error in the one format,
 ``[not_found] no tool named 'x'; tools: ...``, never the SDK's ``Unknown tool: x``.
 """
 
@@ -17,20 +15,33 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptRequestParams, ReadResourceRequestParams
+from mcp_types import (
+    CallToolResult,
+    GetPromptRequestParams,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+)
 
 from mongogate.compat.sdk import add_request_handler, drop_request_handlers
 from mongogate.errors import NotFound
 from mongogate.policy.paths import seg
+from mongogate.server import prompts, resources
 from mongogate.tools.base import error_result
 
 log = logging.getLogger(__name__)
 
 #: tool names listed in the not-found message (the rest are counted)
 _LISTED = 50
-#: what the SDK registers and mongogate does not offer: dropping them drops the capabilities
-_UNOFFERED = ("prompts/list", "resources/list", "resources/templates/list")
+#: the SDK's prompt and resource handlers, replaced by mongogate's (subscriptions are not offered)
+_SDK_HANDLERS = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+)
 
 
 def unknown_tool(name: object, tools: Iterable[str]) -> NotFound:
@@ -58,21 +69,12 @@ class UnknownTools:
         return result
 
 
-def offer_tools_only(server: MCPServer[Any]) -> None:
-    """Advertise neither prompts nor resources; answer a prompt or resource by name with -32602."""
-    drop_request_handlers(server, _UNOFFERED)  # what is registered is advertised
-
-    async def no_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> Any:
-        log.info("prompts/get: no prompt named %r (this server offers tools only)", seg(params.name))
-        raise MCPError(
-            code=INVALID_PARAMS,
-            message=f"no prompt named '{seg(params.name)}': this server offers tools only",
-        )
-
-    async def no_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> Any:
-        uri = seg(str(params.uri))
-        log.info("resources/read: no resource %r (this server offers tools only)", uri)
-        raise MCPError(code=INVALID_PARAMS, message=f"no resource '{uri}': this server offers tools only")
-
-    add_request_handler(server, "prompts/get", GetPromptRequestParams, no_prompt)
-    add_request_handler(server, "resources/read", ReadResourceRequestParams, no_resource)
+def offer_surface(server: MCPServer[Any]) -> None:
+    """Tools, plus mongogate's own prompts (server/prompts.py) and resources (server/resources.py)
+    in place of the SDK's (which would answer an unknown name with an internal error)."""
+    drop_request_handlers(server, _SDK_HANDLERS)
+    add_request_handler(server, "prompts/list", PaginatedRequestParams, prompts.list_prompts)
+    add_request_handler(server, "prompts/get", GetPromptRequestParams, prompts.get_prompt)
+    add_request_handler(server, "resources/list", PaginatedRequestParams, resources.list_resources)
+    add_request_handler(server, "resources/templates/list", PaginatedRequestParams, resources.list_templates)
+    add_request_handler(server, "resources/read", ReadResourceRequestParams, resources.read_resource)

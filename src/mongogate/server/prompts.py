@@ -1,0 +1,147 @@
+"""The prompts capability: `summarize_session` and `extract_memories` over the caller's session.
+
+Both read the session the way `load_context` does (the caller's tenant only, another tenant's id
+reads as missing), newest messages first up to `memory.max_context_limit` messages and
+`limits.max_response_bytes` bytes, and return one user message: the transcript and what to do
+with it (call `compact_context`, or call `remember` once per fact with a key).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp_types import (
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    PaginatedRequestParams,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    TextContent,
+)
+
+from mongogate.memory.model import Context
+from mongogate.policy.paths import seg
+from mongogate.server.caller import answered, caller, invalid
+from mongogate.values import ByteBudget
+
+log = logging.getLogger(__name__)
+#: what the prompt's text around the transcript takes at most (instruction, header)
+_INSTRUCTION_BYTES = 2048
+
+_SESSION_ARG = PromptArgument(
+    name="session_id",
+    description="The session (one of the caller's, as list_sessions names it).",
+    required=True,
+)
+PROMPTS = (
+    Prompt(
+        name="summarize_session",
+        title="Summarize a session",
+        description=(
+            "The session's newest messages (bounded by the response byte cap) and the instruction to "
+            "summarise them and store the summary with compact_context(session_id, through_seq, summary)."
+        ),
+        arguments=[_SESSION_ARG],
+    ),
+    Prompt(
+        name="extract_memories",
+        title="Extract memories",
+        description=(
+            "The session's newest messages (bounded) and the instruction to store each durable fact "
+            "worth keeping with remember(text, key), one stable key per fact."
+        ),
+        arguments=[_SESSION_ARG],
+    ),
+)
+NAMES = tuple(p.name for p in PROMPTS)
+
+
+def transcript(context: Context) -> str:
+    """One line per message: ``[seq] role: content`` (tool messages name their call)."""
+    lines = []
+    for m in context.messages:
+        who = f"{m.role} ({m.call_id})" if m.call_id else m.role
+        lines.append(f"[{m.seq}] {who}: {m.content}")
+    return "\n".join(lines)
+
+
+def last_turn_end(context: Context) -> int | None:
+    """The seq of the message just before the newest user message: the end of the turn before
+    the newest one, which is whole whether or not the newest turn is still running (None: the
+    window holds one turn or none)."""
+    msgs = context.messages
+    for i in range(len(msgs) - 1, 0, -1):
+        if msgs[i].role == "user":
+            return msgs[i - 1].seq
+    return None
+
+
+def summarize_text(session_id: str, context: Context) -> str:
+    end = last_turn_end(context)
+    left_out = (
+        " Older messages are not shown (truncated); keep the summary to what is shown."
+        if (context.truncated)
+        else ""
+    )
+    if end is None:
+        step = "There is no whole turn to summarise yet: do not call compact_context."
+    else:
+        step = (
+            f"Then call compact_context(session_id={session_id!r}, through_seq={end}, "
+            f"summary=<your summary>). through_seq {end} ends the turn before the newest one (which "
+            "stays in the window); a retry with the same summary is a duplicate (success)."
+        )
+    return (
+        f"Summarise the conversation in session {session_id!r} below for your own later use: the user's "
+        "goals, decisions made, facts learned, open questions, and anything promised. Be concise; keep "
+        f"names, numbers and identifiers exactly.{left_out} {step}\n\n--- messages ---\n{transcript(context)}"
+    )
+
+
+def extract_text(session_id: str, context: Context) -> str:
+    return (
+        f"Read the conversation in session {session_id!r} below and find the durable facts worth "
+        "remembering across sessions: the user's preferences, identity details they gave, decisions, "
+        "commitments. Skip small talk and anything only true for this moment. For each fact call "
+        "remember(text=<the fact as one self-contained sentence>, key=<a stable dotted key, e.g. "
+        "'user.timezone' or 'project.deadline'>): the same key replaces the fact's older version, so "
+        "reuse a key when a fact changes.\n\n--- messages ---\n" + transcript(context)
+    )
+
+
+async def list_prompts(
+    ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None
+) -> ListPromptsResult:
+    return ListPromptsResult(prompts=list(PROMPTS))
+
+
+async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
+    if params.name not in NAMES:
+        log.info("prompts/get: no prompt named %r", seg(params.name))
+        raise invalid(f"[not_found] no prompt named '{seg(params.name)}'; prompts: {', '.join(NAMES)}")
+    args = params.arguments or {}
+    unknown = sorted(set(args) - {"session_id"})
+    if unknown:
+        raise invalid(f"[invalid_input] prompt {params.name!r} takes only session_id; unknown: {unknown[:5]}")
+    session_id = args.get("session_id")
+    if not session_id:
+        raise invalid(f"[invalid_input] prompt {params.name!r} needs the argument session_id")
+
+    async def body() -> GetPromptResult:
+        state, principal = await caller(ctx)
+        budget = ByteBudget(state.settings.limits.max_response_bytes, _INSTRUCTION_BYTES)
+        context = await state.memory.load_context(
+            principal.tenant, session_id, state.settings.memory.max_context_limit, budget
+        )
+        make = summarize_text if params.name == "summarize_session" else extract_text
+        text = make(session_id, context)
+        return GetPromptResult(
+            description=next(p.description for p in PROMPTS if p.name == params.name),
+            messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+        )
+
+    return await answered(f"prompts/get {params.name}", body)

@@ -120,8 +120,13 @@ class LongTermMemory(RecallRepository):
         key: object = None,
         metadata: object = None,
         ttl_days: object = None,
+        author: str | None = None,
     ) -> Remembered:
-        """Store one memory; a repeat (or a retry after a lost reply) is `unchanged`, never a copy."""
+        """Store one memory; a repeat (or a retry after a lost reply) is `unchanged`, never a copy.
+
+        `author` is the subject writing it (the tools pass the caller's authenticated subject): stored
+        on a created or updated memory, and on the history entry of the text it replaces. An
+        `unchanged` remember writes no text and leaves the author as it was."""
         body = checks.check_text(text, self.settings)
         ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
         k = None if key is None else checks.check_key(key)
@@ -151,6 +156,7 @@ class LongTermMemory(RecallRepository):
                         "ns_path": checks.namespace_path(ns),
                         "metadata": meta,
                         "version": 1,
+                        "author": author,
                         "created_at": now,
                         "updated_at": now,
                         "expires_at": expires,
@@ -166,7 +172,7 @@ class LongTermMemory(RecallRepository):
                     if not await self._set_expiry(scope, found, expires):
                         continue  # changed by another call since the read: read it again
                     return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
-                if await self._new_version(scope, found, body, digest, meta, vector, now, expires):
+                if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
                     self.at("remember.after_write")
                     return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
         except PyMongoError as e:
@@ -209,6 +215,7 @@ class LongTermMemory(RecallRepository):
         vector: list[float],
         now: datetime,
         expires: datetime | None,
+        author: str | None = None,
     ) -> bool:
         """The previous text into the history first (idempotent), then the update on that version."""
         v = int(found["version"])
@@ -220,6 +227,7 @@ class LongTermMemory(RecallRepository):
             "version": v,
             "text": found["text"],
             "metadata": found.get("metadata") or {},
+            "author": found.get("author"),
             "updated_at": found["updated_at"],
             "expires_at": expires,
         }
@@ -235,6 +243,7 @@ class LongTermMemory(RecallRepository):
                     "text_hash": digest,
                     "metadata": meta,
                     "version": v + 1,
+                    "author": author,
                     "updated_at": now,
                     "expires_at": expires,
                     **self._vector_fields(vector),

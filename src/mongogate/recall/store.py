@@ -65,6 +65,13 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def identity(scope: Scope, namespace: str, key: str | None, digest: str) -> Doc:
+    """What makes a memory one (the unique indexes): its key in the namespace, or else its text."""
+    ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": namespace}
+    ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, "text_hash": digest}
+    return ident
+
+
 class LongTermMemory(RecallRepository):
     """remember, forget, list and history over the repository's collections; recall is in `search.py`."""
 
@@ -134,8 +141,7 @@ class LongTermMemory(RecallRepository):
         ttl = checks.check_ttl(ttl_days, self.settings)
         digest = text_hash(body)
         vector = await self.embed_one(body)  # before any write: a failure stores nothing
-        ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": ns}
-        ident |= {"keyed": True, "key": k} if k is not None else {"keyed": False, "text_hash": digest}
+        ident = identity(scope, ns, k, digest)
         try:
             for _ in range(_ATTEMPTS):
                 now = self.clock.now()
@@ -147,21 +153,7 @@ class LongTermMemory(RecallRepository):
                     continue
                 if found is None:
                     await self._check_quota(scope, now)
-                    doc: Doc = {
-                        "_id": uuid.uuid4().hex,
-                        **ident,
-                        "key": k,
-                        "text": body,
-                        "text_hash": digest,
-                        "ns_path": checks.namespace_path(ns),
-                        "metadata": meta,
-                        "version": 1,
-                        "author": author,
-                        "created_at": now,
-                        "updated_at": now,
-                        "expires_at": expires,
-                        **self._vector_fields(vector),
-                    }
+                    doc = self.new_document(ident, body, meta, vector, now, expires, author)
                     try:
                         await self.memories.insert_one(doc)
                     except DuplicateKeyError:
@@ -180,6 +172,33 @@ class LongTermMemory(RecallRepository):
         raise StorageError(
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
+
+    def new_document(
+        self,
+        ident: Doc,
+        body: str,
+        meta: Doc,
+        vector: list[float],
+        now: datetime,
+        expires: datetime | None,
+        author: str | None,
+    ) -> Doc:
+        """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert."""
+        return {
+            "_id": uuid.uuid4().hex,
+            **ident,
+            "key": ident.get("key"),
+            "text": body,
+            "text_hash": text_hash(body),
+            "ns_path": checks.namespace_path(str(ident["namespace"])),
+            "metadata": meta,
+            "version": 1,
+            "author": author,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": expires,
+            **self._vector_fields(vector),
+        }
 
     def _vector_fields(self, vector: list[float]) -> Doc:
         return {

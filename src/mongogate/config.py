@@ -331,6 +331,9 @@ class MemorySettings(Section):
     completed_run_ttl_s: int | None = Field(default=None, ge=60)
     #: erase sessions idle this many days and messages older than this (TTL indexes); None: keep
     retention_days: int | None = Field(default=None, ge=1, le=36_500)
+    #: whose conversations a caller sees: "scope" follows `long_term.scope` (per subject under
+    #: "subject", per tenant under "tenant"); "tenant": always the tenant's (the older behaviour)
+    conversations: Literal["scope", "tenant"] = "scope"
     long_term: LongTermSettings = Field(default_factory=LongTermSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 

@@ -202,6 +202,21 @@ class Call:
     request_id: str
     tool: str
 
+    @property
+    def conversations(self) -> str:
+        """Whose sessions and messages this call sees: the value stored as a session's and its
+        messages' `tenant`, and filtered on by every session read and write.
+
+        The tenant; or, when conversations are per subject (`[memory] conversations = "scope"`,
+        the default, under `[memory.long_term] scope = "subject"`), the tenant and subject joined
+        by U+001F. A tenant holds no control characters (auth refuses them), so the joined form
+        is one-to-one and never equals a plain tenant: one subject never sees another's sessions,
+        and no tenant-wide session shows up per subject."""
+        memory = self.app.settings.memory
+        if memory.conversations == "scope" and memory.long_term.scope == "subject":
+            return f"{self.principal.tenant}\x1f{self.principal.identity}"
+        return self.principal.tenant
+
     def budget(self) -> ByteBudget:
         """A fresh byte cap for this call's result (`limits.max_response_bytes`): hand it to the
         domain call that reads the list, then report its `capped` (see `values.ByteBudget`)."""

@@ -375,7 +375,7 @@ async def _memory_history(call: Call, a: HistoryIn) -> HistoryOut:
 async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut:
     hits = await search_messages(
         call.app.memory,
-        call.principal.tenant,
+        call.conversations,
         a.query,
         session_id=a.session_id,
         limit=a.limit,

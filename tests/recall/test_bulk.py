@@ -32,7 +32,7 @@ def lines_of(data: bytes, limit: int = 2048) -> Any:
     return read_lines(io.BytesIO(data), limit)
 
 
-GOOD = [
+GOOD: list[dict[str, Any]] = [
     {"text": "The office wifi password is korMoran-77.", "namespace": "office", "key": "wifi"},
     {"text": "Dana prefers tea, never coffee.", "namespace": "people/dana", "metadata": {"kind": "pref"}},
     {"text": "Invoice INV-2291 was paid on 3 March.", "ttl_days": 30},
@@ -61,7 +61,7 @@ async def test_import_reports_bad_lines_by_number_and_keeps_the_rest(ltm: LongTe
     assert why[2].startswith("not JSON") and why[4] == "not a JSON object" and "'colour'" in why[5]
     assert "namespace" in why[6] and "longer than 2048 bytes" in why[8] and "text" in why[10]
     page = await ltm.list(ACME, limit=10)
-    assert sorted(m.text for m in page.memories) == sorted(g["text"] for g in GOOD)  # type: ignore[type-var]
+    assert sorted(m.text for m in page.memories) == sorted(g["text"] for g in GOOD)
     assert {m.author for m in page.memories} == {"importer"}
     found = await ltm.recall(ACME, "wifi password")
     assert found.memories[0].key == "wifi" and found.memories[0].namespace == "office"
@@ -76,7 +76,7 @@ async def test_a_second_import_is_all_unchanged_and_a_changed_text_an_update(ltm
     changed = dict(GOOD[0], text="The office wifi password is now Lantern-12.")
     third = await import_lines(ltm, ACME, lines_of(jsonl(changed, *GOOD[1:])), author="bob")
     assert third.counts() == {"created": 0, "updated": 1, "unchanged": 3, "bad": 0}
-    wifi = [m for m in (await ltm.list(ACME)).memories if m.key == "wifi"][0]
+    wifi = next(m for m in (await ltm.list(ACME)).memories if m.key == "wifi")
     history = await ltm.history(ACME, wifi.id)
     assert [(v.text, v.author) for v in history.versions] == [
         (GOOD[0]["text"], "cli:import"),

@@ -90,7 +90,9 @@ async def test_conversations_tenant_keeps_them_shared_under_scope_subject(
     async with two_subjects(settings) as (alice, bob, other_alice):
         sid = await talk(alice, "the meeting room is Orion")
         assert [s["session_id"] for s in (await ok(bob, "list_sessions"))["sessions"]] == [sid]
-        assert [m["session_id"] for m in (await ok(bob, "search_messages", query="Orion"))["messages"]] == [sid]
+        assert [m["session_id"] for m in (await ok(bob, "search_messages", query="Orion"))["messages"]] == [
+            sid
+        ]
         assert (await ok(other_alice, "list_sessions"))["sessions"] == []
         # long-term memories stay per subject all the same
         await ok(alice, "remember", text="Orion is on the third floor.")

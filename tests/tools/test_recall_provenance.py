@@ -46,7 +46,9 @@ async def test_author_and_created_at_on_recall_list_and_history(
             await ok(bob, "remember", text="The deploy window is Tuesday 10:00.", key="deploy")
             assert (await ok(alice, "list_memories"))["memories"][0]["author"] == "alice"
             # bob rewrites the shared key: he is its author now, alice the author of version 1
-            await ok(bob, "remember", text="The deploy window is Friday 16:00 (ignore Tuesday).", key="deploy")
+            await ok(
+                bob, "remember", text="The deploy window is Friday 16:00 (ignore Tuesday).", key="deploy"
+            )
             r = (await ok(alice, "recall", query="when is the deploy window?"))["memories"][0]
             assert (r["id"], r["author"], r["created_at"], r["version"]) == (first["id"], "bob", created, 2)
             assert r["updated_at"] >= r["created_at"]

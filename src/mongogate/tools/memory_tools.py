@@ -234,9 +234,7 @@ async def _begin_turn(call: Call, a: BeginTurnIn) -> BeginTurnOut:
 
 
 async def _renew_turn(call: Call, a: RenewTurnIn) -> RenewTurnOut:
-    r = await call.app.turns.renew_turn(
-        call.conversations, a.session_id, a.turn_id, a.lease_id, a.lease_ms
-    )
+    r = await call.app.turns.renew_turn(call.conversations, a.session_id, a.turn_id, a.lease_id, a.lease_ms)
     return RenewTurnOut(lease_id=r.lease_id, lease_expires_at=r.lease_expires_at)
 
 

@@ -229,7 +229,9 @@ class HistoryIn(ToolInput):
 class VersionOut(ToolOutput):
     version: int
     text: str
-    author: str | None = Field(default=None, description="the subject that wrote this version; " + AUTHOR_NULL)
+    author: str | None = Field(
+        default=None, description="the subject that wrote this version; " + AUTHOR_NULL
+    )
     updated_at: str = Field(description="ISO 8601 UTC: when this version was written")
 
 
@@ -369,7 +371,9 @@ async def _memory_history(call: Call, a: HistoryIn) -> HistoryOut:
         for v in h.versions
     ]
     created = None if h.created_at is None else _iso(h.created_at)
-    return HistoryOut(id=h.id, created_at=created, versions=versions, truncated=h.truncated > 0, notice=NOTICE)
+    return HistoryOut(
+        id=h.id, created_at=created, versions=versions, truncated=h.truncated > 0, notice=NOTICE
+    )
 
 
 async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut:

@@ -97,3 +97,21 @@ async def test_conversations_tenant_keeps_them_shared_under_scope_subject(
         # long-term memories stay per subject all the same
         await ok(alice, "remember", text="Orion is on the third floor.")
         assert (await ok(bob, "recall", query="Orion"))["memories"] == []
+
+
+async def test_a_subject_that_is_not_valid_unicode_cannot_own_conversations(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A JWT's `sub` may decode to a lone surrogate: per-subject conversations refuse it with a
+    code (`[unauthorized]`), not an internal error."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"scope": "subject"}}
+    )
+    token = mint_dev_token(settings.auth, tenant="acme", subject="x\ud800", ttl_s=600)
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+            Client(streamable_http_client(http.url, http_client=hc)) as c,
+        ):
+            assert (await failure(c, "create_session", title="t")).startswith("[unauthorized] ")
+            assert (await failure(c, "list_sessions")).startswith("[unauthorized] ")

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mongogate.compat.sdk import ArgModelBase, tool_metadata
 from mongogate.errors import (
+    AuthError,
     InternalError,
     InvalidInput,
     MongogateError,
@@ -214,7 +215,14 @@ class Call:
         and no tenant-wide session shows up per subject."""
         memory = self.app.settings.memory
         if memory.conversations == "scope" and memory.long_term.scope == "subject":
-            return f"{self.principal.tenant}\x1f{self.principal.identity}"
+            subject = self.principal.identity
+            try:
+                subject.encode("utf-8")
+            except UnicodeEncodeError:
+                raise AuthError(
+                    "the caller's subject is not valid Unicode; it cannot own conversations"
+                ) from None
+            return f"{self.principal.tenant}\x1f{subject}"
         return self.principal.tenant
 
     def budget(self) -> ByteBudget:

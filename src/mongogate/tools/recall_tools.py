@@ -278,6 +278,17 @@ def service(call: Call) -> tuple[LongTermMemory, Scope]:
     return call.app.recall, scope_for(s.scope, call.principal.tenant, call.principal.identity)
 
 
+def author_of(call: Call) -> str:
+    """The caller's subject as authenticated; its display form when that cannot be stored (a lone
+    surrogate from a JSON escape, served under scope "tenant")."""
+    identity = call.principal.identity
+    try:
+        identity.encode("utf-8")
+    except UnicodeEncodeError:
+        return call.principal.subject
+    return identity
+
+
 def _iso(value: datetime) -> str:
     return value.isoformat()
 
@@ -301,7 +312,7 @@ async def _remember(call: Call, a: RememberIn) -> RememberOut:
         key=a.key,
         metadata=a.metadata,
         ttl_days=a.ttl_days,
-        author=call.principal.identity,
+        author=author_of(call),
     )
     return RememberOut(id=r.id, namespace=r.namespace, key=r.key, version=r.version, status=r.status)
 

@@ -333,6 +333,9 @@ class MemorySettings(Section):
     retention_days: int | None = Field(default=None, ge=1, le=36_500)
     #: context reads advise compaction (`compaction_advised`) past this many unsummarised bytes
     compact_after_bytes: int = Field(default=64 * 1024, ge=1)
+    #: whose conversations a caller sees: "scope" follows `long_term.scope` (per subject under
+    #: "subject", per tenant under "tenant"); "tenant": always the tenant's (the older behaviour)
+    conversations: Literal["scope", "tenant"] = "scope"
     long_term: LongTermSettings = Field(default_factory=LongTermSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
 

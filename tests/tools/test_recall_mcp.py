@@ -57,6 +57,8 @@ async def test_remember_recall_forget_history_in_process(
             "metadata",
             "score",
             "version",
+            "author",
+            "created_at",
             "updated_at",
         }
         r = await ok(c, "recall", query="which text editor do I use?", namespace="user", limit=2)

@@ -1,8 +1,13 @@
-"""`mongogate memory reembed [--dry-run] [--batch-size N] [--json]`: long-term memory maintenance.
+"""`mongogate memory reembed | import | export`: long-term memory maintenance and bulk moves.
 
 `reembed` gives every memory a vector from the configured `[memory.embedding]` model (after a
 model change, or for memories stored without one), resumable and idempotent: run it again
 after an interruption and it goes on with what is left. It can run while mongogate serves.
+
+`import FILE.jsonl --tenant T [--subject S]` stores one memory a line (`recall/bulk.py`), idempotent
+by key (a second run is all `unchanged`); bad lines are reported by number on stderr, the counts at
+the end; a progress bar on stderr when it is a terminal. `export FILE.jsonl` writes the same format
+(`-` for stdout).
 """
 
 from __future__ import annotations
@@ -10,42 +15,147 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from mongogate.cli.common import settings_from
 from mongogate.config import Settings
+from mongogate.errors import ConfigError
 
 
-async def _run(settings: Settings, args: argparse.Namespace) -> list[str]:
+async def _run(settings: Settings, args: argparse.Namespace) -> tuple[list[str], int]:
     from mongogate.db import Database
     from mongogate.recall.embedding import make_embedder
-    from mongogate.recall.reembed import reembed, stale_counts
 
     embedder = make_embedder(settings.memory.embedding)
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:
-        if args.dry_run:
-            counts = await stale_counts(db.memory, embedder.model)
-            if args.json:
-                return [json.dumps({"model": embedder.model, "stale": counts})]
-            total = sum(counts.values())
-            lines = [f"{total} memories to re-embed with {embedder.model}"]
-            lines += [f"  {n} embedded by {model}" for model, n in sorted(counts.items())]
-            return lines
-        report = await reembed(db.memory, embedder, batch_size=args.batch_size)
-        if args.json:
-            return [json.dumps(report.__dict__)]
-        return report.lines()
+        if args.action == "reembed":
+            return await _reembed(db, embedder, args), 0
+        return await _bulk(settings, db, embedder, args)
     finally:
         await db.close()
 
 
+async def _reembed(db: Any, embedder: Any, args: argparse.Namespace) -> list[str]:
+    from mongogate.recall.reembed import reembed, stale_counts
+
+    if args.dry_run:
+        counts = await stale_counts(db.memory, embedder.model)
+        if args.json:
+            return [json.dumps({"model": embedder.model, "stale": counts})]
+        total = sum(counts.values())
+        lines = [f"{total} memories to re-embed with {embedder.model}"]
+        lines += [f"  {n} embedded by {model}" for model, n in sorted(counts.items())]
+        return lines
+    report = await reembed(db.memory, embedder, batch_size=args.batch_size or 64)
+    if args.json:
+        return [json.dumps(report.__dict__)]
+    return report.lines()
+
+
+class Progress:
+    """A one-line bar on stderr, redrawn at most ten times a second; silent off a terminal."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = max(total, 1)
+        self.enabled = enabled
+        self.done = 0
+        self.started = time.monotonic()
+        self.drawn = 0.0
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self.drawn >= 0.1 or self.done >= self.total):
+            self.drawn = now
+            share = min(self.done / self.total, 1.0)
+            rate = self.done / max(now - self.started, 1e-9)
+            bar = "#" * int(share * 30)
+            sys.stderr.write(f"\r[{bar:<30}] {self.done}/{self.total} lines {rate:.0f}/s")
+            sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.enabled and self.done:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+async def _bulk(
+    settings: Settings, db: Any, embedder: Any, args: argparse.Namespace
+) -> tuple[list[str], int]:
+    from mongogate.recall.bulk import (
+        BATCH,
+        IMPORT_AUTHOR,
+        MAX_FILE_BYTES,
+        export_lines,
+        import_lines,
+        max_line_bytes,
+        read_lines,
+    )
+    from mongogate.recall.model import Scope, scope_for
+    from mongogate.recall.store import LongTermMemory
+
+    if args.file is None or not args.tenant:
+        raise ConfigError(f"memory {args.action} needs FILE (.jsonl) and --tenant T")
+    scope = Scope(args.tenant) if args.subject is None else scope_for("subject", args.tenant, args.subject)
+    store = LongTermMemory(db.memory, settings.memory.long_term, embedder, limits=settings.limits)
+    await store.ensure_indexes()
+    if args.action == "export":
+        count = 0
+        out = sys.stdout if args.file == "-" else Path(args.file).open("w", encoding="utf-8")  # noqa: SIM115
+        try:
+            async for line in export_lines(store, scope, namespace=args.namespace):
+                out.write(line + "\n")
+                count += 1
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        summary = {"exported": count}
+        return [json.dumps(summary) if args.json else f"exported {count} memories"], 0
+    path = Path(args.file)
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{path} is {size} bytes; memory import reads at most {MAX_FILE_BYTES}")
+    limit = max_line_bytes(store)
+    with path.open("rb") as f:
+        total = sum(1 for _ in read_lines(f, limit))
+    progress = Progress(total, sys.stderr.isatty() and not args.json)
+    started = time.monotonic()
+    with path.open("rb") as f:
+        report = await import_lines(
+            store,
+            scope,
+            read_lines(f, limit),
+            author=args.subject if args.subject is not None else IMPORT_AUTHOR,
+            batch=args.batch_size or BATCH,
+            progress=progress,
+        )
+    progress.end()
+    seconds = time.monotonic() - started
+    for number, why in report.bad:
+        print(f"{path}:{number}: {why}", file=sys.stderr, flush=True)
+    counts = report.counts()
+    if args.json:
+        lines = [json.dumps({**counts, "seconds": round(seconds, 3)})]
+    else:
+        rate = report.done / seconds if seconds > 0 else 0.0
+        lines = [
+            " ".join(f"{k} {v}" for k, v in counts.items())
+            + f" ({report.done} memories in {seconds:.1f} s, {rate:.0f}/s)"
+        ]
+    return lines, 1 if report.bad else 0
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    for line in asyncio.run(_run(settings, args)):
+    lines, code = asyncio.run(_run(settings, args))
+    for line in lines:
         print(line, flush=True)
-    return 0
+    return code
 
 
 def _batch_size(text: str) -> int:
@@ -56,13 +166,25 @@ def _batch_size(text: str) -> int:
 
 
 def register(sub: Any, with_config: Any) -> None:
-    m = with_config(sub.add_parser("memory", help="long-term memory maintenance: reembed"))
+    m = with_config(
+        sub.add_parser("memory", help="long-term memory maintenance and bulk moves: reembed, import, export")
+    )
     m.add_argument(
         "action",
-        choices=("reembed",),
-        help="reembed: new vectors for memories not embedded by the configured model (resumable)",
+        choices=("reembed", "import", "export"),
+        help="reembed: new vectors for memories not embedded by the configured model (resumable); "
+        "import FILE.jsonl: one memory a line, idempotent by key; export FILE.jsonl: the same format",
     )
+    m.add_argument("file", nargs="?", help="import/export: the JSON lines file (export: - for stdout)")
+    m.add_argument("--tenant", help="import/export: the tenant whose memories these are")
+    m.add_argument(
+        "--subject",
+        help="import/export: the subject's own scope (scope 'subject'); default: the tenant-wide scope",
+    )
+    m.add_argument("--namespace", help="export: only this namespace and the ones below it")
     m.add_argument("--dry-run", action="store_true", help="only count what would be re-embedded, per model")
-    m.add_argument("--batch-size", type=_batch_size, default=64, help="memories per read and write (64)")
+    m.add_argument(
+        "--batch-size", type=_batch_size, help="memories per read and write (reembed 64, import 256)"
+    )
     m.add_argument("--json", action="store_true", help="one JSON line instead of text")
     m.set_defaults(func=cmd_memory)

@@ -13,8 +13,9 @@ from mongogate.clock import as_utc
 from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
 from mongogate.recall.model import History, MemoryItem, Scope, Version
-from mongogate.recall.pages import ITEM_FIELDS, item_of, live, newest_within
+from mongogate.recall.pages import ITEM_FIELDS, author_of, item_of, live, newest_within
 from mongogate.recall.repository import RecallRepository
+from mongogate.values import Doc
 
 #: the older versions a memory keeps, and memory_history returns, at most (the newest ones)
 MAX_HISTORY = 100
@@ -41,7 +42,7 @@ async def read_history(store: RecallRepository, scope: Scope, id: object) -> His
     try:
         current = await store.memories.find_one(
             {"_id": mid, "tenant": scope.tenant, "owner": scope.owner, **live(now)},
-            {"text": 1, "version": 1, "updated_at": 1},
+            {"text": 1, "version": 1, "updated_at": 1, "created_at": 1, "author": 1},
         )
         if current is None:
             raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
@@ -52,18 +53,23 @@ async def read_history(store: RecallRepository, scope: Scope, id: object) -> His
                 "owner": scope.owner,
                 "version": {"$lt": current["version"]},
             },
-            {"version": 1, "text": 1, "updated_at": 1},
+            {"version": 1, "text": 1, "updated_at": 1, "author": 1},
             sort=[("version", DESCENDING)],
             limit=MAX_HISTORY,
         )
         docs = [d async for d in older]
     except PyMongoError as e:
         raise StorageError("could not read the memory's history") from e
-    versions = [Version(int(d["version"]), str(d["text"]), as_utc(d["updated_at"])) for d in reversed(docs)]
-    versions.append(Version(int(current["version"]), str(current["text"]), as_utc(current["updated_at"])))
+    versions = [_version(d) for d in reversed(docs)]
+    versions.append(_version(current))
     versions = newest_within(versions, store.settings.max_response_bytes)
     left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
-    return History(mid, versions, max(left_out, 0))
+    created = current.get("created_at")
+    return History(mid, versions, max(left_out, 0), None if created is None else as_utc(created))
+
+
+def _version(doc: Doc) -> Version:
+    return Version(int(doc["version"]), str(doc["text"]), as_utc(doc["updated_at"]), author_of(doc))
 
 
 async def read_memory(store: RecallRepository, scope: Scope, id: object) -> MemoryItem:

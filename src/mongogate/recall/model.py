@@ -49,6 +49,8 @@ class MemoryItem:
     updated_at: datetime
     #: the fused (or single-method) relevance; None in listings
     score: float | None = None
+    #: the subject whose remember last wrote this text (None: stored before authors were recorded)
+    author: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Version:
     version: int
     text: str
     updated_at: datetime
+    #: the subject that wrote this version (None: written before authors were recorded)
+    author: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class History:
     versions: list[Version] = field(default_factory=list)
     #: older versions left out (at most `recall.history.MAX_HISTORY` are returned, the newest ones)
     truncated: int = 0
+    #: when the memory was first stored (its version 1)
+    created_at: datetime | None = None
 
 
 def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:

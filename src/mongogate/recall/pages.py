@@ -44,6 +44,7 @@ def item_json(item: MemoryItem) -> Doc:
         "text": item.text,
         "metadata": item.metadata,
         "score": item.score,
+        "author": item.author,
         "version": item.version,
         "created_at": item.created_at.isoformat(),
         "updated_at": item.updated_at.isoformat(),
@@ -51,7 +52,12 @@ def item_json(item: MemoryItem) -> Doc:
 
 
 def version_json(version: Version) -> Doc:
-    return {"version": version.version, "text": version.text, "updated_at": version.updated_at.isoformat()}
+    return {
+        "version": version.version,
+        "text": version.text,
+        "author": version.author,
+        "updated_at": version.updated_at.isoformat(),
+    }
 
 
 def within(cap: ByteBudget, items: Iterable[T], measure: Callable[[T], object]) -> list[T]:
@@ -123,4 +129,11 @@ def item_of(doc: Doc, score: float | None = None) -> MemoryItem:
         created_at=as_utc(doc["created_at"]),
         updated_at=as_utc(doc["updated_at"]),
         score=score,
+        author=author_of(doc),
     )
+
+
+def author_of(doc: Doc) -> str | None:
+    """The stored `author`; None on a document written before authors were recorded."""
+    value = doc.get("author")
+    return value if isinstance(value, str) else None

@@ -65,6 +65,13 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def identity(scope: Scope, namespace: str, key: str | None, digest: str) -> Doc:
+    """What makes a memory one (the unique indexes): its key in the namespace, or else its text."""
+    ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": namespace}
+    ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, "text_hash": digest}
+    return ident
+
+
 class LongTermMemory(RecallRepository):
     """remember, forget, list and history over the repository's collections; recall is in `search.py`."""
 
@@ -120,8 +127,13 @@ class LongTermMemory(RecallRepository):
         key: object = None,
         metadata: object = None,
         ttl_days: object = None,
+        author: str | None = None,
     ) -> Remembered:
-        """Store one memory; a repeat (or a retry after a lost reply) is `unchanged`, never a copy."""
+        """Store one memory; a repeat (or a retry after a lost reply) is `unchanged`, never a copy.
+
+        `author` is the subject writing it (the tools pass the caller's authenticated subject): stored
+        on a created or updated memory, and on the history entry of the text it replaces. An
+        `unchanged` remember writes no text and leaves the author as it was."""
         body = checks.check_text(text, self.settings)
         ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
         k = None if key is None else checks.check_key(key)
@@ -129,8 +141,7 @@ class LongTermMemory(RecallRepository):
         ttl = checks.check_ttl(ttl_days, self.settings)
         digest = text_hash(body)
         vector = await self.embed_one(body)  # before any write: a failure stores nothing
-        ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": ns}
-        ident |= {"keyed": True, "key": k} if k is not None else {"keyed": False, "text_hash": digest}
+        ident = identity(scope, ns, k, digest)
         try:
             for _ in range(_ATTEMPTS):
                 now = self.clock.now()
@@ -142,20 +153,7 @@ class LongTermMemory(RecallRepository):
                     continue
                 if found is None:
                     await self._check_quota(scope, now)
-                    doc: Doc = {
-                        "_id": uuid.uuid4().hex,
-                        **ident,
-                        "key": k,
-                        "text": body,
-                        "text_hash": digest,
-                        "ns_path": checks.namespace_path(ns),
-                        "metadata": meta,
-                        "version": 1,
-                        "created_at": now,
-                        "updated_at": now,
-                        "expires_at": expires,
-                        **self._vector_fields(vector),
-                    }
+                    doc = self.new_document(ident, body, meta, vector, now, expires, author)
                     try:
                         await self.memories.insert_one(doc)
                     except DuplicateKeyError:
@@ -166,7 +164,7 @@ class LongTermMemory(RecallRepository):
                     if not await self._set_expiry(scope, found, expires):
                         continue  # changed by another call since the read: read it again
                     return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
-                if await self._new_version(scope, found, body, digest, meta, vector, now, expires):
+                if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
                     self.at("remember.after_write")
                     return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
         except PyMongoError as e:
@@ -174,6 +172,33 @@ class LongTermMemory(RecallRepository):
         raise StorageError(
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
+
+    def new_document(
+        self,
+        ident: Doc,
+        body: str,
+        meta: Doc,
+        vector: list[float],
+        now: datetime,
+        expires: datetime | None,
+        author: str | None,
+    ) -> Doc:
+        """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert."""
+        return {
+            "_id": uuid.uuid4().hex,
+            **ident,
+            "key": ident.get("key"),
+            "text": body,
+            "text_hash": text_hash(body),
+            "ns_path": checks.namespace_path(str(ident["namespace"])),
+            "metadata": meta,
+            "version": 1,
+            "author": author,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": expires,
+            **self._vector_fields(vector),
+        }
 
     def _vector_fields(self, vector: list[float]) -> Doc:
         return {
@@ -209,6 +234,7 @@ class LongTermMemory(RecallRepository):
         vector: list[float],
         now: datetime,
         expires: datetime | None,
+        author: str | None = None,
     ) -> bool:
         """The previous text into the history first (idempotent), then the update on that version."""
         v = int(found["version"])
@@ -220,6 +246,7 @@ class LongTermMemory(RecallRepository):
             "version": v,
             "text": found["text"],
             "metadata": found.get("metadata") or {},
+            "author": found.get("author"),
             "updated_at": found["updated_at"],
             "expires_at": expires,
         }
@@ -235,6 +262,7 @@ class LongTermMemory(RecallRepository):
                     "text_hash": digest,
                     "metadata": meta,
                     "version": v + 1,
+                    "author": author,
                     "updated_at": now,
                     "expires_at": expires,
                     **self._vector_fields(vector),

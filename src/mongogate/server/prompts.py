@@ -26,6 +26,7 @@ from mcp_types import (
 from mongogate.memory.model import Context
 from mongogate.policy.paths import seg
 from mongogate.server.caller import answered, caller, invalid
+from mongogate.tools.base import conversations_of
 from mongogate.values import ByteBudget
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,12 @@ NAMES = tuple(p.name for p in PROMPTS)
 
 
 def transcript(context: Context) -> str:
-    """One line per message: ``[seq] role: content`` (tool messages name their call)."""
+    """One line per message: ``[seq] role: content`` (tool messages name their call), after the
+    session's newest summary when it has one (it stands for every message up to its seq)."""
     lines = []
+    if context.summary is not None:
+        s = context.summary
+        lines.append(f"[summary of messages up to {s.through_seq}] {s.text}")
     for m in context.messages:
         who = f"{m.role} ({m.call_id})" if m.call_id else m.role
         lines.append(f"[{m.seq}] {who}: {m.content}")
@@ -98,7 +103,9 @@ def summarize_text(session_id: str, context: Context) -> str:
     return (
         f"Summarise the conversation in session {session_id!r} below for your own later use: the user's "
         "goals, decisions made, facts learned, open questions, and anything promised. Be concise; keep "
-        f"names, numbers and identifiers exactly.{left_out} {step}\n\n--- messages ---\n{transcript(context)}"
+        f"names, numbers and identifiers exactly. If a summary of earlier messages is shown, fold it "
+        f"into the new summary (the new one replaces it).{left_out} {step}"
+        f"\n\n--- messages ---\n{transcript(context)}"
     )
 
 
@@ -135,7 +142,10 @@ async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptReque
         state, principal = await caller(ctx)
         budget = ByteBudget(state.settings.limits.max_response_bytes, _INSTRUCTION_BYTES)
         context = await state.memory.load_context(
-            principal.tenant, session_id, state.settings.memory.max_context_limit, budget
+            conversations_of(state.settings, principal),
+            session_id,
+            state.settings.memory.max_context_limit,
+            budget,
         )
         make = summarize_text if params.name == "summarize_session" else extract_text
         text = make(session_id, context)

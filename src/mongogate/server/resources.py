@@ -30,12 +30,14 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from mongogate.memory.model import summary_shape
 from mongogate.memory.sessions import session_shape
 from mongogate.policy.paths import seg
 from mongogate.recall.history import read_memory
 from mongogate.recall.model import scope_for
 from mongogate.recall.pages import item_json
 from mongogate.server.caller import answered, caller, invalid
+from mongogate.tools.base import conversations_of
 from mongogate.tools.state import AppState
 from mongogate.values import ByteBudget
 
@@ -103,7 +105,10 @@ async def list_resources(
     async def body() -> ListResourcesResult:
         state, principal = await caller(ctx)
         page = await state.memory.list_sessions(
-            principal.tenant, None, cursor, ByteBudget(state.settings.limits.max_response_bytes)
+            conversations_of(state.settings, principal),
+            None,
+            cursor,
+            ByteBudget(state.settings.limits.max_response_bytes),
         )
         listed = [] if cursor else [SESSION_LIST]
         listed += [
@@ -133,7 +138,9 @@ async def _read(
     principal = state.principal(ctx)
     cap = state.settings.limits.max_response_bytes
     if kind == "sessions":
-        page = await state.memory.list_sessions(principal.tenant, None, None, ByteBudget(cap))
+        page = await state.memory.list_sessions(
+            conversations_of(state.settings, principal), None, None, ByteBudget(cap)
+        )
         return {
             "sessions": [session_shape(s) for s in page.sessions],
             "next_cursor": page.next_cursor,
@@ -141,9 +148,10 @@ async def _read(
         }
     if kind == "context":
         budget = ByteBudget(cap)
-        c = await state.memory.load_context(principal.tenant, ident, None, budget)
+        c = await state.memory.load_context(conversations_of(state.settings, principal), ident, None, budget)
         return {
             "session_id": ident,
+            "summary": None if c.summary is None else summary_shape(c.summary),
             "messages": [
                 {
                     "role": m.role,

@@ -25,7 +25,9 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mongogate.compat.sdk import ArgModelBase, tool_metadata
+from mongogate.config import Settings
 from mongogate.errors import (
+    AuthError,
     InternalError,
     InvalidInput,
     MongogateError,
@@ -218,6 +220,29 @@ def refuse_booleans_as_numbers(kwargs: Mapping[str, Any], schema: dict[str, Any]
             )
 
 
+def conversations_of(settings: Settings, principal: Principal) -> str:
+    """Whose sessions and messages a caller sees: the value stored as a session's and its
+    messages' `tenant`, and filtered on by every session read and write (tools, prompts and
+    resources alike).
+
+    The tenant; or, when conversations are per subject (`[memory] conversations = "scope"`,
+    the default, under `[memory.long_term] scope = "subject"`), the tenant and subject joined
+    by U+001F. A tenant holds no control characters (auth refuses them), so the joined form
+    is one-to-one and never equals a plain tenant: one subject never sees another's sessions,
+    and no tenant-wide session shows up per subject."""
+    memory = settings.memory
+    if memory.conversations == "scope" and memory.long_term.scope == "subject":
+        subject = principal.identity
+        try:
+            subject.encode("utf-8")
+        except UnicodeEncodeError:
+            raise AuthError(
+                "the caller's subject is not valid Unicode; it cannot own conversations"
+            ) from None
+        return f"{principal.tenant}\x1f{subject}"
+    return principal.tenant
+
+
 @dataclass(frozen=True)
 class Call:
     """What a tool body gets: the app, the authenticated caller, and the request id."""
@@ -226,6 +251,11 @@ class Call:
     principal: Principal
     request_id: str
     tool: str
+
+    @property
+    def conversations(self) -> str:
+        """Whose sessions and messages this call sees (`conversations_of`)."""
+        return conversations_of(self.app.settings, self.principal)
 
     def budget(self) -> ByteBudget:
         """A fresh byte cap for this call's result (`limits.max_response_bytes`): hand it to the

@@ -1,0 +1,291 @@
+"""Bulk import and export of one scope's memories as JSON lines (`mongogate memory import|export`).
+
+A line is `{"text", "namespace"?, "key"?, "metadata"?, "ttl_days"?}`, checked like `remember`'s
+arguments. Import works in batches: the batch's texts are embedded in one call, the memories they
+name are read in one query, and the new ones are written with one unordered `insert_many`, so its
+cost is a few engine calls per batch rather than per line (the embedded engine's insert cost grows
+with the collection). Anything else (a changed text, a new expiry, a line whose memory another
+writer created meanwhile, the same key twice in a batch) goes through `remember` itself, so the
+rules of versions and history are the store's, not a copy of them. A bad line is reported by
+number and skipped; nothing else is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import IO, Any
+
+from pymongo import ASCENDING
+from pymongo.errors import BulkWriteError, PyMongoError
+
+from mongogate.clock import as_utc
+from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
+from mongogate.recall import checks
+from mongogate.recall.model import Scope
+from mongogate.recall.pages import live
+from mongogate.recall.store import LongTermMemory, identity, text_hash
+from mongogate.values import Doc
+
+FIELDS = frozenset({"text", "namespace", "key", "metadata", "ttl_days"})
+#: what a line may hold beyond the text limit (JSON escapes, metadata, the other fields)
+LINE_SLACK = 16 * 1024
+#: the largest file import reads
+MAX_FILE_BYTES = 1024**3
+BATCH = 256
+#: the author of imported memories when no subject is given
+IMPORT_AUTHOR = "cli:import"
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int
+    text: str
+    namespace: str
+    key: str | None
+    metadata: Doc
+    ttl_days: int | None
+
+
+@dataclass
+class ImportReport:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    #: (line number, why), in file order
+    bad: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return self.created + self.updated + self.unchanged
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "bad": len(self.bad),
+        }
+
+
+def max_line_bytes(store: LongTermMemory) -> int:
+    return store.settings.max_text_bytes + LINE_SLACK
+
+
+def read_lines(stream: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | str]]:
+    """(line number, raw line) or (line number, why it is bad) for a line over `limit` bytes;
+    blank lines are skipped. A long line is never held whole: the rest is read and dropped."""
+    number = 0
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while True:  # drop the rest of the line
+                more = stream.readline(64 * 1024)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield number, f"line is longer than {limit} bytes"
+            continue
+        if raw.strip():
+            yield number, raw
+
+
+def parse(number: int, raw: bytes, store: LongTermMemory) -> Line:
+    """One line, checked like remember's arguments; InvalidInput says what is wrong."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("not a JSON object")
+    unknown = sorted(set(value) - FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown field(s) {', '.join(map(repr, unknown))}; use {sorted(FIELDS)}")
+    ns = value.get("namespace")
+    key = value.get("key")
+    return Line(
+        number=number,
+        text=checks.check_text(value.get("text"), store.settings),
+        namespace=checks.check_namespace(checks.DEFAULT_NAMESPACE if ns is None else ns),
+        key=None if key is None else checks.check_key(key),
+        metadata=checks.check_metadata(value.get("metadata"), store.limits),
+        ttl_days=checks.check_ttl(value.get("ttl_days"), store.settings),
+    )
+
+
+def _ident_key(ident: Doc) -> tuple[Any, ...]:
+    return (ident["namespace"], ident["keyed"], ident.get("key") if ident["keyed"] else ident["text_hash"])
+
+
+async def import_lines(
+    store: LongTermMemory,
+    scope: Scope,
+    lines: Iterable[tuple[int, bytes | str]],
+    *,
+    author: str | None = IMPORT_AUTHOR,
+    batch: int = BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import `lines` (from `read_lines`) into `scope`; `progress(n)` after each batch of n lines."""
+    report = ImportReport()
+    chunk: list[Line] = []
+    for number, raw in lines:
+        if isinstance(raw, str):
+            report.bad.append((number, raw))
+            continue
+        try:
+            chunk.append(parse(number, raw, store))
+        except InvalidInput as e:
+            report.bad.append((number, str(e)))
+            continue
+        if len(chunk) >= batch:
+            await _import_batch(store, scope, chunk, author, report)
+            if progress is not None:
+                progress(len(chunk))
+            chunk = []
+    if chunk:
+        await _import_batch(store, scope, chunk, author, report)
+        if progress is not None:
+            progress(len(chunk))
+    report.bad.sort()
+    return report
+
+
+async def _import_batch(
+    store: LongTermMemory, scope: Scope, chunk: list[Line], author: str | None, report: ImportReport
+) -> None:
+    vectors = await store.embedder.embed([line.text for line in chunk])
+    if len(vectors) != len(chunk) or any(len(v) != store.embedder.dimensions for v in vectors):
+        raise StorageError(f"the embedding model {store.embedder.model!r} answered with the wrong shape")
+    idents = [identity(scope, ln.namespace, ln.key, text_hash(ln.text)) for ln in chunk]
+    now = store.clock.now()
+    try:
+        found = await _existing(store, scope, idents, now)
+    except PyMongoError as e:
+        raise StorageError("could not read the memories being imported") from e
+    fresh: list[tuple[Line, Doc]] = []
+    slow: list[Line] = []  # through remember: changed, re-expired, repeated in this batch
+    seen: set[tuple[Any, ...]] = set()
+    for line, ident, vector in zip(chunk, idents, vectors, strict=True):
+        k = _ident_key(ident)
+        held = found.get(k)
+        if k in seen:
+            slow.append(line)
+        elif held is None:
+            expires = None if line.ttl_days is None else now + timedelta(days=line.ttl_days)
+            fresh.append(
+                (line, store.new_document(ident, line.text, line.metadata, vector, now, expires, author))
+            )
+        elif (
+            held["text_hash"] == text_hash(line.text)
+            and dict(held.get("metadata") or {}) == line.metadata
+            and held.get("expires_at") is None
+            and line.ttl_days is None
+        ):
+            report.unchanged += 1
+        else:
+            slow.append(line)
+        seen.add(k)
+    slow += await _insert(store, scope, fresh, now, report)
+    for line in sorted(slow, key=lambda ln: ln.number):
+        try:
+            r = await store.remember(
+                scope,
+                line.text,
+                namespace=line.namespace,
+                key=line.key,
+                metadata=line.metadata,
+                ttl_days=line.ttl_days,
+                author=author,
+            )
+        except InvalidInput as e:
+            report.bad.append((line.number, str(e)))
+            continue
+        except QuotaExceeded as e:
+            report.bad.append((line.number, f"quota_exceeded: {e}"))
+            continue
+        setattr(report, r.status, getattr(report, r.status) + 1)
+
+
+async def _existing(
+    store: LongTermMemory, scope: Scope, idents: list[Doc], now: Any
+) -> dict[tuple[Any, ...], Doc]:
+    keys = sorted({str(i["key"]) for i in idents if i["keyed"]})
+    hashes = sorted({str(i["text_hash"]) for i in idents if not i["keyed"]})
+    either: list[Doc] = []
+    if keys:
+        either.append({"keyed": True, "key": {"$in": keys}})
+    if hashes:
+        either.append({"keyed": False, "text_hash": {"$in": hashes}})
+    query: Doc = {"tenant": scope.tenant, "owner": scope.owner, "$or": either}
+    fields = {"namespace": 1, "keyed": 1, "key": 1, "text_hash": 1, "metadata": 1, "expires_at": 1}
+    out: dict[tuple[Any, ...], Doc] = {}
+    async for doc in store.memories.find(query, fields):
+        out[_ident_key(doc)] = doc
+    return out
+
+
+async def _insert(
+    store: LongTermMemory, scope: Scope, fresh: list[tuple[Line, Doc]], now: Any, report: ImportReport
+) -> list[Line]:
+    """Insert the new memories in one call, within the scope's quota; the lines whose insert lost
+    to a concurrent writer are returned (for remember), the ones past the quota reported bad."""
+    if not fresh:
+        return []
+    held = await store.memories.count_documents(
+        {"tenant": scope.tenant, "owner": scope.owner, **live(now)}, limit=store.settings.max_per_scope
+    )
+    room = max(store.settings.max_per_scope - held, 0)
+    for line, _ in fresh[room:]:
+        report.bad.append(
+            (line.number, f"quota_exceeded: the scope holds {store.settings.max_per_scope} memories")
+        )
+    fresh = fresh[:room]
+    if not fresh:
+        return []
+    try:
+        await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
+    except BulkWriteError as e:
+        lost = {int(err["index"]) for err in e.details.get("writeErrors", []) if err.get("code") == 11000}
+        other = [err for err in e.details.get("writeErrors", []) if err.get("code") != 11000]
+        if other:
+            raise StorageError("could not store the imported memories") from e
+        report.created += len(fresh) - len(lost)
+        return [fresh[i][0] for i in sorted(lost)]
+    except PyMongoError as e:
+        raise StorageError("could not store the imported memories") from e
+    report.created += len(fresh)
+    return []
+
+
+async def export_lines(
+    store: LongTermMemory, scope: Scope, *, namespace: object = None, batch: int = BATCH
+) -> AsyncIterator[str]:
+    """The scope's live memories as import lines, oldest first (so an import keeps their order)."""
+    now = store.clock.now()
+    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, "expires_at": 1}
+    try:
+        cursor = store.memories.find(
+            store.scoped(scope, namespace, now),
+            fields,
+            sort=[("updated_at", ASCENDING), ("_id", ASCENDING)],
+            batch_size=batch,
+        )
+        async for doc in cursor:
+            row: Doc = {"text": doc["text"], "namespace": doc["namespace"]}
+            if doc.get("key") is not None:
+                row["key"] = doc["key"]
+            if doc.get("metadata"):
+                row["metadata"] = doc["metadata"]
+            expires = doc.get("expires_at")
+            if expires is not None:
+                left = (as_utc(expires) - now) / timedelta(days=1)
+                row["ttl_days"] = min(max(math.ceil(left), 1), store.settings.max_ttl_days)
+            yield json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+    except PyMongoError as e:
+        raise StorageError("could not read the memories to export") from e

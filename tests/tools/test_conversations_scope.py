@@ -115,3 +115,28 @@ async def test_a_subject_that_is_not_valid_unicode_cannot_own_conversations(
         ):
             assert (await failure(c, "create_session", title="t")).startswith("[unauthorized] ")
             assert (await failure(c, "list_sessions")).startswith("[unauthorized] ")
+
+
+async def test_prompts_and_resources_follow_the_same_conversations_as_the_tools(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """The session resources and prompts read the caller's conversations as the tools do: under
+    per-subject conversations bob neither lists nor reads alice's session (the resources and
+    prompts first read by tenant, so bob saw alice's session in `mongogate://sessions`)."""
+    from mcp.shared.exceptions import MCPError
+
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"scope": "subject"}}
+    )
+    async with two_subjects(settings) as (alice, bob, _):
+        sid = await talk(alice, "my locker code is walrus")
+        listed = await bob.list_resources()
+        assert all(sid not in str(r.uri) for r in listed.resources)
+        with pytest.raises(MCPError):
+            await bob.read_resource(f"mongogate://sessions/{sid}/context")
+        with pytest.raises(MCPError):
+            await bob.get_prompt("summarize_session", {"session_id": sid})
+        own = await alice.read_resource(f"mongogate://sessions/{sid}/context")
+        assert "walrus" in str(own.contents[0])
+        prompt = await alice.get_prompt("summarize_session", {"session_id": sid})
+        assert "walrus" in str(prompt.messages[0].content)

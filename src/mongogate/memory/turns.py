@@ -6,9 +6,9 @@ Rules (docs/DECISIONS.md, "Turns"):
   fenced out (its `end_turn` gets `lease_lost`), also when it was still inside `begin_turn`
   (it returns a lease already fenced). A different turn waits for release or expiry.
 - A fenced turn is five round trips (docs/decisions/turn-write-path.md): begin_turn takes the
-  lease and numbers the user message in one update by `_id`, writes the user message (with any
-  answer a crashed end_turn left pending) in one insert, and reads the window once; end_turn
-  commits the answer and releases the lease in one update, then inserts the answer.
+  lease and numbers the user message in one update by `_id`, inserts the user message and reads
+  the window once (an answer a crashed end_turn left pending, missing from it, is written then);
+  end_turn commits the answer and releases the lease in one update, then inserts the answer.
 - The answer is committed on the session document together with the ownership check
   (`memory/repository.py`): once another lease owns the session, nothing of the old owner lands.
 - A turn that was already answered returns the stored answer and holds no lease, so no model
@@ -144,11 +144,10 @@ class Turns:
         previous = doc.get("lease_prev") or {}
         try:
             st.at("begin_turn.after_lease")
-            # One insert: the answers a crashed end_turn committed, and the user message, numbered
-            # by the take (so it was numbered while this lease owned the session).
+            # The user message, numbered by the take (while this lease owned the session).
             pending = doc.get("pending") or []
             user = user_doc(tenant, sid, tid, body, int(doc["lease_seq"]), now)
-            repeated = len(pending) in await st.insert_turn(tenant, sid, pending, user)
+            repeated = 0 in await st.insert_turn(tenant, sid, [], user)
             # Taken over from this turn's own lease: no answer can exist (answering releases the
             # lease, and a plain answer is refused while the turn's lease is held), so no look-up.
             own = previous.get("lease_turn") == tid and previous.get("locked_by") is not None
@@ -169,8 +168,6 @@ class Turns:
     async def _replay(self, tenant: str, sid: str, tid: str, doc: Doc, max_bytes: int | None) -> TurnStart:
         """The session's last fenced turn, asked again: its answer without taking the lease."""
         pending = doc.get("pending") or []
-        if pending:  # a crashed end_turn's answer (or the last one, not yet dropped) lands first
-            await self.store.insert_turn(tenant, sid, pending, None)
         ctx, answer = await self._context_and_answer(
             tenant, sid, tid, max_bytes, pending=pending, look_up=True
         )
@@ -195,11 +192,24 @@ class Turns:
         pending: list[Doc] | None = None,
         look_up: bool = True,
     ) -> tuple[Context, str | None]:
-        """The window, and the turn's answer if stored: in the window, among the `pending` answers
-        just written, or (`look_up`) found by key beyond the window."""
+        """The window, and the turn's answer if stored: in the window, among the `pending` answers,
+        or (`look_up`) found by key beyond the window.
+
+        `pending`: the answers parked on the session. Normally each is already stored (a commit
+        parks its answer, then inserts it) and the newest is in the window: nothing more to do.
+        One missing from the window (a crashed end_turn's) is written now, and the window read
+        again if it belongs inside; one older than the window is written without a read (a
+        duplicate when stored)."""
         st = self.store
         budget = ByteBudget(max_bytes) if max_bytes is not None else None
         ctx = await st.window(tenant, sid, self.settings.default_context_limit, budget)
+        missing = [p for p in pending or [] if ctx.find(p["key"]) is None]
+        if missing:
+            await st.insert_turn(tenant, sid, missing, None)
+            oldest = ctx.messages[0].seq if ctx.messages else None
+            if oldest is None or any(int(p["seq"]) >= oldest for p in missing):
+                budget = ByteBudget(max_bytes) if max_bytes is not None else None
+                ctx = await st.window(tenant, sid, self.settings.default_context_limit, budget)
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:

@@ -57,7 +57,8 @@ DUPLICATE_KEY = 11000
 #: what begin_turn and renew_turn decide from (`memory/fenced.py`)
 TAKE_FIELDS = {
     **SESSION_STATE,
-    **dict.fromkeys(("tenant", "next_seq", "lease_seq", "lease_prev", "answered_turn", "answered_text"), 1),
+    **dict.fromkeys(("tenant", "next_seq", "lease_seq", "lease_prev"), 1),
+    **dict.fromkeys(("answered_turn", "answered_text", "plain_answers"), 1),
 }
 #: what a fenced commit decides from
 COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", "next_seq", "commit_nonce"), 1)}
@@ -213,7 +214,14 @@ class SessionRepository:
             "at": _literal(self.clock.now()),
         }
         queued = {"$concatArrays": [{"$ifNull": ["$pending", []]}, [pending]]}
-        update: Doc = {"next_seq": next_seq, "pending": queued, "last_activity": pending["at"]}
+        # `plain_answers`: a turn may be answered without its user message, so begin_turn looks
+        # an answer up beyond the window on this session (memory/turns.py).
+        update: Doc = {
+            "next_seq": next_seq,
+            "pending": queued,
+            "last_activity": pending["at"],
+            "plain_answers": True,
+        }
         doc = await self.gated_update(
             tenant,
             sid,

@@ -148,11 +148,15 @@ class Turns:
             pending = doc.get("pending") or []
             user = user_doc(tenant, sid, tid, body, int(doc["lease_seq"]), now)
             repeated = 0 in await st.insert_turn(tenant, sid, [], user)
-            # Taken over from this turn's own lease: no answer can exist (answering releases the
-            # lease, and a plain answer is refused while the turn's lease is held), so no look-up.
+            # The answer is looked up beyond the window only if one can exist: a fenced turn is
+            # answered after its user message, so only when that was stored already, and not when
+            # taken over from this turn's own lease (answering releases it, and a plain answer is
+            # refused while it is held); a session given plain answers (`append`) may hold one
+            # without its user message.
             own = previous.get("lease_turn") == tid and previous.get("locked_by") is not None
+            look_up = (repeated and not own) or bool(doc.get("plain_answers"))
             ctx, answer = await self._context_and_answer(
-                tenant, sid, tid, max_bytes, pending=pending, look_up=repeated and not own
+                tenant, sid, tid, max_bytes, pending=pending, look_up=look_up
             )
             if repeated:  # a retry of this turn (or a key reused): the stored user message must match
                 await self._check_user_message(tenant, sid, tid, body, ctx)

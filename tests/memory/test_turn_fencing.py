@@ -38,7 +38,8 @@ async def test_d1_begin_turn_that_lost_its_lease_writes_nothing(
     turns: Turns, store: MemoryStore, clock: ManualClock, engine_uri: str, db_name: str
 ) -> None:
     """Between taking the lease and storing the user message, the lease expires and another
-    server's turn takes the session: the old begin_turn must not land its user message there."""
+    server's turn takes the session: the old begin_turn's user message keeps the seq its take gave
+    it (before the new turn's), and nothing of it lands inside the new turn: its lease is fenced."""
     sid = await store.create_session("acme")
     async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True) as other_client:
         other = Turns(MemoryStore(other_client[db_name], MemorySettings(), clock))
@@ -50,17 +51,18 @@ async def test_d1_begin_turn_that_lost_its_lease_writes_nothing(
                 paused.set()
 
         async def x() -> None:
-            with pytest.raises(LeaseLost):
-                await turns.begin_turn("acme", sid, "a", "question a", lease_ms=100)
+            start = await turns.begin_turn("acme", sid, "a", "question a", lease_ms=100)
+            assert start.lease_id
+            taken["a"] = start.lease_id
 
-        real_append = store.append
+        real_insert = store.insert_turn
 
-        async def slow_append(*args: Any, **kwargs: Any) -> Any:
+        async def slow_insert(*args: Any, **kwargs: Any) -> Any:
             await resume.wait()
-            return await real_append(*args, **kwargs)
+            return await real_insert(*args, **kwargs)
 
         store.fault = fault
-        store.append = slow_append  # type: ignore[method-assign]
+        store.insert_turn = slow_insert  # type: ignore[method-assign]
         async with anyio.create_task_group() as tg:
             tg.start_soon(x)
             await paused.wait()
@@ -70,7 +72,9 @@ async def test_d1_begin_turn_that_lost_its_lease_writes_nothing(
             taken["b"] = b.lease_id
             resume.set()
         await other.end_turn("acme", sid, "b", taken["b"], "answer b")
-    assert await history(store, sid) == [("b", "user"), ("b", "assistant")]
+    with pytest.raises(LeaseLost):
+        await turns.end_turn("acme", sid, "a", taken["a"], "answer a")
+    assert await history(store, sid) == [("a", "user"), ("b", "user"), ("b", "assistant")]
 
 
 async def test_d2_a_fenced_owner_appends_nothing(
@@ -249,7 +253,10 @@ async def test_one_answer_per_turn_under_mixed_writers(
     for who, status, text in acks:
         assert stored and text == stored[0]["content"], (who, status, text, acks)
     session = await store.sessions.find_one({"_id": sid})
-    assert session is not None and not session.get("pending")
+    # A fenced commit leaves its answer parked until the next one drops it: only ever a stored copy.
+    assert session is not None
+    for parked in session.get("pending") or []:
+        assert stored and (parked["seq"], parked["content"]) == (stored[0]["seq"], stored[0]["content"])
 
 
 async def test_tenant_isolation_even_with_a_valid_lease(turns: Turns, store: MemoryStore) -> None:

@@ -58,7 +58,9 @@ async def trial(
     else:  # B was told answered=false: its reply must be the one stored
         assert begun["answered"] is False and begun["lease_id"]
         await ok(b, "end_turn", session_id=sid, turn_id=t2, lease_id=begun["lease_id"], reply=f"new {i}")
-    docs = {d["key"]: d async for d in messages.find({"session_id": sid})}
+    # This trial's turns (a commit parks its answer on the session, so an earlier trial's answer,
+    # erased below behind the session's back, is written again by the next take).
+    docs = {d["key"]: d async for d in messages.find({"session_id": sid, "turn_id": {"$in": [t1, t2]}})}
     if same:  # answered once, by whoever was told answered=false
         assert docs[f"{t1}:assistant"]["content"] == (f"old {i}" if a_won else f"new {i}")
         assert len(docs) == 2

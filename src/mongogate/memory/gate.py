@@ -40,21 +40,6 @@ def lease_lost(lid: str, sid: str) -> LeaseLost:
     )
 
 
-class TurnTakenOver(LeaseLost):
-    """A `begin_turn` whose lease another attempt took over before it finished (a retry of the same
-    turn overlapping it, or an expiry). Unlike a fenced owner's write, this is worth retrying: the
-    caller's next `begin_turn` takes the lease over (or is told the turn is busy or answered)."""
-
-    retryable = True
-
-    def __init__(self, sid: str, tid: str) -> None:
-        super().__init__(
-            f"another begin_turn took session {sid!r} over while this attempt of turn {tid!r} was starting "
-            "(a retry of the same turn overlapped it, or its lease expired); this attempt holds no lease. "
-            "Call begin_turn again: it takes the lease over, or says the turn is answered or busy."
-        )
-
-
 class AnswerHeld(Conflict):
     """The final answer of a leased turn: only `end_turn` with that lease may store it."""
 

@@ -17,6 +17,13 @@ pulls it from `pending`. A process that dies between the two leaves it in `pendi
 next writer of the session's document (`begin_turn`, `append`, `end_turn`) settles it first,
 so a committed answer is never lost and never lands twice. `pending` is a list so that
 concurrent commits (plain appends of answers of different turns) never wait for each other.
+
+A fenced turn (a lease id) takes, renews and commits by `_id` alone (`memory/fenced.py`: flat in
+the collection's size on the embedded engine) and does not pull its answer from `pending` after
+writing it: the copy stays parked until the next fenced commit drops every answer below its
+lease's `lease_seq` (each was written by that lease's begin_turn before it returned the lease),
+or a plain writer settles it. Parked answers are only ever copies of stored messages or answers
+still to write.
 """
 
 from __future__ import annotations
@@ -29,12 +36,13 @@ from datetime import datetime, timedelta
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from mongogate import leases
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, StorageError
+from mongogate.memory import fenced
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, refusal, write_gate
 from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id
 from mongogate.memory.model import AppendResult, key_conflict, session_not_found
@@ -43,9 +51,33 @@ from mongogate.values import Doc, check_finite
 log = logging.getLogger(__name__)
 
 
-def _literal(value: object) -> Doc:
-    # Pipeline updates read "$x" strings as field paths: caller text must never be one.
-    return {"$literal": value}
+_literal = leases.literal
+#: the server's duplicate key error
+DUPLICATE_KEY = 11000
+#: what begin_turn and renew_turn decide from (`memory/fenced.py`)
+TAKE_FIELDS = {
+    **SESSION_STATE,
+    **dict.fromkeys(("tenant", "next_seq", "lease_seq", "lease_prev"), 1),
+    **dict.fromkeys(("answered_turn", "answered_text", "plain_answers"), 1),
+}
+#: what a fenced commit decides from
+COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", "next_seq", "commit_nonce"), 1)}
+
+
+def answer_doc(tenant: str, sid: str, pending: Doc, now: datetime) -> Doc:
+    """A committed answer (an entry of `session.pending`) as the message that stores it."""
+    return {
+        "session_id": sid,
+        "tenant": tenant,
+        "key": pending["key"],
+        "seq": int(pending["seq"]),
+        "turn_id": pending["turn_id"],
+        "role": "assistant",
+        "call_id": None,
+        "content": pending["content"],
+        "created_at": pending.get("at") or now,
+        "lease_id": pending.get("lease_id"),
+    }
 
 
 class SessionRepository:
@@ -108,34 +140,33 @@ class SessionRepository:
     async def take_lease(
         self, tenant: str, sid: str, tid: str, digest: str, lease_id: str, now: datetime, ttl: int
     ) -> Doc | None:
-        """One conditional update: free, expired, or held by this same turn (a retry takes it over).
+        """One update by `_id` (`memory/fenced.py` `take`): the lease is taken if free, expired, or
+        held by this same turn and text (a retry takes it over), unless the turn is answered; the
+        user message's seq is numbered in the same step.
 
-        Returns the session as it was before, so a begin_turn that turns out to have nothing to
-        do (answered, conflicting text) can give the previous holder its lease back.
+        Returns the session after the update (None: missing or another tenant's); the lease was
+        taken if and only if `locked_by` is `lease_id`. `lease_prev` is the lease as it was, for
+        `give_back`; `pending` the answers to write before the user message.
         """
-        mine = {"lease_turn": tid, "lease_text": digest}
+        update = fenced.take(tenant, tid, digest, lease_id, now, now + timedelta(milliseconds=ttl))
         try:
-            return await self.sessions.find_one_and_update(
-                {"_id": sid, "tenant": tenant, "$or": [*leases.free_conditions(now), mine]},
-                {"$set": {"locked_by": lease_id, "locked_until": now + timedelta(milliseconds=ttl), **mine}},
-                projection=SESSION_STATE,
-                return_document=ReturnDocument.BEFORE,
+            doc = await self.sessions.find_one_and_update(
+                {"_id": sid}, update, projection=TAKE_FIELDS, return_document=ReturnDocument.AFTER
             )
         except PyMongoError as e:
             raise StorageError("could not take the session lease") from e
+        return doc if doc is not None and doc.get("tenant") == tenant else None
 
-    async def give_back(self, tenant: str, sid: str, lease_id: str, before: Doc) -> None:
+    async def give_back(self, tenant: str, sid: str, lease_id: str, previous: Doc) -> None:
         """Undo a take: restore the previous holder's lease (expired or not), only if still ours.
 
         A begin_turn that ends with nothing to do must not fence an owner whose lease merely
         expired. Cleanup never replaces the original error; a lease left behind is taken over by
         a retry of the same turn.
         """
-        previous = {k: before.get(k) for k in SESSION_LEASE}
+        restored = {k: previous.get(k) for k in SESSION_LEASE}
         try:
-            await self.sessions.update_one(
-                {"_id": sid, "tenant": tenant, "locked_by": lease_id}, {"$set": previous}
-            )
+            await self.sessions.update_one({"_id": sid}, fenced.give_back(lease_id, restored))
         except PyMongoError as e:
             log.warning(
                 "could not give back lease %s of session %s (%s); a retry of the same turn takes it over",
@@ -147,12 +178,16 @@ class SessionRepository:
     async def extend_lease(
         self, tenant: str, sid: str, tid: str, lease_id: str, ttl: int, now: datetime
     ) -> Doc | None:
-        """Heartbeat: the session with its new expiry, or None if this lease no longer owns `tid`."""
-        match = {"_id": sid, "tenant": tenant, "lease_turn": tid}
+        """Heartbeat, one update by `_id`: the session after it (None: missing or another tenant's).
+        The lease was extended if and only if it is `lease_id`'s for `tid`."""
+        update = fenced.renew(tenant, tid, lease_id, now + timedelta(milliseconds=ttl))
         try:
-            return await leases.extend(self.sessions, match, lease_id, ttl, now)
+            doc = await self.sessions.find_one_and_update(
+                {"_id": sid}, update, projection=TAKE_FIELDS, return_document=ReturnDocument.AFTER
+            )
         except PyMongoError as e:
             raise StorageError("could not renew the session lease") from e
+        return doc if doc is not None and doc.get("tenant") == tenant else None
 
     # ---------------------------------------------------------------- gated writes and the commit point
 
@@ -166,6 +201,8 @@ class SessionRepository:
         Raises the gate's error (`lease_lost`, `lease_busy`, `conflict`, `invalid_input`) when
         refused, or `conflict` when the key already holds other text.
         """
+        if lease_id is not None:
+            return await self._commit_fenced(tenant, sid, tid, text, lease_id)
         key = answer_key(tid)
         next_seq = {"$add": ["$next_seq", 1]}
         pending = {
@@ -177,9 +214,14 @@ class SessionRepository:
             "at": _literal(self.clock.now()),
         }
         queued = {"$concatArrays": [{"$ifNull": ["$pending", []]}, [pending]]}
-        update: Doc = {"next_seq": next_seq, "pending": queued, "last_activity": pending["at"]}
-        if lease_id is not None:  # committing ends the turn: the lease is released in the same step
-            update |= {"locked_by": None, "locked_until": None, "lease_turn": None}
+        # `plain_answers`: a turn may be answered without its user message, so begin_turn looks
+        # an answer up beyond the window on this session (memory/turns.py).
+        update: Doc = {
+            "next_seq": next_seq,
+            "pending": queued,
+            "last_activity": pending["at"],
+            "plain_answers": True,
+        }
         doc = await self.gated_update(
             tenant,
             sid,
@@ -188,11 +230,47 @@ class SessionRepository:
             [{"$set": update}],
             {"pending": 1, "next_seq": 1},
             what=f"could not store the answer of turn {tid!r}",
-            final_answer=lease_id is None,
+            final_answer=True,
         )
         self.at("answer.after_commit")
         mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
         status, seq = await self.settle(tenant, sid, mine, raise_conflict=True)
+        return AppendResult(status, key, seq)
+
+    async def _commit_fenced(self, tenant: str, sid: str, tid: str, text: str, lease_id: str) -> AppendResult:
+        """End a leased turn in two round trips: one update by `_id` (`fenced.commit`: check the
+        lease, number the answer, park it in `pending`, release the lease), then the answer's insert.
+
+        The parked copy stays on the session until the next fenced commit drops it (every answer
+        pending when a lease is taken is written by that begin_turn), or a plain writer settles it.
+        """
+        key = answer_key(tid)
+        for _ in range(3):
+            now = self.clock.now()
+            nonce = uuid.uuid4().hex
+            entry = {"key": key, "turn_id": tid, "content": text, "lease_id": lease_id, "at": now}
+            try:
+                doc = await self.sessions.find_one_and_update(
+                    {"_id": sid},
+                    fenced.commit(tenant, tid, lease_id, entry, nonce, now),
+                    projection=COMMIT_FIELDS,
+                    return_document=ReturnDocument.AFTER,
+                )
+            except PyMongoError as e:
+                raise StorageError(f"could not store the answer of turn {tid!r}") from e
+            if doc is None or doc.get("tenant") != tenant:
+                raise session_not_found(sid)
+            if doc.get("commit_nonce") == nonce:
+                break
+            await self.settle_all(tenant, sid, doc)  # e.g. this lease's own crashed commit
+            refused = refusal(doc, sid, tid, lease_id, now)
+            if refused is not None:
+                raise refused
+        else:
+            raise StorageError(f"could not store the answer of turn {tid!r} (its lease kept changing)", 1)
+        self.at("answer.after_commit")
+        mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+        status, seq = await self.settle(tenant, sid, mine, raise_conflict=True, clear=False)
         return AppendResult(status, key, seq)
 
     async def gated_update(
@@ -247,25 +325,14 @@ class SessionRepository:
             await self.settle(tenant, sid, pending)
 
     async def settle(
-        self, tenant: str, sid: str, pending: Doc, *, raise_conflict: bool = False
+        self, tenant: str, sid: str, pending: Doc, *, raise_conflict: bool = False, clear: bool = True
     ) -> tuple[str, int]:
         """Write a committed answer as a message (idempotent by key), then clear `pending`.
 
         Settling on behalf of another (crashed) writer never fails the caller: a conflict there
         means the key already holds an answer, which stands, and is only logged.
         """
-        doc: Doc = {
-            "session_id": sid,
-            "tenant": tenant,
-            "key": pending["key"],
-            "seq": int(pending["seq"]),
-            "turn_id": pending["turn_id"],
-            "role": "assistant",
-            "call_id": None,
-            "content": pending["content"],
-            "created_at": pending.get("at") or self.clock.now(),
-            "lease_id": pending.get("lease_id"),
-        }
+        doc = answer_doc(tenant, sid, pending, self.clock.now())
         try:
             result = await self.insert_message(doc)
             if result == ("duplicate", int(pending["seq"])):
@@ -273,18 +340,43 @@ class SessionRepository:
         except Conflict:
             result = None
         self.at("answer.after_write")
-        try:
-            await self.sessions.update_one(
-                {"_id": sid}, {"$pull": {"pending": {"key": pending["key"], "seq": pending["seq"]}}}
-            )
-        except PyMongoError as e:  # the next writer settles it again (the insert is idempotent)
-            log.warning("could not clear the settled answer of session %s: %s", sid, type(e).__name__)
+        if clear:
+            await self._clear_pending(sid, pending)
         if result is None:
             if raise_conflict:
                 raise key_conflict(pending["key"])
             log.warning("session %s: committed answer %s conflicts with the stored one", sid, pending["key"])
             return "duplicate", int(pending["seq"])
         return result
+
+    async def _clear_pending(self, sid: str, pending: Doc) -> None:
+        try:
+            await self.sessions.update_one(
+                {"_id": sid}, {"$pull": {"pending": {"key": pending["key"], "seq": pending["seq"]}}}
+            )
+        except PyMongoError as e:  # the next writer settles it again (the insert is idempotent)
+            log.warning("could not clear the settled answer of session %s: %s", sid, type(e).__name__)
+
+    async def insert_turn(self, tenant: str, sid: str, pending: list[Doc], user: Doc | None) -> set[int]:
+        """The answers still pending on the session, then (if given) a turn's user message, in one
+        insert; the positions already stored (the user message's is `len(pending)`)."""
+        now = self.clock.now()
+        docs = [answer_doc(tenant, sid, p, now) for p in pending] + ([user] if user is not None else [])
+        return await self.insert_messages(docs) if docs else set()
+
+    async def insert_messages(self, docs: list[Doc]) -> set[int]:
+        """One insert of several messages (answers still pending, a user message); the positions of
+        those already stored (a duplicate key). Their content is not compared here."""
+        try:
+            await self.messages.insert_many(docs, ordered=False)
+        except BulkWriteError as e:
+            errors = e.details.get("writeErrors") or []
+            if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
+                raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
+            return {int(err["index"]) for err in errors}
+        except PyMongoError as e:
+            raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
+        return set()
 
     # ---------------------------------------------------------------- messages
 

@@ -3,9 +3,12 @@
 Rules (docs/decisions/sessions-and-turns.md):
 - The lease belongs to a turn. Retrying `begin_turn` for the turn that holds the lease (same
   session, turn id and text) takes it over at once with a new lease id; the earlier attempt is
-  fenced out (its `end_turn` gets `lease_lost`); an earlier attempt still inside `begin_turn`
-  answers `lease_lost (retryable)`, since calling `begin_turn` again is what works. A different
-  turn waits for release or expiry.
+  fenced out (its `end_turn` gets `lease_lost`), also when it was still inside `begin_turn`
+  (it returns a lease already fenced). A different turn waits for release or expiry.
+- A fenced turn is five round trips (docs/decisions/turn-write-path.md): begin_turn takes the
+  lease and numbers the user message in one update by `_id`, inserts the user message and reads
+  the window once (an answer a crashed end_turn left pending, missing from it, is written then);
+  end_turn commits the answer and releases the lease in one update, then inserts the answer.
 - The answer is committed on the session document together with the ownership check
   (`memory/repository.py`): once another lease owns the session, nothing of the old owner lands.
 - A turn that was already answered returns the stored answer and holds no lease, so no model
@@ -23,11 +26,11 @@ from datetime import datetime, timedelta
 from mongogate import leases
 from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
-from mongogate.memory.gate import TurnTakenOver, lease_lost, refusal
-from mongogate.memory.keys import answer_key
+from mongogate.memory.gate import lease_lost, refusal
+from mongogate.memory.keys import answer_key, message_key
 from mongogate.memory.model import Context, Message, Summary, key_conflict, message_shape, session_not_found
 from mongogate.memory.store import MemoryStore
-from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, json_size
+from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, Doc, json_size
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +90,20 @@ def fit_answer(ctx: Context, answer: str, max_bytes: int | None) -> Context:
     return dataclasses.replace(ctx, messages=rest[first_user:], truncated=True, size_capped=True)
 
 
+def user_doc(tenant: str, sid: str, tid: str, text: str, seq: int, now: datetime) -> Doc:
+    return {
+        "session_id": sid,
+        "tenant": tenant,
+        "key": message_key(tid, "user", None),
+        "seq": seq,
+        "turn_id": tid,
+        "role": "user",
+        "call_id": None,
+        "content": text,
+        "created_at": now,
+    }
+
+
 def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -120,61 +137,110 @@ class Turns:
         digest = text_digest(body)
         for _ in range(3):
             now = self.clock.now()
-            before = await st.take_lease(tenant, sid, tid, digest, lease_id, now, ttl)
-            if before is not None:
+            doc = await st.take_lease(tenant, sid, tid, digest, lease_id, now, ttl)
+            if doc is None:
+                raise session_not_found(sid)
+            if doc.get("locked_by") == lease_id:
                 break
+            if doc.get("answered_turn") == tid and doc.get("answered_text") == digest:
+                return await self._replay(tenant, sid, tid, doc, max_bytes)
             # Busy with another turn; this turn may have been answered long ago (a late retry).
+            await st.settle_all(tenant, sid, doc)  # an answer committed by a crashed end_turn lands first
             ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
             if answer is not None:
                 done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
                 return with_summary(done, ctx)
-            await self._raise_if_busy(tenant, sid, now)
+            if doc.get("locked_until") is not None:
+                until, left = leases.remaining_ms(doc, now)
+                if left > 0:
+                    raise LeaseBusy(f"session {sid!r}", until, left)
         else:
             raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
         expires = (now + timedelta(milliseconds=ttl)).isoformat()
+        previous = doc.get("lease_prev") or {}
         try:
             st.at("begin_turn.after_lease")
-            await st.settle_all(tenant, sid, before)  # a crashed end_turn's answer lands first
-            # Gated by our lease: if it was lost meanwhile, nothing lands inside another turn.
-            await st.append(tenant, sid, tid, "user", body, lease_id=lease_id)
-            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
-        except LeaseLost:  # fenced by another attempt: it owns the lease now, ours is worth a retry
-            raise TurnTakenOver(sid, tid) from None
+            # The user message, numbered by the take (while this lease owned the session).
+            pending = doc.get("pending") or []
+            user = user_doc(tenant, sid, tid, body, int(doc["lease_seq"]), now)
+            repeated = 0 in await st.insert_turn(tenant, sid, [], user)
+            # The answer is looked up beyond the window only if one can exist: a fenced turn is
+            # answered after its user message, so only when that was stored already, and not when
+            # taken over from this turn's own lease (answering releases it, and a plain answer is
+            # refused while it is held); a session given plain answers (`append`) may hold one
+            # without its user message.
+            own = previous.get("lease_turn") == tid and previous.get("locked_by") is not None
+            look_up = (repeated and not own) or bool(doc.get("plain_answers"))
+            ctx, answer = await self._context_and_answer(
+                tenant, sid, tid, max_bytes, pending=pending, look_up=look_up
+            )
+            if repeated:  # a retry of this turn (or a key reused): the stored user message must match
+                await self._check_user_message(tenant, sid, tid, body, ctx)
         except BaseException:
-            await st.give_back(tenant, sid, lease_id, before)
+            await st.give_back(tenant, sid, lease_id, previous)
             raise
         if answer is not None:
             # Already answered: nothing to do, so the lease goes back to whoever had it.
-            await st.give_back(tenant, sid, lease_id, before)
+            await st.give_back(tenant, sid, lease_id, previous)
             start = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
             return with_summary(start, ctx)
         start = TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires, ctx.size_capped)
         return with_summary(start, ctx)
 
-    async def _raise_if_busy(self, tenant: str, sid: str, now: datetime) -> None:
-        """After a refused take: not found, busy until when, or (changed meanwhile) return to retry."""
-        current = await self.store.state(tenant, sid, what="could not read the session lease")
-        if current is None:
-            raise session_not_found(sid)
-        if current.get("pending"):  # an answer committed by a crashed end_turn: settle, then look again
-            await self.store.settle_all(tenant, sid, current)
-            return
-        if current.get("locked_until") is not None:
-            until, left = leases.remaining_ms(current, now)
-            if left > 0:
-                raise LeaseBusy(f"session {sid!r}", until, left)
+    async def _replay(self, tenant: str, sid: str, tid: str, doc: Doc, max_bytes: int | None) -> TurnStart:
+        """The session's last fenced turn, asked again: its answer without taking the lease."""
+        pending = doc.get("pending") or []
+        ctx, answer = await self._context_and_answer(
+            tenant, sid, tid, max_bytes, pending=pending, look_up=True
+        )
+        if answer is None:  # pragma: no cover - only if its messages were erased meanwhile
+            raise StorageError(f"the answer of turn {tid!r} is no longer stored", retry_after_s=1)
+        done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
+        return with_summary(done, ctx)
+
+    async def _check_user_message(self, tenant: str, sid: str, tid: str, body: str, ctx: Context) -> None:
+        key = message_key(tid, "user", None)
+        found = ctx.find(key)
+        stored = vars(found) if found is not None else await self.store.find_message(tenant, sid, key)
+        if stored is not None and (stored.get("role") != "user" or stored.get("content") != body):
+            raise key_conflict(key)
 
     async def _context_and_answer(
-        self, tenant: str, sid: str, tid: str, max_bytes: int | None
+        self,
+        tenant: str,
+        sid: str,
+        tid: str,
+        max_bytes: int | None,
+        *,
+        pending: list[Doc] | None = None,
+        look_up: bool = True,
     ) -> tuple[Context, str | None]:
+        """The window, and the turn's answer if stored: in the window, among the `pending` answers,
+        or (`look_up`) found by key beyond the window.
+
+        `pending`: the answers parked on the session. Normally each is already stored (a commit
+        parks its answer, then inserts it) and the newest is in the window: nothing more to do.
+        One missing from the window (a crashed end_turn's) is written now, and the window read
+        again if it belongs inside; one older than the window is written without a read (a
+        duplicate when stored)."""
         st = self.store
         budget = ByteBudget(max_bytes) if max_bytes is not None else None
         ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget)
+        missing = [p for p in pending or [] if ctx.find(p["key"]) is None]
+        if missing:
+            await st.insert_turn(tenant, sid, missing, None)
+            oldest = ctx.messages[0].seq if ctx.messages else None
+            if oldest is None or any(int(p["seq"]) >= oldest for p in missing):
+                budget = ByteBudget(max_bytes) if max_bytes is not None else None
+                ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget)
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:
             return fit_answer(ctx, found.content, max_bytes), found.content
-        stored = await st.find_message(tenant, sid, key)
+        parked = next((p for p in pending or [] if p.get("key") == key), None)
+        stored = (
+            parked if parked is not None else (await st.find_message(tenant, sid, key) if look_up else None)
+        )
         answer = stored["content"] if stored is not None else None
         return (fit_answer(ctx, answer, max_bytes) if answer is not None else ctx), answer
 
@@ -190,10 +256,9 @@ class Turns:
         now = self.clock.now()
         doc = await st.extend_lease(tenant, sid, tid, lid, ttl, now)
         if doc is None:
-            state = await st.state(tenant, sid, what="could not renew the session lease")
-            if state is None:
-                raise session_not_found(sid)
-            raise refusal(state, sid, tid, lid, now) or lease_lost(lid, sid)
+            raise session_not_found(sid)
+        if doc.get("locked_by") != lid or doc.get("lease_turn") != tid:
+            raise refusal(doc, sid, tid, lid, now) or lease_lost(lid, sid)
         return TurnRenewed(lid, as_utc(doc["locked_until"]).isoformat())
 
     async def end_turn(

@@ -1,0 +1,256 @@
+"""A fenced turn (begin_turn + end_turn): round trips and p50, against the unfenced peer sequence.
+
+On one embedded engine, one database holding 1,000 sessions (seeded, untimed), in rotating order
+each round:
+- `MCP`: begin_turn then end_turn through the SDK's in-process Client and this tree's server;
+- `library`: `Turns.begin_turn` + `Turns.end_turn` of this tree;
+- `library@031f087`: the same two calls of main at 031f087 (its `memory/` package and `leases.py`,
+  loaded from git as `prev_memory`);
+- `peer`: what an agent without fencing does with the driver: read the last 40 messages of its
+  session, insert the user message, insert the reply (the same `messages` collection and indexes).
+Each variant has its own session of 100 seeded messages. Round trips are counted with a pymongo
+CommandListener for one turn of each library version and of the peer.
+
+Run: `.venv/bin/python benchmarks/turn_trips.py [--rounds 30]`; writes the `## fenced turn`
+section of benchmarks/RESULTS.md unless `--no-write`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import importlib
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from importlib.metadata import version
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mcp import Client
+from pymongo import DESCENDING, AsyncMongoClient, monitoring
+
+from mongogate.config import MemorySettings, load_settings
+from mongogate.db import EmbeddedEngine
+from mongogate.memory.store import MemoryStore
+from mongogate.memory.turns import Turns
+from mongogate.server.app import build_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import command_line, parser, publish
+
+from memory import unchecked_seeding  # beside this script
+
+Doc = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[1]
+PREVIOUS_REV = "031f087"
+TENANT = "acme"
+DB = "bench_turns"
+SESSIONS = 1_000
+SEEDED_MESSAGES = 100
+#: turns of each variant whose commands are counted and timed
+COUNTED = 5
+
+
+class CommandLog(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.ms: list[float] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.database_name == DB:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if event.database_name == DB:
+            self.ms.append(event.duration_micros / 1000)
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+def load_previous(rev: str, into: Path) -> ModuleType:
+    """`memory/` and `leases.py` at `rev`, importable as `prev_memory` (imports rewritten)."""
+
+    def show(path: str) -> str:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True
+        )
+        out.check_returncode()
+        return out.stdout.replace("mongogate.memory", "prev_memory").replace(
+            "from mongogate import leases", "from prev_memory import leases"
+        )
+
+    names = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:src/mongogate/memory"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    pkg = into / "prev_memory"
+    pkg.mkdir()
+    for name in names:
+        if name.endswith(".py"):
+            (pkg / name).write_text(show(f"src/mongogate/memory/{name}"))
+    (pkg / "leases.py").write_text(show("src/mongogate/leases.py"))
+    sys.path.insert(0, str(into))
+    return importlib.import_module("prev_memory.turns")
+
+
+def message(sid: str, i: int) -> Doc:
+    role = "user" if i % 2 == 0 else "assistant"
+    return {
+        "session_id": sid,
+        "tenant": TENANT,
+        "key": f"seed{i // 2}:{role}",
+        "seq": i + 1,
+        "turn_id": f"seed{i // 2}",
+        "role": role,
+        "call_id": None,
+        "content": f"seeded message {i}: lorem ipsum dolor sit amet",
+        "created_at": dt.datetime.now(dt.UTC),
+    }
+
+
+async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+    prev_turns = load_previous(PREVIOUS_REV, tmp)
+    log = CommandLog()
+    settings = load_settings(
+        None,
+        database={"uri": uri, "name": DB},
+        server={"data_dir": str(tmp / "data")},
+        auth={"mode": "none", "tenant": TENANT},
+    )
+    async with (
+        AsyncMongoClient[Doc](uri, tz_aware=True, event_listeners=[log]) as client,
+        Client(build_server(settings)) as mcp,
+    ):
+        db = client[DB]
+        store = MemoryStore(db, MemorySettings())
+        await store.ensure_indexes()
+        prev_store = prev_turns.MemoryStore(db, MemorySettings())
+        new, old = Turns(store), prev_turns.Turns(prev_store)
+        created = await mcp.call_tool("create_session", {})
+        assert created.structured_content is not None
+        sids = {
+            "MCP": created.structured_content["session_id"],
+            "library": await store.create_session(TENANT),
+            f"library@{PREVIOUS_REV}": await store.create_session(TENANT),
+            "peer": await store.create_session(TENANT),
+        }
+        with unchecked_seeding():
+            await store.sessions.insert_many(
+                [{"_id": f"filler{i:05d}", "tenant": TENANT, "next_seq": 0} for i in range(SESSIONS - 4)]
+            )
+            for sid in sids.values():
+                await store.messages.insert_many([message(sid, i) for i in range(SEEDED_MESSAGES)])
+                await store.sessions.update_one({"_id": sid}, {"$set": {"next_seq": SEEDED_MESSAGES}})
+
+        async def via_mcp(t: str) -> None:
+            args = {"session_id": sids["MCP"], "turn_id": t}
+            r = await mcp.call_tool("begin_turn", {**args, "text": f"question {t}"})
+            assert not r.is_error and r.structured_content, r.content
+            lid = r.structured_content["lease_id"]
+            r = await mcp.call_tool("end_turn", {**args, "lease_id": lid, "reply": f"answer {t}"})
+            assert not r.is_error, r.content
+
+        def via(turns: Any, name: str) -> Callable[[str], Awaitable[None]]:
+            async def turn(t: str) -> None:
+                start = await turns.begin_turn(TENANT, sids[name], t, f"question {t}")
+                assert start.lease_id
+                await turns.end_turn(TENANT, sids[name], t, start.lease_id, f"answer {t}")
+
+            return turn
+
+        async def peer(t: str) -> None:
+            sid = sids["peer"]
+            cursor = store.messages.find({"session_id": sid}, sort=[("seq", DESCENDING)], limit=40)
+            window = [d async for d in cursor]
+            seq = int(window[0]["seq"]) if window else 0
+            for k, (role, text) in enumerate((("user", f"question {t}"), ("assistant", f"answer {t}"))):
+                doc = {**message(sid, 0), "key": f"{t}:{role}", "seq": seq + k + 1, "turn_id": t}
+                await store.messages.insert_one({**doc, "role": role, "content": text})
+
+        variants: dict[str, Callable[[str], Awaitable[None]]] = {
+            "MCP": via_mcp,
+            "library": via(new, "library"),
+            f"library@{PREVIOUS_REV}": via(old, f"library@{PREVIOUS_REV}"),
+            "peer": peer,
+        }
+        trips: dict[str, list[str]] = {}
+        for name in ("library", f"library@{PREVIOUS_REV}", "peer"):
+            await variants[name]("warm")
+            per: list[list[float]] = []
+            for k in range(COUNTED):
+                log.names.clear()
+                log.ms.clear()
+                await variants[name](f"counted{k}")
+                trips[name] = list(log.names)
+                per.append(list(log.ms))
+            # each command's median duration (as the driver saw it) over the counted turns
+            medians = [statistics.median(p[i] for p in per) for i in range(len(trips[name]))]
+            trips[name] = [f"{n} {ms:.0f}" for n, ms in zip(trips[name], medians, strict=True)]
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        names = list(variants)
+        for r in range(rounds + 2):
+            k = r % len(names)
+            for name in names[k:] + names[:k]:
+                t0 = time.perf_counter()
+                await variants[name](f"r{r}")
+                if r >= 2:
+                    samples[name].append(time.perf_counter() - t0)
+    return samples, trips
+
+
+def render(samples: dict[str, list[float]], trips: dict[str, list[str]]) -> str:
+    peer = statistics.median(samples["peer"])
+    lines = [
+        "| variant | round trips | commands (median ms each) | p50 ms | p90 ms | p50 / peer |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for name, s in samples.items():
+        p50 = statistics.median(s)
+        p90 = statistics.quantiles(s, n=10)[-1]
+        counted = trips.get(name if name != "MCP" else "library", [])
+        names = ", ".join(counted)
+        lines.append(
+            f"| {name} | {len(counted)} | {names} | {p50 * 1000:.1f} | {p90 * 1000:.1f} | {p50 / peer:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(__doc__)
+    p.add_argument("--rounds", type=int, default=30)
+    args = p.parse_args(argv)
+    started = dt.datetime.now(dt.UTC)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mongogate-bench-") as tmp:
+        engine = EmbeddedEngine(Path(tmp) / "engine")
+        uri = engine.start()
+        try:
+            samples, trips = asyncio.run(run(uri, Path(tmp), args.rounds))
+        finally:
+            engine.stop()
+    body = (
+        f"Command: `{command_line('turn_trips.py', argv)}`  \n"
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, {os.cpu_count()} "
+        f"cores; mcp {version('mcp')}, pymongo {version('pymongo')}, mongoeco {version('mongoeco')}; "
+        f"{started:%Y-%m-%d %H:%M} UTC; whole run {time.perf_counter() - t0:.0f} s; load average at the end "
+        f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; {args.rounds} rounds, {SESSIONS:,} sessions, "
+        f"{SEEDED_MESSAGES} seeded messages per variant's session. MCP's round trips are the library's "
+        "(the same calls; tests/memory/test_turn_round_trips.py pins them).\n\n"
+        + render(samples, trips)
+        + "\n"
+    )
+    publish("fenced turn", body, not args.no_write)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Issue 27.1: a fenced turn is at most 5 round trips (begin_turn 3, end_turn 2), counted per tool
+with a command listener, and the paths around it (a lost-reply retry, a replay, a heartbeat)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, monitoring
+
+from mongogate.config import MemorySettings
+from mongogate.memory.store import MemoryStore
+from mongogate.memory.turns import Turns
+from mongogate.runs.service import Runs
+from tests.memory.test_store import Commands
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_fenced_turn_is_five_round_trips(engine_uri: str, db_name: str) -> None:
+    listener = Commands()
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        turns = Turns(store)
+        sid = await store.create_session("acme")
+        for turn in ("t1", "t2", "t3"):  # the second and third find the previous answer parked
+            listener.names.clear()
+            start = await turns.begin_turn("acme", sid, turn, f"question {turn}")
+            assert start.lease_id and listener.names == ["findAndModify", "insert", "find"], turn
+            listener.names.clear()
+            end = await turns.end_turn("acme", sid, turn, start.lease_id, f"answer {turn}")
+            assert end.status == "inserted" and listener.names == ["findAndModify", "insert"], turn
+
+        parked = await store.sessions.find_one({"_id": sid})  # each commit drops the answers before it
+        assert parked is not None and [p["key"] for p in parked["pending"]] == ["t3:assistant"]
+
+        # A lost begin_turn reply: the retry takes the lease over, same three round trips.
+        first = await turns.begin_turn("acme", sid, "t4", "question t4")
+        listener.names.clear()
+        retry = await turns.begin_turn("acme", sid, "t4", "question t4")
+        assert retry.lease_id and retry.lease_id != first.lease_id
+        assert listener.names == ["findAndModify", "insert", "find"]
+        listener.names.clear()  # a heartbeat is one update
+        await turns.renew_turn("acme", sid, "t4", retry.lease_id)
+        assert listener.names == ["findAndModify"]
+        await turns.end_turn("acme", sid, "t4", retry.lease_id, "answer t4")
+
+        # A replay of the answered turn: the stored answer, no lease taken.
+        listener.names.clear()
+        again = await turns.begin_turn("acme", sid, "t4", "question t4")
+        assert again.answered and again.answer == "answer t4" and again.lease_id is None
+        assert listener.names == ["findAndModify", "find"]
+
+        # A lost end_turn reply: the retry says duplicate, the same seq.
+        listener.names.clear()
+        dup = await turns.end_turn("acme", sid, "t4", retry.lease_id, "answer t4")
+        assert dup.status == "duplicate" and len(listener.names) <= 5  # settles the parked copy too
+        session = await store.sessions.find_one({"_id": sid})
+        keys = [d["key"] async for d in store.messages.find({"session_id": sid}, sort=[("seq", 1)])]
+    # At most the last answer stays parked on the session (each commit drops the ones before it;
+    # the retried end_turn above settled it).
+    assert session is not None and len(session.get("pending") or []) <= 1
+    assert keys == [f"t{i}:{role}" for i in range(1, 5) for role in ("user", "assistant")]
+
+
+class Filters(Commands):
+    """The filter of every findAndModify and update the driver sends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filters: list[tuple[str, str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        cmd = event.command
+        if event.command_name == "findAndModify":
+            self.filters.append((event.command_name, cmd["findAndModify"], cmd.get("query")))
+        elif event.command_name == "update":
+            for u in cmd.get("updates", []):
+                self.filters.append((event.command_name, cmd["update"], u.get("q")))
+
+
+async def test_lease_writes_are_addressed_by_id_alone(engine_uri: str, db_name: str) -> None:
+    """Issue 27.2: the engine serves a write filtered by `_id` alone without a scan; every lease
+    write of a turn and of a run must be one (a filter with a second field grows with the collection)."""
+    listener = Filters()
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        turns = Turns(store)
+        runs = Runs(c[db_name], MemorySettings())
+        await runs.ensure_indexes()
+        sid = await store.create_session("acme")
+        await store.append("acme", sid, "t0", "assistant", "old answer")  # a plain answer (not a lease)
+        listener.filters.clear()
+        start = await turns.begin_turn("acme", sid, "t1", "q")
+        assert start.lease_id
+        await turns.renew_turn("acme", sid, "t1", start.lease_id)
+        await turns.end_turn("acme", sid, "t1", start.lease_id, "a")
+        assert (await turns.begin_turn("acme", sid, "t0", "q0")).answered  # taken, then given back
+        lease = await runs.acquire("acme", "r1")
+        await runs.heartbeat("acme", "r1", lease.lease_id)
+        assert await runs.release("acme", "r1", lease.lease_id)
+    writes = [(name, coll) for name, coll, _ in listener.filters]
+    assert {("findAndModify", "sessions"), ("update", "sessions"), ("findAndModify", "runs")} <= set(writes)
+    wider = [f for f in listener.filters if f[1] in ("sessions", "runs") and set(f[2]) != {"_id"}]
+    assert not wider, wider
+
+
+async def test_an_answer_lost_by_a_crash_lands_before_the_next_turn(engine_uri: str, db_name: str) -> None:
+    """A crash between the commit and the answer's insert leaves it parked; the next turn's window
+    lacks it, so begin_turn writes it and reads the window again: the next turn sees it, in order."""
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        turns = Turns(store)
+        sid = await store.create_session("acme")
+        start = await turns.begin_turn("acme", sid, "t1", "q1")
+        assert start.lease_id
+
+        class Crash(BaseException):
+            pass
+
+        def crash(at: str) -> None:
+            if at == "answer.after_commit":
+                raise Crash
+
+        store.fault = crash
+        with pytest.raises(Crash):
+            await turns.end_turn("acme", sid, "t1", start.lease_id, "a1")
+        store.fault = None
+        assert await store.messages.count_documents({"session_id": sid}) == 1  # the answer is only parked
+        nxt = await turns.begin_turn("acme", sid, "t2", "q2")
+        assert nxt.lease_id and [m.content for m in nxt.messages] == ["q1", "a1", "q2"]
+        await turns.end_turn("acme", sid, "t2", nxt.lease_id, "a2")
+        contents = [d["content"] async for d in store.messages.find({"session_id": sid}, sort=[("seq", 1)])]
+    assert contents == ["q1", "a1", "q2", "a2"]

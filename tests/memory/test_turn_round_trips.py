@@ -9,6 +9,7 @@ import pytest
 from pymongo import AsyncMongoClient, monitoring
 
 from mongogate.config import MemorySettings
+from mongogate.errors import NotFound
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.runs.service import Runs
@@ -135,3 +136,40 @@ async def test_an_answer_lost_by_a_crash_lands_before_the_next_turn(engine_uri: 
         await turns.end_turn("acme", sid, "t2", nxt.lease_id, "a2")
         contents = [d["content"] async for d in store.messages.find({"session_id": sid}, sort=[("seq", 1)])]
     assert contents == ["q1", "a1", "q2", "a2"]
+
+
+async def test_a_compacted_session_still_begins_a_turn_in_three_round_trips(
+    engine_uri: str, db_name: str
+) -> None:
+    """The newest summary rides on the session document the lease take returns, so a turn of a
+    compacted session reads no summary of its own (a separate lookup made begin_turn 4 trips), and
+    a newer compaction replaces the published one while an older retry does not move it back."""
+    listener = Commands()
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        turns = Turns(store)
+        sid = await store.create_session("acme")
+        seqs = []
+        for turn in ("t1", "t2", "t3"):
+            start = await turns.begin_turn("acme", sid, turn, f"question {turn}")
+            seqs.append((await turns.end_turn("acme", sid, turn, start.lease_id, f"answer {turn}")).seq)
+        assert (
+            await store.compact_context("acme", sid, seqs[1], "$t1 and t2: asked, answered")
+        ).status == "inserted"
+        assert (
+            await store.compact_context("acme", sid, seqs[0], "t1 only")
+        ).status == "inserted"  # older: kept back
+        listener.names.clear()
+        start = await turns.begin_turn("acme", sid, "t4", "question t4")
+        assert listener.names == ["findAndModify", "insert", "find"]
+        assert start.summary is not None and start.summary.through_seq == seqs[1]
+        assert start.summary.text == "$t1 and t2: asked, answered"  # stored as text, never a field path
+        assert [m.content for m in start.messages] == ["question t3", "answer t3", "question t4"]
+        other = await store.sessions.find_one({"_id": sid})
+        assert other is not None and other["summary"]["through_seq"] == seqs[1]
+        # another tenant's compaction of this id is refused and publishes nothing
+        with pytest.raises(NotFound):
+            await store.compact_context("globex", sid, seqs[2], "not yours")
+        again = await store.sessions.find_one({"_id": sid})
+        assert again is not None and again["summary"]["through_seq"] == seqs[1]

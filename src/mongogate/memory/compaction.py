@@ -75,6 +75,37 @@ async def latest_summary(repo: SessionRepository, tenant: str, sid: str) -> Summ
     return Summary(d["text"], int(d["through_seq"]), as_utc(d["created_at"]))
 
 
+def summary_of(session: Doc) -> Summary | None:
+    """The newest summary as published on the session document (`_publish`), or None: what a
+    turn's lease take already returns, so `begin_turn` reads no summary of its own."""
+    d = session.get("summary")
+    if not isinstance(d, dict):
+        return None
+    return Summary(str(d["text"]), int(d["through_seq"]), as_utc(d["created_at"]))
+
+
+async def _publish(repo: SessionRepository, tenant: str, sid: str, doc: Doc) -> None:
+    """Copy a stored summary onto its session when it is newer than the one there, in one update
+    by `_id` (flat on the embedded engine; the tenant is checked inside the update). Idempotent:
+    a retried compaction (`duplicate`) publishes again, so a crash between the insert and this
+    update is repaired by the retry; until then context reads the previous summary and more
+    messages, which is still the whole conversation."""
+    through = int(doc["through_seq"])
+    newer = {
+        "$and": [
+            leases.same("tenant", tenant),
+            {"$gt": [through, {"$ifNull": ["$summary.through_seq", 0]}]},
+        ]
+    }
+    value = leases.literal({"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]})
+    try:
+        await repo.sessions.update_one(
+            {"_id": sid}, [{"$set": {"summary": {"$cond": [newer, value, leases.field_or_null("summary")]}}}]
+        )
+    except PyMongoError as e:
+        raise StorageError(f"could not store the summary of session {sid!r}", retry_after_s=1) from e
+
+
 async def compact(
     repo: SessionRepository,
     tenant: str,
@@ -96,6 +127,7 @@ async def compact(
     except (LeaseLost, LeaseBusy):
         stored = await _stored(repo, sid, tenant, key)
         if stored is not None and stored.get("text") == text and stored.get("lease_id") == lid:
+            await _publish(repo, tenant, sid, stored)
             return Compacted("duplicate", key, through)  # a retry whose acknowledgement was lost
         raise
     await _check_boundary(repo, tenant, sid, through, int(session.get("next_seq") or 0))
@@ -110,13 +142,16 @@ async def compact(
     }
     try:
         await coll.insert_one(doc)
-        return Compacted("inserted", key, through)
     except DuplicateKeyError:
         stored = await _stored(repo, sid, tenant, key)
     except PyMongoError as e:
         raise StorageError(f"could not store the summary of session {sid!r}") from e
+    else:
+        await _publish(repo, tenant, sid, doc)
+        return Compacted("inserted", key, through)
     if stored is None or stored.get("text") != text:
         raise summary_conflict(key)
+    await _publish(repo, tenant, sid, stored)
     return Compacted("duplicate", key, through)
 
 

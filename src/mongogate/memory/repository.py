@@ -59,6 +59,7 @@ TAKE_FIELDS = {
     **SESSION_STATE,
     **dict.fromkeys(("tenant", "next_seq", "lease_seq", "lease_prev"), 1),
     **dict.fromkeys(("answered_turn", "answered_text", "plain_answers"), 1),
+    "summary": 1,  # the newest compaction, published on the session (memory/compaction.py)
 }
 #: what a fenced commit decides from
 COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", "next_seq", "commit_nonce"), 1)}

@@ -15,7 +15,7 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
-from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary
+from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
 from mongogate.memory.keys import check_role, message_key
 from mongogate.memory.model import (
     AppendResult,
@@ -159,11 +159,15 @@ class MemoryStore(SessionRepository):
         budget: ByteBudget | None = None,
         *,
         include_summarized: bool = False,
+        session: Doc | None = None,
     ) -> Context:
         """Summary + window: the newest summary (taken from `budget` first), then the newest `n`
         messages after its `through_seq` (all of them with `include_summarized`), and whether the
-        unsummarised part calls for a compaction (`memory.compact_after_bytes`)."""
-        summary = await latest_summary(self, tenant, sid)
+        unsummarised part calls for a compaction (`memory.compact_after_bytes`).
+
+        `session`: the session document a lease take just returned; its published summary is
+        used instead of a lookup (one round trip fewer in `begin_turn`)."""
+        summary = summary_of(session) if session is not None else await latest_summary(self, tenant, sid)
         through = summary.through_seq if summary is not None else 0
         if summary is not None and budget is not None:
             budget.take(summary_shape(summary))  # the first item always goes out

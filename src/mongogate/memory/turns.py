@@ -146,7 +146,7 @@ class Turns:
                 return await self._replay(tenant, sid, tid, doc, max_bytes)
             # Busy with another turn; this turn may have been answered long ago (a late retry).
             await st.settle_all(tenant, sid, doc)  # an answer committed by a crashed end_turn lands first
-            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes)
+            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes, session=doc)
             if answer is not None:
                 done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
                 return with_summary(done, ctx)
@@ -172,7 +172,7 @@ class Turns:
             own = previous.get("lease_turn") == tid and previous.get("locked_by") is not None
             look_up = (repeated and not own) or bool(doc.get("plain_answers"))
             ctx, answer = await self._context_and_answer(
-                tenant, sid, tid, max_bytes, pending=pending, look_up=look_up
+                tenant, sid, tid, max_bytes, pending=pending, look_up=look_up, session=doc
             )
             if repeated:  # a retry of this turn (or a key reused): the stored user message must match
                 await self._check_user_message(tenant, sid, tid, body, ctx)
@@ -191,7 +191,7 @@ class Turns:
         """The session's last fenced turn, asked again: its answer without taking the lease."""
         pending = doc.get("pending") or []
         ctx, answer = await self._context_and_answer(
-            tenant, sid, tid, max_bytes, pending=pending, look_up=True
+            tenant, sid, tid, max_bytes, pending=pending, look_up=True, session=doc
         )
         if answer is None:  # pragma: no cover - only if its messages were erased meanwhile
             raise StorageError(f"the answer of turn {tid!r} is no longer stored", retry_after_s=1)
@@ -214,6 +214,7 @@ class Turns:
         *,
         pending: list[Doc] | None = None,
         look_up: bool = True,
+        session: Doc | None = None,
     ) -> tuple[Context, str | None]:
         """The window, and the turn's answer if stored: in the window, among the `pending` answers,
         or (`look_up`) found by key beyond the window.
@@ -225,14 +226,16 @@ class Turns:
         duplicate when stored)."""
         st = self.store
         budget = ByteBudget(max_bytes) if max_bytes is not None else None
-        ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget)
+        ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget, session=session)
         missing = [p for p in pending or [] if ctx.find(p["key"]) is None]
         if missing:
             await st.insert_turn(tenant, sid, missing, None)
             oldest = ctx.messages[0].seq if ctx.messages else None
             if oldest is None or any(int(p["seq"]) >= oldest for p in missing):
                 budget = ByteBudget(max_bytes) if max_bytes is not None else None
-                ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget)
+                ctx = await st.context(
+                    tenant, sid, self.settings.default_context_limit, budget, session=session
+                )
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:

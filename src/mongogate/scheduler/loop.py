@@ -118,6 +118,30 @@ async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> No
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
+async def _set_up(s: LoopHost, stop: anyio.Event) -> bool:
+    """Indexes, registration, start-up jitter and the first lag series; False when `stop` came
+    first. A stop cancels set-up at its next await (registration included), so SIGTERM is honoured
+    at once: every set-up write is idempotent (upserts by `_id`, conditional moves), so a worker
+    stopped halfway leaves nothing another worker's registration does not finish."""
+    done = False
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            await stop.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await s.ensure_indexes()
+        log.info("worker %s: registering %d agents", s.worker_id, len(s.agents))
+        await s.register()
+        await s.jitter_overdue()
+        if s.observer is not None:
+            await _initial_lag(s, s.observer, s.clock.now())
+        done = True
+        tg.cancel_scope.cancel()
+    return done and not stop.is_set()
+
+
 async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
     """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish.
 
@@ -125,11 +149,9 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     """
     stats = SchedulerStats()
     observer = s.observer
-    await s.ensure_indexes()
-    await s.register()
-    await s.jitter_overdue()
-    if observer is not None:
-        await _initial_lag(s, observer, s.clock.now())
+    if not await _set_up(s, stop):
+        log.info("worker %s: stopped during set-up (nothing claimed)", s.worker_id)
+        return stats
     # The duration counts from the end of set-up, and the first pass over due ticks always
     # runs: what a short run does never depends on how long set-up took.
     end = None if duration_s is None else s.clock.now() + timedelta(seconds=duration_s)

@@ -94,6 +94,8 @@ async def run_worker(
                 tg.start_soon(_stop_on_signals, stop, tg.cancel_scope)
             stats = await scheduler.run(stop=stop, duration_s=duration_s)
             tg.cancel_scope.cancel()  # the signal watcher
+        if stop.is_set():  # stopped (a signal): exit now, without reading every agent's status
+            return WorkerReport(stats=stats)
         return WorkerReport(stats=stats, status=await scheduler.status())
     finally:
         await db.close()

@@ -133,8 +133,12 @@ async def _set_up(s: LoopHost, stop: anyio.Event) -> bool:
         tg.start_soon(watch)
         await s.ensure_indexes()
         log.info("worker %s: registering %d agents", s.worker_id, len(s.agents))
-        await s.register()
-        await s.jitter_overdue()
+        started = s.clock.now()
+        await s.register(started)
+        # Only what was overdue when registration began: a new agent's first slot is on its own
+        # phase (or due at once with spread off), and one that fell due while registering ran
+        # long is on time, not a backlog to spread (one conditional write each on this engine).
+        await s.jitter_overdue(started)
         if s.observer is not None:
             await _initial_lag(s, s.observer, s.clock.now())
         done = True

@@ -31,6 +31,7 @@ from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
+from mongogate.scheduler.capacity import Capacity, assess
 from mongogate.scheduler.host import LoopObserver
 from mongogate.scheduler.investigations import Investigations
 from mongogate.scheduler.kinds import Every, stable_offset_s
@@ -337,6 +338,11 @@ class Scheduler:
     async def run(self, stop: anyio.Event | None = None, duration_s: float | None = None) -> SchedulerStats:
         """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish."""
         return await run_loop(self, stop or anyio.Event(), duration_s)
+
+    async def capacity(self, statuses: list[AgentStatus], now: datetime | None = None) -> Capacity:
+        """Ticks due/s (from the schedule) against ticks run/s (the live workers' heartbeats)."""
+        known = await fleet.read_fleet(self.db, now or self.clock.now(), self.settings.worker_ttl_s)
+        return assess(statuses, known.run_per_s, known.live_workers)
 
     async def status(self, now: datetime | None = None) -> list[AgentStatus]:
         """Every scheduled agent: state (orphaned when no worker registers it), lag from its slot,

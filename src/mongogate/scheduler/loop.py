@@ -26,8 +26,10 @@ from mongogate.clock import Clock, utc_or_none
 from mongogate.errors import StorageError
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
+from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.host import LoopHost, LoopObserver
+from mongogate.scheduler.kinds import Every
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
@@ -118,6 +120,29 @@ async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> No
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
+async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
+    """Fleet-wide ticks due/s against run/s, to the metrics; a warning when the fleet is behind
+    (its workers run clearly fewer ticks than fall due and the oldest due slot is an interval late)."""
+    known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
+    oldest = await s.coll.find_one(
+        {"next_run_at": {"$gte": _EPOCH, "$lte": now}}, {"due_at": 1}, sort=[("next_run_at", ASCENDING)]
+    )
+    at = utc_or_none(oldest.get("due_at")) if oldest else None
+    fastest = min((a.schedule.seconds for a in s.agents if isinstance(a.schedule, Every)), default=None)
+    late = at is not None and fastest is not None and (now - at).total_seconds() > fastest
+    behind = late and known.run_per_s < KEEP_UP_SHARE * due_per_s
+    if s.observer is not None:
+        s.observer.capacity(due_per_s, known.run_per_s, behind)
+    if behind:
+        log.warning(
+            "worker %s: the fleet cannot keep up on this engine: %.2f ticks due/s, %.2f run/s by %d worker(s)",
+            s.worker_id,
+            due_per_s,
+            known.run_per_s,
+            known.live_workers,
+        )
+
+
 async def _set_up(s: LoopHost, stop: anyio.Event) -> bool:
     """Indexes, registration, start-up jitter and the first lag series; False when `stop` came
     first. A stop cancels set-up at its next await (registration included), so SIGTERM is honoured
@@ -167,6 +192,8 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     batch = max(4 * s.concurrency, 64)
     heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
     last_beat = s.clock.now()
+    beat_claimed = 0
+    due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
     after: tuple[datetime, object] | None = None
 
     def left() -> float:
@@ -213,8 +240,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
             try:
                 now = s.clock.now()
                 if now - last_beat >= heartbeat_every:
-                    await fleet.heartbeat(s.db, s.worker_id, now)
-                    last_beat = now
+                    rate = (stats.claimed - beat_claimed) / max((now - last_beat).total_seconds(), 1e-3)
+                    await fleet.heartbeat(s.db, s.worker_id, now, rate)
+                    await _say_capacity(s, now, due_per_s)
+                    last_beat, beat_claimed = now, stats.claimed
                 found = await scan(s, now, batch, after)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]

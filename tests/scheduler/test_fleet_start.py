@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,9 @@ from tests.scheduler.helpers import T0, Client, cfg, noop
 ROOT = Path(__file__).parents[2]
 
 
-async def _first_slots(mongo: Client, db_name: str, agents: list[Agent], at: timedelta) -> dict[str, object]:
+async def _first_slots(
+    mongo: Client, db_name: str, agents: list[Agent], at: timedelta
+) -> dict[str, datetime]:
     s = Scheduler(mongo[db_name], agents, cfg(spread=True), "w", clock=ManualClock(T0 + at))
     await s.ensure_indexes()
     await s.register()
@@ -67,12 +69,13 @@ async def test_offset_s_pins_an_agents_phase(mongo: Client, db_name: str) -> Non
     assert slots["pinned"] == base + timedelta(seconds=72.5)  # the next :12.5 after T0 + 20 s
     assert slots["zero"] == base + timedelta(seconds=60)
     # pinned applies with spread off too; the others are due at registration
-    s = Scheduler(mongo[db_name], [Agent("pinned2", noop, 60, offset_s=5), Agent("now", noop, 60)], cfg(), "w",
-                  clock=ManualClock(T0 + timedelta(seconds=20)))  # fmt: skip
+    two = [Agent("pinned2", noop, 60, offset_s=5), Agent("now", noop, 60)]
+    s = Scheduler(mongo[db_name], two, cfg(), "w", clock=ManualClock(T0 + timedelta(seconds=20)))
     await s.register()
     coll = mongo[db_name][SCHEDULE_COLLECTION]
-    assert (await coll.find_one({"_id": "pinned2"}))["due_at"] == base + timedelta(seconds=65)
-    assert (await coll.find_one({"_id": "now"}))["due_at"] == base + timedelta(seconds=20)
+    stored = {d["_id"]: d["due_at"] async for d in coll.find({"_id": {"$in": ["pinned2", "now"]}})}
+    assert stored["pinned2"] == base + timedelta(seconds=65)
+    assert stored["now"] == base + timedelta(seconds=20)
 
 
 def test_offset_s_must_fall_within_the_interval() -> None:
@@ -105,7 +108,11 @@ def test_sigterm_during_registration_stops_the_worker(engine_uri: str, db_name: 
     cmd = [sys.executable, "-m", "mongogate.cli", "worker", "--config", str(conf), "--no-entry-points"]
     cmd += ["--agents", f"{tmp_path / 'fleet.py'}:agents", "--worker-id", "sigterm"]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": path}
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
     )
     lines: list[str] = []
     try:

@@ -82,7 +82,12 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
     try:
         docs = (
             await workers(db)
-            .find({}, {"agents": 1, "seen_at": 1, "ticks_per_s": 1}, sort=[("seen_at", DESCENDING)], limit=MAX_WORKERS_READ)
+            .find(
+                {},
+                {"agents": 1, "seen_at": 1, "ticks_per_s": 1},
+                sort=[("seen_at", DESCENDING)],
+                limit=MAX_WORKERS_READ,
+            )
             .to_list()
         )
     except PyMongoError as e:

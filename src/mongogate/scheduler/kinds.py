@@ -67,7 +67,7 @@ class Every:
         """The first slot at or after `now` on the grid ``epoch + offset_s + k * interval``:
         the same phase of the interval for this agent whatever the worker and whenever it starts."""
         period = int(step(self.seconds) / _MS)
-        phase = int(round(offset_s * 1000)) % period
+        phase = round(offset_s * 1000) % period
         now_ms = math.ceil((now - _EPOCH) / _MS)
         k = math.ceil((now_ms - phase) / period)
         return _EPOCH + timedelta(milliseconds=k * period + phase)

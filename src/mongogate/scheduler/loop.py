@@ -135,7 +135,8 @@ async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
         s.observer.capacity(due_per_s, known.run_per_s, behind)
     if behind:
         log.warning(
-            "worker %s: the fleet cannot keep up on this engine: %.2f ticks due/s, %.2f run/s by %d worker(s)",
+            "worker %s: the fleet cannot keep up on this engine: %.2f ticks due/s, "
+            "%.2f run/s by %d worker(s)",
             s.worker_id,
             due_per_s,
             known.run_per_s,

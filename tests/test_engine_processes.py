@@ -41,7 +41,7 @@ def test_serve_check_worker_status_and_a_second_serve_share_one_data_dir(tmp_pat
     cfg = tmp_path / "mongogate.toml"
     cfg.write_text(
         f'[database]\nname = "shared"\n[server]\ndata_dir = "{data}"\n'
-        "[scheduler]\njitter_max_s = 0\ntick_timeout_s = 30\nidle_sleep_s = 0.2\n"
+        "[scheduler]\njitter_max_s = 0\nspread = false\ntick_timeout_s = 30\nidle_sleep_s = 0.2\n"
     )
     (tmp_path / "fleet.py").write_text(AGENTS)
     env = {**os.environ, "MONGOGATE_CONFIG": str(cfg), "MONGOGATE_AUTH__TENANT": "acme"}

@@ -50,7 +50,7 @@ def test_two_workers_one_killed_mid_tick_no_tick_runs_twice(tmp_path: Path, data
     cfg = tmp_path / "mongogate.toml"
     cfg.write_text(
         f'[database]\nname = "fleet"\n[server]\ndata_dir = "{data}"\n'
-        "[scheduler]\njitter_max_s = 0\ntick_timeout_s = 60\nidle_sleep_s = 0.05\n"
+        "[scheduler]\njitter_max_s = 0\nspread = false\ntick_timeout_s = 60\nidle_sleep_s = 0.05\n"
     )
     (tmp_path / "fleet.py").write_text(AGENTS)
     env = {**os.environ, "MONGOGATE_CONFIG": str(cfg)}

@@ -89,7 +89,7 @@ def _worker_config(tmp_path: Path, engine_uri: str, db_name: str, extra: str = "
     cfg.write_text(
         f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n'
         f'[server]\ndata_dir = "{tmp_path / "data"}"\n{extra}'
-        "[scheduler]\njitter_max_s = 0\ntick_timeout_s = 5\nidle_sleep_s = 0.1\n"
+        "[scheduler]\njitter_max_s = 0\nspread = false\ntick_timeout_s = 5\nidle_sleep_s = 0.1\n"
     )
     agents = tmp_path / "fleet.py"
     agents.write_text(

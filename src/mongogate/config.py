@@ -416,6 +416,10 @@ class SchedulerSettings(Section):
     max_running: int = Field(default=1, ge=1, le=64)
     #: a worker not seen for this long no longer counts as registering its agents (orphans, prune)
     worker_ttl_s: float = Field(default=60.0, gt=0)
+    #: a new interval agent's first slot is on its own phase of the interval (a stable offset
+    #: from a hash of its key, or its `offset_s`), so agents sharing an interval do not all fall
+    #: due at once; False: due at registration (an agent's own `offset_s` still applies)
+    spread: bool = True
 
 
 class Settings(BaseSettings):

@@ -21,8 +21,10 @@ async def noop(ctx: TickContext) -> None:
 
 
 def cfg(**kw: Any) -> SchedulerSettings:
-    """No start-up jitter (slots are where the test puts them), a deadline no tick here reaches."""
-    return SchedulerSettings(**{"jitter_max_s": 0, "tick_timeout_s": 30, "idle_sleep_s": 0.5, **kw})
+    """No start-up jitter and no spread (slots are where the test puts them: a new agent is due at
+    registration), a deadline no tick here reaches."""
+    base = {"jitter_max_s": 0, "spread": False, "tick_timeout_s": 30, "idle_sleep_s": 0.5}
+    return SchedulerSettings(**{**base, **kw})
 
 
 def config_file(tmp_path: Path, engine_uri: str, db_name: str) -> Path:

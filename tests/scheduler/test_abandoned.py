@@ -46,7 +46,7 @@ def start_worker(tmp: Path, engine_uri: str, db_name: str, extra: str) -> subpro
     cfg = tmp / "mongogate.toml"
     cfg.write_text(
         f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp / "data"}"\n'
-        "[scheduler]\njitter_max_s = 0\nidle_sleep_s = 0.1\n"
+        "[scheduler]\njitter_max_s = 0\nspread = false\nidle_sleep_s = 0.1\n"
     )
     (tmp / "fleet.py").write_text(AGENTS.replace("{extra}", extra))
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
@@ -92,7 +92,7 @@ def test_a_tick_lost_with_a_killed_worker_is_shown_then_counted_once(
             clock = ManualClock(SYSTEM_CLOCK.now())
             rules: dict[str, Any] = {} if max_running is None else {"max_running": max_running}
             agent = Agent("flaky", noop, 1, timeout_s=4, **rules)
-            settings = SchedulerSettings(jitter_max_s=0)
+            settings = SchedulerSettings(jitter_max_s=0, spread=False)
             s = Scheduler(db, [agent], settings, "survivor", clock=clock)
             [st] = await s.status()
             assert st.state == "running" and st.running_worker == "doomed"  # shown while its claim is live

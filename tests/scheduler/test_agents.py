@@ -85,7 +85,7 @@ def test_worker_command_runs_agents_then_reports_status(
     cfg.write_text(
         f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n'
         f'[server]\ndata_dir = "{tmp_path / "data"}"\n'
-        "[scheduler]\njitter_max_s = 0\ntick_timeout_s = 5\nidle_sleep_s = 0.1\n"
+        "[scheduler]\njitter_max_s = 0\nspread = false\ntick_timeout_s = 5\nidle_sleep_s = 0.1\n"
     )
     agents = tmp_path / "fleet.py"
     agents.write_text(
@@ -104,7 +104,8 @@ def test_worker_command_runs_agents_then_reports_status(
     assert main([*base, "--status"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:4] == ["agent", "state", "due", "next"]
-    rows = {line.split()[0]: line for line in table[1:]}
+    assert table[-1].startswith("capacity: ")  # the table, then ticks due/s against run/s (issue 27)
+    rows = {line.split()[0]: line for line in table[1:-1]}
     assert set(rows) == {"grumpy", "pinger"}
     assert "RuntimeError: no coffee" in rows["grumpy"] and " ok " in rows["pinger"]
 
@@ -134,7 +135,7 @@ async def test_the_example_agents_run(mongo: Client, db_name: str) -> None:
     assert registry.keys() == ["heartbeat", "stale-runs", "message-digest"]
     db = mongo[db_name]
     clock = ManualClock()
-    s = Scheduler(db, registry, SchedulerSettings(jitter_max_s=0), "w", clock=clock)
+    s = Scheduler(db, registry, SchedulerSettings(jitter_max_s=0, spread=False), "w", clock=clock)
     await s.ensure_indexes()
     await s.register()
     hour_ago = clock.now() - timedelta(hours=1)

@@ -189,7 +189,10 @@ def test_worker_status_prints_only_its_table_and_nothing_on_stderr(
     assert done.returncode == 0 and done.stderr == "", done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["agent", "state", "due"] and lines[1].split()[:2] == ["pinger", "late"]
-    assert len(lines) == 2
+    # then the capacity (issue 27): 1/5 tick due per second, none run (no worker alive), an hour late
+    assert lines[2] == "capacity: 0.20 ticks due/s, 0.00 ticks run/s by 0 live worker(s)"
+    assert lines[3].startswith("WARNING: the fleet cannot keep up on this engine")
+    assert len(lines) == 4
 
 
 async def test_status_filters_by_state_and_pattern_and_summarises_a_large_fleet(

@@ -27,7 +27,10 @@ async def test_worker_metrics_count_ticks_by_agent_and_status(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
     settings = make_settings(
-        engine_uri, db_name, tmp_path, scheduler={"jitter_max_s": 0, "tick_timeout_s": 5, "idle_sleep_s": 0.1}
+        engine_uri,
+        db_name,
+        tmp_path,
+        scheduler={"jitter_max_s": 0, "spread": False, "tick_timeout_s": 5, "idle_sleep_s": 0.1},
     )
     metrics = WorkerMetrics()
     agents = AgentRegistry([Agent("fine", fine, 3600), Agent("broken", broken, 3600)])
@@ -55,7 +58,10 @@ async def test_every_registered_agent_has_a_lag_series_from_the_start(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
     settings = make_settings(
-        engine_uri, db_name, tmp_path, scheduler={"jitter_max_s": 0, "tick_timeout_s": 5, "idle_sleep_s": 0.1}
+        engine_uri,
+        db_name,
+        tmp_path,
+        scheduler={"jitter_max_s": 0, "spread": False, "tick_timeout_s": 5, "idle_sleep_s": 0.1},
     )
     agents = AgentRegistry([Agent("fine", fine, 3600), Agent("broken", broken, 3600)])
     await run_worker(settings, agents, duration_s=0.1, metrics=WorkerMetrics())  # both ran: next in an hour

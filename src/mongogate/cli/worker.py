@@ -138,6 +138,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         chosen = select(report.status, args.state or (), args.agent)
         filtered = bool(args.state or args.agent or args.all)
         print_status(chosen, sys.stdout, as_json=args.json, summary=False if filtered else None)
+        if report.capacity is not None and not args.json:
+            sys.stdout.write(report.capacity.line() + "\n")
     elif report.stats is not None:
         s = report.stats
         log.info(

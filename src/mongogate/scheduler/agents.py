@@ -69,6 +69,9 @@ class Agent:
     on_success: Listener | None = None
     on_failure: Listener | None = None
     on_missed: Listener | None = None
+    #: an interval agent's phase: its slots fall at ``epoch + offset_s + k * interval`` (seconds,
+    #: 0 <= offset_s < interval). None: a stable offset from a hash of the key (`scheduler.spread`)
+    offset_s: float | None = None
     schedule: Schedule = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +94,12 @@ class Agent:
         object.__setattr__(
             self, "schedule", make_schedule(k, self.poll_interval_s, self.cron, self.tz, self.at)
         )
+        if self.offset_s is not None and not (
+            isinstance(self.schedule, Every) and 0 <= self.offset_s < self.schedule.seconds
+        ):
+            raise ConfigError(
+                f"agent {k!r}: offset_s needs poll_interval_s and must be from 0 to below the interval"
+            )
         if self.timeout_s is not None and not 0 < self.timeout_s < math.inf:
             raise ConfigError(f"agent {k!r}: timeout_s must be a positive number of seconds")
         if self.misfire_grace_s is not None and not 0 < self.misfire_grace_s < math.inf:

@@ -31,9 +31,10 @@ from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
+from mongogate.scheduler.capacity import Capacity, assess
 from mongogate.scheduler.host import LoopObserver
 from mongogate.scheduler.investigations import Investigations
-from mongogate.scheduler.kinds import Every
+from mongogate.scheduler.kinds import Every, stable_offset_s
 from mongogate.scheduler.loop import run_loop
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim, jitter_bound, live_and_expired, new_claim_id, plan
 from mongogate.scheduler.stats import SchedulerStats
@@ -137,12 +138,22 @@ class Scheduler:
         await self._bulk(ops, "register agents")
         return len(ops)
 
+    def first_slot(self, a: Agent, now: datetime) -> datetime:
+        """A new agent's first slot: an interval agent's on its own phase (`Agent.offset_s`, else a
+        stable hash of its key when `scheduler.spread`), so agents sharing an interval are spread
+        over it instead of all falling due at once; other kinds at their own first slot."""
+        sched = a.schedule
+        if isinstance(sched, Every) and (a.offset_s is not None or self.settings.spread):
+            offset = a.offset_s if a.offset_s is not None else stable_offset_s(a.key, sched.seconds)
+            return sched.first_at_offset(now, offset)
+        return sched.first(now)
+
     def _register_op(self, a: Agent, d: Doc | None, now: datetime) -> UpdateOne | None:
         sched = a.schedule
         fields: Doc = {"schedule": sched.spec, "kind": sched.kind}
         fields["interval_s"] = sched.seconds if isinstance(sched, Every) else None
         if d is None:
-            first = sched.first(now)
+            first = self.first_slot(a, now)
             counters = {"ticks": 0, "missed_slots": 0, "misfired": 0, "abandoned": 0}
             insert = {
                 "agent_key": a.key,
@@ -160,7 +171,7 @@ class Scheduler:
             sets.update(fields)
             was_interval = old is None or str(old).startswith("every ")
             if not (isinstance(sched, Every) and was_interval):
-                first = sched.first(now)  # another kind of schedule starts over at its first slot
+                first = self.first_slot(a, now)  # another kind of schedule starts over at its first slot
                 sets["due_at"] = first
                 sets["next_run_at"] = None if d.get("paused") else first
         elif old is None:
@@ -327,6 +338,11 @@ class Scheduler:
     async def run(self, stop: anyio.Event | None = None, duration_s: float | None = None) -> SchedulerStats:
         """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish."""
         return await run_loop(self, stop or anyio.Event(), duration_s)
+
+    async def capacity(self, statuses: list[AgentStatus], now: datetime | None = None) -> Capacity:
+        """Ticks due/s (from the schedule) against ticks run/s (the live workers' heartbeats)."""
+        known = await fleet.read_fleet(self.db, now or self.clock.now(), self.settings.worker_ttl_s)
+        return assess(statuses, known.run_per_s, known.live_workers)
 
     async def status(self, now: datetime | None = None) -> list[AgentStatus]:
         """Every scheduled agent: state (orphaned when no worker registers it), lag from its slot,

@@ -39,6 +39,8 @@ class Fleet:
     live_workers: int
     #: False when no worker has ever registered in this database: nothing can be called an orphan
     known: bool
+    #: ticks claimed per second by the live workers (each as measured at its last heartbeat)
+    run_per_s: float = 0.0
 
     def is_orphan(self, key: str) -> bool:
         return self.known and key not in self.registered
@@ -62,9 +64,15 @@ async def announce(db: AsyncDatabase[Doc], worker_id: str, keys: Iterable[str], 
         raise StorageError(f"could not record worker {worker_id!r}: {e}") from e
 
 
-async def heartbeat(db: AsyncDatabase[Doc], worker_id: str, now: datetime) -> None:
+async def heartbeat(
+    db: AsyncDatabase[Doc], worker_id: str, now: datetime, ticks_per_s: float | None = None
+) -> None:
+    """Refresh `seen_at` (and the rate this worker claimed ticks at since its last heartbeat), by `_id`."""
+    sets: Doc = {"seen_at": now}
+    if ticks_per_s is not None:
+        sets["ticks_per_s"] = round(ticks_per_s, 3)
     try:
-        await workers(db).update_one({"_id": worker_id}, {"$set": {"seen_at": now}})
+        await workers(db).update_one({"_id": worker_id}, {"$set": sets})
     except PyMongoError as e:
         raise StorageError(f"could not refresh worker {worker_id!r}: {e}") from e
 
@@ -74,7 +82,12 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
     try:
         docs = (
             await workers(db)
-            .find({}, {"agents": 1, "seen_at": 1}, sort=[("seen_at", DESCENDING)], limit=MAX_WORKERS_READ)
+            .find(
+                {},
+                {"agents": 1, "seen_at": 1, "ticks_per_s": 1},
+                sort=[("seen_at", DESCENDING)],
+                limit=MAX_WORKERS_READ,
+            )
             .to_list()
         )
     except PyMongoError as e:
@@ -86,7 +99,8 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
     newest = seen[0][0]
     counted = live or [d for at, d in seen if at >= newest - ttl]
     keys = frozenset(k for d in counted for k in d.get("agents") or () if isinstance(k, str))
-    return Fleet(keys, len(live), known=True)
+    rate = sum(float(d.get("ticks_per_s") or 0.0) for d in live)
+    return Fleet(keys, len(live), known=True, run_per_s=rate)
 
 
 async def last_seen_with(db: AsyncDatabase[Doc], key: str) -> datetime | None:

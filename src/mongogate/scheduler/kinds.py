@@ -13,10 +13,11 @@ follows that zone's daylight-saving changes.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -32,6 +33,15 @@ MAX_COUNTED = 1000
 #: one-off times per agent
 MAX_AT = 1000
 _MS = timedelta(milliseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def stable_offset_s(key: str, interval_s: float) -> float:
+    """A per-agent phase in [0, interval) from a hash of its key (sha256: the same in every
+    process and release, unlike `hash()`), in whole milliseconds."""
+    period = int(step(interval_s) / _MS)
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return (digest % period) / 1000
 
 
 def step(interval_s: float) -> timedelta:
@@ -52,6 +62,15 @@ class Every:
 
     def first(self, now: datetime) -> datetime:
         return now
+
+    def first_at_offset(self, now: datetime, offset_s: float) -> datetime:
+        """The first slot at or after `now` on the grid ``epoch + offset_s + k * interval``:
+        the same phase of the interval for this agent whatever the worker and whenever it starts."""
+        period = int(step(self.seconds) / _MS)
+        phase = round(offset_s * 1000) % period
+        now_ms = math.ceil((now - _EPOCH) / _MS)
+        k = math.ceil((now_ms - phase) / period)
+        return _EPOCH + timedelta(milliseconds=k * period + phase)
 
     def after(self, slot: datetime) -> datetime | None:
         return slot + step(self.seconds)

@@ -26,8 +26,10 @@ from mongogate.clock import Clock, utc_or_none
 from mongogate.errors import StorageError
 from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
+from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.host import LoopHost, LoopObserver
+from mongogate.scheduler.kinds import Every
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
@@ -118,6 +120,58 @@ async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> No
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
+async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
+    """Fleet-wide ticks due/s against run/s, to the metrics; a warning when the fleet is behind
+    (its workers run clearly fewer ticks than fall due and the oldest due slot is an interval late)."""
+    known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
+    oldest = await s.coll.find_one(
+        {"next_run_at": {"$gte": _EPOCH, "$lte": now}}, {"due_at": 1}, sort=[("next_run_at", ASCENDING)]
+    )
+    at = utc_or_none(oldest.get("due_at")) if oldest else None
+    fastest = min((a.schedule.seconds for a in s.agents if isinstance(a.schedule, Every)), default=None)
+    late = at is not None and fastest is not None and (now - at).total_seconds() > fastest
+    behind = late and known.run_per_s < KEEP_UP_SHARE * due_per_s
+    if s.observer is not None:
+        s.observer.capacity(due_per_s, known.run_per_s, behind)
+    if behind:
+        log.warning(
+            "worker %s: the fleet cannot keep up on this engine: %.2f ticks due/s, "
+            "%.2f run/s by %d worker(s)",
+            s.worker_id,
+            due_per_s,
+            known.run_per_s,
+            known.live_workers,
+        )
+
+
+async def _set_up(s: LoopHost, stop: anyio.Event) -> bool:
+    """Indexes, registration, start-up jitter and the first lag series; False when `stop` came
+    first. A stop cancels set-up at its next await (registration included), so SIGTERM is honoured
+    at once: every set-up write is idempotent (upserts by `_id`, conditional moves), so a worker
+    stopped halfway leaves nothing another worker's registration does not finish."""
+    done = False
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            await stop.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await s.ensure_indexes()
+        log.info("worker %s: registering %d agents", s.worker_id, len(s.agents))
+        started = s.clock.now()
+        await s.register(started)
+        # Only what was overdue when registration began: a new agent's first slot is on its own
+        # phase (or due at once with spread off), and one that fell due while registering ran
+        # long is on time, not a backlog to spread (one conditional write each on this engine).
+        await s.jitter_overdue(started)
+        if s.observer is not None:
+            await _initial_lag(s, s.observer, s.clock.now())
+        done = True
+        tg.cancel_scope.cancel()
+    return done and not stop.is_set()
+
+
 async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> SchedulerStats:
     """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish.
 
@@ -125,11 +179,9 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     """
     stats = SchedulerStats()
     observer = s.observer
-    await s.ensure_indexes()
-    await s.register()
-    await s.jitter_overdue()
-    if observer is not None:
-        await _initial_lag(s, observer, s.clock.now())
+    if not await _set_up(s, stop):
+        log.info("worker %s: stopped during set-up (nothing claimed)", s.worker_id)
+        return stats
     # The duration counts from the end of set-up, and the first pass over due ticks always
     # runs: what a short run does never depends on how long set-up took.
     end = None if duration_s is None else s.clock.now() + timedelta(seconds=duration_s)
@@ -141,6 +193,8 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     batch = max(4 * s.concurrency, 64)
     heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
     last_beat = s.clock.now()
+    beat_claimed = 0
+    due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
     after: tuple[datetime, object] | None = None
 
     def left() -> float:
@@ -187,8 +241,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
             try:
                 now = s.clock.now()
                 if now - last_beat >= heartbeat_every:
-                    await fleet.heartbeat(s.db, s.worker_id, now)
-                    last_beat = now
+                    rate = (stats.claimed - beat_claimed) / max((now - last_beat).total_seconds(), 1e-3)
+                    await fleet.heartbeat(s.db, s.worker_id, now, rate)
+                    await _say_capacity(s, now, due_per_s)
+                    last_beat, beat_claimed = now, stats.claimed
                 found = await scan(s, now, batch, after)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]

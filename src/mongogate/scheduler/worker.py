@@ -20,6 +20,7 @@ from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent, AgentRegistry
+from mongogate.scheduler.capacity import Capacity
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.status import AgentStatus
@@ -32,6 +33,8 @@ log = logging.getLogger("mongogate.worker")
 class WorkerReport:
     stats: SchedulerStats | None = None
     status: list[AgentStatus] = field(default_factory=list)
+    #: with status_only: ticks due/s against ticks run/s, and whether the fleet keeps up
+    capacity: Capacity | None = None
 
 
 def collect_agents(refs: Sequence[str] = (), *, entry_points: bool = True) -> AgentRegistry:
@@ -86,7 +89,8 @@ async def run_worker(
             memory=settings.memory,
         )
         if status_only:
-            return WorkerReport(status=await scheduler.status())
+            statuses = await scheduler.status()
+            return WorkerReport(status=statuses, capacity=await scheduler.capacity(statuses))
         scheduler.observer = metrics  # what the loop reports to (scheduler/loop.py)
         stop = stop or anyio.Event()
         async with anyio.create_task_group() as tg:
@@ -94,6 +98,8 @@ async def run_worker(
                 tg.start_soon(_stop_on_signals, stop, tg.cancel_scope)
             stats = await scheduler.run(stop=stop, duration_s=duration_s)
             tg.cancel_scope.cancel()  # the signal watcher
+        if stop.is_set():  # stopped (a signal): exit now, without reading every agent's status
+            return WorkerReport(stats=stats)
         return WorkerReport(stats=stats, status=await scheduler.status())
     finally:
         await db.close()

@@ -51,6 +51,27 @@ class WorkerMetrics:
             registry=r,
         )
 
+        self.due_rate = Gauge(
+            "mongogate_scheduler_ticks_due_per_second",
+            "Ticks falling due per second (interval agents this worker registers)",
+            registry=r,
+        )
+        self.run_rate = Gauge(
+            "mongogate_scheduler_ticks_run_per_second",
+            "Ticks the live workers claimed per second (fleet-wide, at their last heartbeats)",
+            registry=r,
+        )
+        self.behind = Gauge(
+            "mongogate_scheduler_fleet_behind",
+            "1 when the fleet cannot keep up on this engine (run/s below due/s, agents an interval late)",
+            registry=r,
+        )
+
+    def capacity(self, due_per_s: float, run_per_s: float, behind: bool) -> None:
+        self.due_rate.set(due_per_s)
+        self.run_rate.set(run_per_s)
+        self.behind.set(1 if behind else 0)
+
     def due(self, agent: str, lag_s: float) -> None:
         self.lag.labels(agent).set(max(lag_s, 0.0))
 

@@ -443,6 +443,9 @@ class Settings(BaseSettings):
     #: the TOML file these settings were read from (None: environment and defaults only)
     _file: Path | None = PrivateAttr(default=None)
 
+    def model_post_init(self, context: Any, /) -> None:
+        self._file = _config_file.get()  # set by load_settings while it builds these settings
+
     @property
     def config_file(self) -> Path | None:
         return self._file
@@ -537,9 +540,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"config file {file} does not exist; pass --config PATH or set MONGOGATE_CONFIG")
     token = _config_file.set(file)
     try:
-        settings = Settings(**overrides)
-        settings._file = file
-        return settings
+        return Settings(**overrides)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {file} is not valid TOML: {e}") from e
     except ValidationError as e:

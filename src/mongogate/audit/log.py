@@ -118,13 +118,18 @@ class AuditLog(BoundedCopy):
         mongo = MongoSink(
             uri,
             db_name,
-            lambda lines: holder[0]._writer.submit("".join(lines)),
+            lambda lines: holder[0].write_fallback(lines),
             queue_size=queue_size,
             timeout_ms=timeout_ms,
             retention_days=retention_days,
         )
         holder.append(cls(path, sink=sink, mongo=mongo, **kwargs))
         return holder[0]
+
+    def write_fallback(self, lines: list[str]) -> None:
+        """Queue ``lines`` (already serialised events) for this log's file: the MongoDB sink's
+        fallback when it cannot write."""
+        self._writer.submit("".join(lines))
 
     def check(self) -> None:
         """At start-up: refuse (ConfigError) an audit file or directory other users could redirect

@@ -10,11 +10,13 @@ dispatches. Human-facing output of commands goes to stdout; logs go to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from mongogate.errors import MongogateError
 from mongogate.version import __version__
@@ -53,12 +55,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"mongogate {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def with_config(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        """The options every command takes, before or after its own arguments (`-v` too)."""
+    def with_config(sp: argparse.ArgumentParser, *, config_default: Any = None) -> argparse.ArgumentParser:
+        """The options every command takes, before or after its own arguments (`-v` too);
+        ``config_default=argparse.SUPPRESS`` leaves a `--config` parsed before this one alone."""
         sp.add_argument(
-            "--config", help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)"
+            "--config",
+            default=config_default,
+            help="TOML config file (default: $MONGOGATE_CONFIG, else built-in defaults)",
         )
-        if "--verbose" not in sp._option_string_actions:
+        with contextlib.suppress(argparse.ArgumentError):  # the parser has its own -v already
             sp.add_argument(
                 "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="as mongogate -v"
             )

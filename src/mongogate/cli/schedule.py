@@ -129,7 +129,7 @@ def _add_actions(p: argparse.ArgumentParser, with_config: Any) -> None:
     with_config(p)
 
     def action(a: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        with_config(a)._option_string_actions["--config"].default = argparse.SUPPRESS
+        with_config(a, config_default=argparse.SUPPRESS)
         return a
 
     acts = p.add_subparsers(dest="action", required=True)

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from anyio.abc import TaskGroup
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from pydantic import BaseModel
 
-__all__ = ["ArgModelBase", "FuncMetadata", "add_request_handler", "drop_request_handlers", "tool_metadata"]
+__all__ = [
+    "ArgModelBase",
+    "FuncMetadata",
+    "add_request_handler",
+    "drop_request_handlers",
+    "forget_session",
+    "session_hooks",
+    "session_task_group",
+    "set_session_hooks",
+    "tool_metadata",
+]
 
 
 def tool_metadata(
@@ -45,3 +57,39 @@ def drop_request_handlers(server: MCPServer[Any], methods: Iterable[str]) -> Non
 def add_request_handler(server: MCPServer[Any], method: str, params: type[BaseModel], handler: Any) -> None:
     """Register a low-level handler (``MCPServer`` keeps its low-level server private)."""
     server._lowlevel_server.add_request_handler(method, params, handler)
+
+
+# The streamable-HTTP session manager (server/session_cap.py): the SDK has one global session
+# cap and no hook per session, so the per-principal cap wraps two of its methods on the instance
+# and evicts through its two tables.
+
+Admit = Callable[[Any], Any]
+Discard = Callable[[str, Any], Awaitable[None]]
+
+
+def session_hooks(manager: StreamableHTTPSessionManager) -> tuple[Admit, Discard]:
+    """The manager's ``_admit_session`` (registers a new session's transport, or returns None at
+    the SDK's own cap) and ``_discard_session`` (forgets an ended one), bound to ``manager``."""
+    return manager._admit_session, manager._discard_session
+
+
+def set_session_hooks(manager: StreamableHTTPSessionManager, admit: Admit, discard: Discard) -> None:
+    """Replace ``_admit_session`` and ``_discard_session`` on the instance: the SDK looks each one
+    up at call time, so the wrappers see every session opened and ended."""
+    setattr(manager, "_admit_session", admit)  # noqa: B010
+    setattr(manager, "_discard_session", discard)  # noqa: B010
+
+
+def forget_session(manager: StreamableHTTPSessionManager, session_id: str) -> Any:
+    """Remove a session from the manager's ``_server_instances`` and ``_session_owners`` (its id
+    answers 404 from then on) and return its transport (None if it was not there)."""
+    instances: dict[str, Any] = manager._server_instances
+    owners: dict[str, Any] = manager._session_owners
+    owners.pop(session_id, None)
+    return instances.pop(session_id, None)
+
+
+def session_task_group(manager: StreamableHTTPSessionManager) -> TaskGroup | None:
+    """The manager's ``_task_group`` (the one its session tasks run in; None before ``run``)."""
+    group: TaskGroup | None = manager._task_group
+    return group

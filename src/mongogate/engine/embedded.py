@@ -29,7 +29,7 @@ class EmbeddedEngine:
         self.data_dir = data_dir
         self.password = password
         self.port = port
-        #: serve on this Unix domain socket instead of a loopback TCP port (engine.unix)
+        #: serve on this Unix domain socket instead of a loopback TCP port (compat.mongoeco.UnixProxyServer)
         self.socket_path = socket_path
         self.uri: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -66,7 +66,7 @@ class EmbeddedEngine:
         sqlite = SQLiteEngine(str(self.data_file), executor_workers=2)
         server: Any
         if self.socket_path is not None:
-            from mongogate.engine.unix import UnixProxyServer
+            from mongogate.compat.mongoeco import UnixProxyServer
 
             server = UnixProxyServer(self.socket_path, engine=sqlite, auth_users=users)
         else:
@@ -94,7 +94,11 @@ class EmbeddedEngine:
     def connections(self) -> int:
         """Open client connections (pymongo keeps at least its monitor's open while a client lives)."""
         server = self._server
-        return len(server._connections) if server is not None else 0
+        if server is None:
+            return 0
+        from mongogate.compat.mongoeco import open_connections
+
+        return open_connections(server)
 
     def stop(self) -> None:
         loop, thread = self._loop, self._thread

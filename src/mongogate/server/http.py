@@ -24,9 +24,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
-from uvicorn.protocols.http.flow_control import CLOSE_HEADER
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from mongogate.compat.uvicorn import CLOSE_HEADER, H11Protocol
 from mongogate.config import ServerSettings
 from mongogate.errors import ConfigError
 from mongogate.server import memory_return

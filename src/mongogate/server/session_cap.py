@@ -9,9 +9,9 @@ spec tells clients to meet by initializing again. When every one of them is busy
 is refused: 429 with a JSON-RPC error ``[busy] (retryable) ...`` and ``Retry-After``.
 Sessions idle for ``server.session_idle_timeout_s`` end by themselves (the SDK's timer).
 
-This wraps three members of the SDK's session manager on its instance (mcp 2.3, pinned):
-``asgi_app`` (to see each request's session and principal), ``_admit_session`` (to evict
-before a new session is registered) and ``_discard_session`` (to forget ended ones).
+This wraps ``asgi_app`` of the SDK's session manager on its instance (to see each request's
+session and principal) and, through ``compat.sdk`` (mcp 2.3, pinned), its private admission
+(to evict before a new session is registered) and discard (to forget ended ones).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mongogate.compat.sdk import forget_session, session_hooks, session_task_group, set_session_hooks
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,7 @@ class SessionCap:
         self._tick = itertools.count()
         self.evicted = 0
         inner_asgi: ASGIApp = manager.asgi_app
-        inner_admit: Callable[[Any], Any] = manager._admit_session
-        inner_discard: Callable[[str, Any], Awaitable[None]] = manager._discard_session
+        inner_admit, inner_discard = session_hooks(manager)
 
         async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
             await self._serve(inner_asgi, scope, receive, send)
@@ -99,8 +99,7 @@ class SessionCap:
 
         # on the instance (the SDK looks each one up at call time)
         setattr(manager, "asgi_app", asgi)  # noqa: B010
-        setattr(manager, "_admit_session", admit)  # noqa: B010
-        setattr(manager, "_discard_session", discard)  # noqa: B010
+        set_session_hooks(manager, admit, discard)
 
     def sessions_of(self, principal: str) -> list[str]:
         return [sid for sid, who in self.owner.items() if who == principal]
@@ -156,18 +155,15 @@ class SessionCap:
         if not idle:
             return  # all busy (raced past _serve's check): the SDK's own limit answers, or it fits
         victim = min(idle, key=lambda s: self._used.get(s, 0))
-        instances: dict[str, Any] = self.manager._server_instances
-        owners: dict[str, Any] = self.manager._session_owners
-        transport = instances.pop(victim, None)
-        owners.pop(victim, None)
+        transport = forget_session(self.manager, victim)
         self._forget(victim)
         self.evicted += 1
         log.info("evicted idle MCP session %s: its principal opened more than %d", victim[:12], self.cap)
         scope = getattr(transport, "idle_scope", None)
         if scope is not None:
             scope.cancel()  # ends its server task as the idle timeout would (it then terminates)
-        elif transport is not None and self.manager._task_group is not None:
-            self.manager._task_group.start_soon(transport.terminate)
+        elif transport is not None and (group := session_task_group(self.manager)) is not None:
+            group.start_soon(transport.terminate)
 
     async def _refuse(self, send: Send) -> None:
         text = (

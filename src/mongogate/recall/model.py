@@ -49,6 +49,10 @@ class MemoryItem:
     updated_at: datetime
     #: the fused (or single-method) relevance; None in listings
     score: float | None = None
+    #: the model's cosine of query and memory (index path only)
+    similarity: float | None = None
+    #: query words the memory holds (index path only)
+    matched_terms: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Recalled:
     vector_path: str
     #: memories left out to keep the response under its byte cap
     truncated: int = 0
+    #: which term/index path ran: "index" (in-process, `recall/index.py`) or "text" ($text)
+    index_path: str = "text"
 
 
 @dataclass(frozen=True)

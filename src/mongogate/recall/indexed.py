@@ -11,14 +11,17 @@ the database decides what exists.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from pymongo.errors import PyMongoError
 
+from mongogate.clock import as_utc
 from mongogate.errors import EmbeddingUnavailable, StorageError
-from mongogate.recall.model import MemoryItem, RecallMethod
+from mongogate.recall.index import read_by_id
+from mongogate.recall.model import MemoryItem, RecallMethod, Scope
 from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
-from mongogate.recall.scope_index import Ranked
+from mongogate.recall.scope_index import Ranked, matches
 from mongogate.textrank import fold, query_tokens
 from mongogate.values import Doc
 
@@ -42,8 +45,6 @@ async def recall_indexed(
 ) -> tuple[list[MemoryItem], str]:
     """The best `n` memories scoring at least `min_score`, and the vector path ("scan" or
     "unavailable" when the embedder failed)."""
-    from mongogate.recall.model import Scope
-
     scope = Scope(scope_filter["tenant"], scope_filter["owner"])
     vector: list[float] | None = None
     path = "scan"  # an exact scan, of the in-process matrix
@@ -76,9 +77,10 @@ async def recall_indexed(
         scored = [(r, r.score(wt)) for r in ranked]
         # a match by terms or by meaning (however weak, when min_score is 0); nothing else
         scored = [(r, s) for r, s in scored if (r.text > 0 or r.has_vector) and s >= min_score]
-        ids = [r.id for r, _ in scored]
-        found = store.memories.find({**scope_filter, "_id": {"$in": ids}}, ITEM_FIELDS) if ids else None
-        docs = {str(d["_id"]): d async for d in found} if found is not None else {}
+        now = store.clock.now()
+        fields = {k: v for k, v in ITEM_FIELDS.items() if k != "ns_path"}  # ns_path: for `visible`
+        read = await read_by_id(store.memories, [r.id for r, _ in scored], fields)
+        docs = {i: d for i, d in read.items() if visible(d, scope, now, ns_path, metadata)}
     except PyMongoError as e:
         raise StorageError("could not recall memories") from e
     items: list[MemoryItem] = []
@@ -93,6 +95,21 @@ async def recall_indexed(
             )
         )
     return items, path
+
+
+def visible(doc: Doc, scope: Scope, now: datetime, ns_path: str | None, metadata: Doc) -> bool:
+    """What the scope filter of every read says (`RecallRepository.scoped` and the metadata filter),
+    checked here on a document read by `_id` alone (the flat read on the embedded engine)."""
+    if doc.get("tenant") != scope.tenant or doc.get("owner") != scope.owner:
+        return False
+    expires = doc.get("expires_at")
+    if isinstance(expires, datetime) and as_utc(expires) <= now:
+        return False
+    held = doc.get("ns_path") or []
+    if ns_path is not None and ns_path not in (held if isinstance(held, list) else [held]):
+        return False
+    meta = doc.get("metadata") or {}
+    return all(matches(meta.get(k) if isinstance(meta, dict) else None, v) for k, v in metadata.items())
 
 
 def _words(query: str, r: Ranked) -> list[str]:

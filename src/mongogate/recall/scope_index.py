@@ -221,12 +221,12 @@ class ScopeIndex:
         for i, row in enumerate(self.rows):
             expired = row.expires_at is not None and row.expires_at <= now
             elsewhere = ns_path is not None and ns_path not in row.ns_path
-            if expired or elsewhere or not all(_matches(row.metadata.get(k), v) for k, v in metadata.items()):
+            if expired or elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
                 out[i] = False
         return out
 
 
-def _matches(held: object, wanted: object) -> bool:
+def matches(held: object, wanted: object) -> bool:
     """MongoDB's equality on a field: equal, or an array holding the value."""
     if held == wanted:
         return True

@@ -32,6 +32,7 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,7 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         out.append(f"Filled 1,000 + 10,000 + 2 x 20 + 10,000 memories in {time.perf_counter() - t0:.1f} s.")
         q = {"query": "when is the invoice for the garden due?"}
         cold = {
-            k: await timed(lambda c=c: c.call_tool("recall", q))
+            k: await timed(partial(c.call_tool, "recall", q))
             for k, c in (
                 ("1,000", r1k),
                 ("10,000", r10k),
@@ -228,28 +229,32 @@ async def write_shapes(client: AsyncMongoClient[Doc], rounds: int) -> list[str]:
             await coll.insert_many(
                 [{"_id": uuid.uuid4().hex, "k": i, "keyed": True, "pad": "x" * 200} for i in range(size)]
             )
-        shapes: dict[str, Callable[[], Awaitable[Any]]] = {
-            "insert_one": lambda c=coll: c.insert_one(
-                {"_id": uuid.uuid4().hex, "k": uuid.uuid4().hex, "keyed": True}
-            ),
-            "upsert by _id ($setOnInsert)": lambda c=coll: c.update_one(
-                {"_id": uuid.uuid4().hex},
-                {"$setOnInsert": {"k": uuid.uuid4().hex, "keyed": True}},
-                upsert=True,
-            ),
-            "update by _id": lambda c=coll: c.update_one({"_id": "rev"}, {"$inc": {"n": 1}}, upsert=True),
-        }
+        shapes = _shapes(coll)
         t: dict[str, list[float]] = {k: [] for k in shapes}
         for _ in range(rounds):
             for k, op in shapes.items():
                 t0 = time.perf_counter()
                 await op()
                 t[k].append((time.perf_counter() - t0) * 1000)
-        for k, v in t.items():
-            res.setdefault(k, {})[size] = statistics.median(v)
+        for k, took in t.items():
+            res.setdefault(k, {})[size] = statistics.median(took)
     for k, v in res.items():
         lines.append(f"| {k} | {v[1_000]:.1f} | {v[10_000]:.1f} | {v[10_000] / v[1_000]:.1f}x |")
     return lines
+
+
+def _shapes(coll: Any) -> dict[str, Callable[[], Awaitable[Any]]]:
+    def insert() -> Awaitable[Any]:
+        return coll.insert_one({"_id": _new(), "k": _new(), "keyed": True})  # type: ignore[no-any-return]
+
+    def upsert() -> Awaitable[Any]:
+        new = {"$setOnInsert": {"k": _new(), "keyed": True}}
+        return coll.update_one({"_id": _new()}, new, upsert=True)  # type: ignore[no-any-return]
+
+    def update() -> Awaitable[Any]:
+        return coll.update_one({"_id": "rev"}, {"$inc": {"n": 1}}, upsert=True)  # type: ignore[no-any-return]
+
+    return {"insert_one": insert, "upsert by _id ($setOnInsert)": upsert, "update by _id": update}
 
 
 def _new() -> str:

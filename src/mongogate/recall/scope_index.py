@@ -77,6 +77,8 @@ class ScopeIndex:
         self.rows: list[_Row] = []
         self.where: dict[str, int] = {}
         self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
+        #: each row's token count, beside the matrix (BM25's length norm, vectorised)
+        self.lengths: npt.NDArray[np.float64] = np.zeros(16, dtype=np.float64)
         self.postings: dict[str, dict[int, int]] = {}
         self.total_length = 0
         self.n_postings = 0
@@ -93,6 +95,9 @@ class ScopeIndex:
             grown = np.zeros((max(16, at * 2), self.dims), dtype=np.float32)
             grown[:at] = self.matrix[:at]
             self.matrix = grown
+            longer = np.zeros(grown.shape[0], dtype=np.float64)
+            longer[:at] = self.lengths[:at]
+            self.lengths = longer
         self.matrix[at] = 0.0 if vec is None else vec
         ns = doc.get("ns_path") or []
         expires = doc.get("expires_at")
@@ -108,6 +113,7 @@ class ScopeIndex:
             )
         )
         self.where[mid] = at
+        self.lengths[at] = self.rows[at].length
         for term, tf in terms.items():
             self.postings.setdefault(term, {})[at] = tf
         self.total_length += self.rows[at].length
@@ -130,6 +136,7 @@ class ScopeIndex:
             moved = self.rows[last]
             self.rows[at] = moved
             self.matrix[at] = self.matrix[last]
+            self.lengths[at] = self.lengths[last]
             self.where[moved.id] = at
             for term in moved.terms:
                 posting = self.postings[term]
@@ -182,16 +189,18 @@ class ScopeIndex:
             if qn > 0 and math.isfinite(qn):
                 sims = self.matrix[:n] @ (q / qn)
         text = np.zeros(n, dtype=np.float64)
-        avg = self.total_length / n if n else 1.0
+        avg = (self.total_length / n) or 1.0
+        norms = K1 * (1.0 - B + B * self.lengths[:n] / avg)
         upper = 0.0
         for term in query_tokens:
             posting = self.postings.get(term, {})
             df = len(posting)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             upper += idf  # one occurrence in a memory of average length earns idf
-            for at, tf in posting.items():
-                norm = K1 * (1.0 - B + B * self.rows[at].length / (avg or 1.0))
-                text[at] += idf * tf * (K1 + 1.0) / (tf + norm)
+            if df:
+                at = np.fromiter(posting.keys(), dtype=np.int64, count=df)
+                tf = np.fromiter(posting.values(), dtype=np.float64, count=df)
+                text[at] += idf * tf * (K1 + 1.0) / (tf + norms[at])
         if upper > 0:
             text = np.minimum(text / upper, 1.0)
         combined = weight_text * text**TEXT_POWER + weight_vector * np.clip(sims, 0.0, 1.0)

@@ -315,6 +315,10 @@ class LongTermSettings(Section):
     #: the most vectors the exact scan reads for one recall (a scope larger than this: the newest)
     max_scan: int = Field(default=20_000, ge=100, le=1_000_000)
     max_ttl_days: int = Field(default=36_500, ge=1, le=36_500)
+    #: bytes (MB) the in-process recall indexes of all scopes may hold; least recently used out first
+    index_budget_mb: int = Field(default=256, ge=1, le=1_000_000)
+    #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides
+    min_score: float = Field(default=0.25, ge=0.0, le=1.0)
     #: scopes the caller's token or API key must grant for every long-term memory tool, checked like
     #: a query tool's `required_scopes` (`[unauthorized]` naming the missing ones); empty: none
     required_scopes: list[str] = Field(default_factory=list, max_length=32)

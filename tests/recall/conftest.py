@@ -43,7 +43,10 @@ def embedder() -> BrokenEmbedder:
 
 @pytest.fixture
 def settings() -> LongTermSettings:
-    return LongTermSettings(max_per_scope=50, max_text_bytes=1024, max_query_chars=200, max_recall_limit=20)
+    # min_score 0: these tests are about ranking; the default floor has tests of its own (test_index.py)
+    return LongTermSettings(
+        max_per_scope=50, max_text_bytes=1024, max_query_chars=200, max_recall_limit=20, min_score=0.0
+    )
 
 
 @pytest.fixture

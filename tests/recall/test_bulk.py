@@ -154,3 +154,15 @@ async def test_the_command_line_imports_exports_and_reports(
     assert {d["author"] for d in docs} == {"dana"}
     missing = run("import", str(src))
     assert missing.returncode != 0 and "--tenant" in missing.stderr
+
+
+async def test_imported_memories_reach_an_index_already_loaded(ltm: LongTermMemory) -> None:
+    """An import writes around `remember`, so it bumps the scope's revision itself: an index
+    loaded before the import (this process's, or another server's) finds the imported memories
+    at the next recall (before, recall kept answering from the index it had loaded)."""
+    await import_lines(ltm, ACME, lines_of(jsonl(GOOD[3])))
+    before = await ltm.recall(ACME, "office wifi password", min_score=0)  # loads the scope's index
+    assert "korMoran" not in " ".join(m.text for m in before.memories)
+    await import_lines(ltm, ACME, lines_of(jsonl(*GOOD[:3])))
+    after = await ltm.recall(ACME, "office wifi password", min_score=0)
+    assert after.memories and after.memories[0].text == GOOD[0]["text"]

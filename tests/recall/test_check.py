@@ -36,7 +36,7 @@ def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str,
         ln.startswith("long-term memory indexes: ok") and "memory_text" in ln and "expires_at_ttl" in ln
         for ln in lines
     )
-    assert f"long-term memory vector path: scan (memory.long_term.vector_search = {mode})" in r.stdout
+    assert f"long-term memory vector path: index (memory.long_term.vector_search = {mode})" in r.stdout
     i = next(i for i, ln in enumerate(lines) if ln.startswith("long-term memory vector index"))
     assert "'mongogate_memory_vectors': missing" in lines[i]
     printed = json.loads(lines[i + 1])

@@ -209,7 +209,7 @@ async def test_vectors_of_another_model_are_never_compared(
 async def test_response_is_cut_at_the_byte_cap(
     mongo: AsyncMongoClient[dict[str, object]], db_name: str, embedder: BrokenEmbedder
 ) -> None:
-    ltm = LongTermMemory(mongo[db_name], LongTermSettings(max_response_bytes=2048), embedder)
+    ltm = LongTermMemory(mongo[db_name], LongTermSettings(max_response_bytes=2048, min_score=0.0), embedder)
     await ltm.ensure_indexes()
     for i in range(6):
         await ltm.remember(ACME, f"shared word {i} " + "x" * 500)

@@ -112,3 +112,26 @@ async def test_metrics_are_off_by_default(engine_uri: str, db_name: str, tmp_pat
         async with httpx2.AsyncClient(timeout=30) as hc:
             r = await hc.get(http.url.removesuffix("/mcp") + "/metrics")
     assert r.status_code == 404
+
+
+async def test_the_recall_index_size_is_reported(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, server={"metrics": True}, memory={"long_term": {"index_budget_mb": 8}}
+    )
+    server = build_server(settings)
+    async with Client(server) as c:
+        before = metrics_of(server)
+        assert before is not None
+        assert _sample(before, "mongogate_recall_index_bytes") == 0
+        await c.call_tool("remember", {"text": "The spare key is under the blue pot."})
+        await c.call_tool("recall", {"query": "where is the spare key?"})
+    metrics = metrics_of(server)
+    assert metrics is not None
+    assert _sample(metrics, "mongogate_recall_index_bytes") > 0
+    assert _sample(metrics, "mongogate_recall_index_budget_bytes") == 8 * 1024 * 1024
+    assert _sample(metrics, "mongogate_recall_index_scopes") == 1
+    assert _sample(metrics, "mongogate_recall_index_refreshes_total", kind="rebuild") == 1
+
+
+def _sample(metrics: Any, name: str, **labels: str) -> float:
+    return next(v for n, got, v in samples(metrics) if n == name and got == labels)

@@ -56,11 +56,14 @@ async def test_remember_recall_forget_history_in_process(
             "text",
             "metadata",
             "score",
+            "similarity",
+            "matched_terms",
             "version",
             "author",
             "created_at",
             "updated_at",
         }
+        assert 0 <= r["memories"][0]["score"] <= 1 and r["memories"][0]["matched_terms"] == ["sup-8812"]
         r = await ok(c, "recall", query="which text editor do I use?", namespace="user", limit=2)
         assert r["memories"][0]["id"] == a["id"]
         r = await ok(c, "recall", query="invoice", metadata={"kind": "other"})
@@ -209,10 +212,10 @@ async def test_server_log_says_which_vector_path_ran(
         await ok(c, "recall", query="where is the spare key?")
     said = [r.getMessage() for r in caplog.records]
     assert any(
-        m.startswith("long-term memory vector path: scan (memory.long_term.vector_search = auto)")
+        m.startswith("long-term memory vector path: index (memory.long_term.vector_search = auto)")
         for m in said
     )
-    assert any(m.startswith("recall: vector path scan") for m in said)
+    assert any(m.startswith("recall: vector path index") for m in said)
 
 
 async def test_a_failing_database_is_a_retryable_storage_error(

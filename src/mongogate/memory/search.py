@@ -1,15 +1,20 @@
-"""`search_messages`: exact-term search over the caller's conversation messages (a `$text` index).
+"""`search_messages`: term search over the caller's conversation messages, best first.
+
+Ranked in mongogate with the same term ranking as recall (`textrank`: folded, stemmed, stop words
+dropped, identifiers whole, query syntax as plain words, BM25 scores in [0, 1]) over every message
+of the caller's scope (up to `SCAN_MAX`, the newest first not guaranteed): the best matches are
+never cut before ranking, on every engine.
 
 Messages are the tenant's, like sessions: every query filters on `tenant`, so another tenant's
 session id finds nothing and is `not_found`, exactly like one that never existed. Only messages of
 a session that still exists are returned: a deleted conversation is not found again. The result is
-ranked by textScore, then newest first, and cut to a byte cap (`truncated`).
+ranked by score, then newest first, and cut to a byte cap (`truncated`). The text index on
+`content` is still created (older deployments' queries; `check` lists it) but no longer read.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,12 +24,15 @@ from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, StorageError
 from mongogate.memory.model import session_not_found
 from mongogate.memory.repository import SessionRepository
+from mongogate.textrank import bm25, query_tokens, tokens
 from mongogate.values import Doc, check_int
 
 MESSAGE_TEXT_INDEX = "message_content_text"
 SEARCH_DEFAULT = 10
 SEARCH_MAX = 50
 MAX_QUERY_CHARS = 1000
+#: the most messages one search reads and ranks
+SCAN_MAX = 20_000
 _OVERHEAD = 160  # a rough JSON size of a hit's fixed fields
 
 
@@ -42,14 +50,6 @@ class Hit:
 class Hits:
     messages: list[Hit]
     truncated: int = 0
-
-
-_WORD = re.compile(r"\w", re.UNICODE)
-
-
-def searchable(query: str) -> bool:
-    """`$text` needs one term that is not negated (`-word`); phrases in quotes count."""
-    return any(_WORD.search(t.replace('"', "")) and not t.startswith("-") for t in query.split())
 
 
 async def ensure_search_index(store: SessionRepository) -> None:
@@ -80,28 +80,30 @@ async def search_messages(
     except UnicodeEncodeError:
         raise InvalidInput("query is not valid Unicode (it holds a lone surrogate)") from None
     n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
-    if not searchable(query):  # only negations or punctuation: the engine would refuse it
+    words = query_tokens(query)
+    if not words:  # only stop words, negations or punctuation: nothing to rank by
         return Hits([])
-    filt: Doc = {"tenant": tenant, "$text": {"$search": query}}
+    filt: Doc = {"tenant": tenant}
     sid = None
     if session_id is not None:
         sid = store.check_id(session_id, "session_id")
         filt["session_id"] = sid
-    score = {"$meta": "textScore"}
     try:
-        found = store.messages.find(filt, {"score": score}, sort=[("score", score)], limit=n)
-        ranked = [(d["_id"], float(d.get("score") or 0.0)) async for d in found]
-        docs: dict[object, Doc] = {}
+        # every message of the scope (up to SCAN_MAX), ranked here: never cut before ranking (the
+        # embedded engine ignores a textScore sort, so an engine-side limit kept arbitrary matches)
+        fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
+        found = store.messages.find(filt, fields, limit=SCAN_MAX)
+        rows = [d async for d in found if isinstance(d.get("content"), str)]
+        scores = bm25(words, [tokens(d["content"]) for d in rows])
+        ranked = [(d["_id"], sc) for d, sc in zip(rows, scores, strict=True) if sc > 0]
+        docs: dict[object, Doc] = {d["_id"]: d for d in rows}
         alive: set[object] = set()
         if ranked:
-            fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
-            got = store.messages.find({"tenant": tenant, "_id": {"$in": [i for i, _ in ranked]}}, fields)
-            docs = {d["_id"]: d async for d in got}
-            sessions = list({d["session_id"] for d in docs.values()})
+            sessions = list({docs[i]["session_id"] for i, _ in ranked})
             live = store.sessions.find({"tenant": tenant, "_id": {"$in": sessions}}, {"_id": 1})
             alive = {d["_id"] async for d in live}
             # a deleted session's leftovers (a delete stopped halfway, a message landing after it)
-            docs = {i: d for i, d in docs.items() if d["session_id"] in alive}
+            ranked = [(i, sc) for i, sc in ranked if docs[i]["session_id"] in alive]
         if (
             sid is not None
             and sid not in alive
@@ -118,6 +120,7 @@ async def search_messages(
         if (d := docs.get(i)) is not None
     ]
     hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
+    hits = hits[:n]
     total = 0
     for i, h in enumerate(hits):
         total += len(json.dumps(h.content, ensure_ascii=False).encode("utf-8")) + _OVERHEAD  # as sent

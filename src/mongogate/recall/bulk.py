@@ -249,7 +249,10 @@ async def _insert(
     if not fresh:
         return []
     try:
-        await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
+        try:
+            await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
+        finally:  # whatever landed is named to every process's index (recall/index.py)
+            await store.changed(scope, *(str(doc["_id"]) for _, doc in fresh))
     except BulkWriteError as e:
         lost = {int(err["index"]) for err in e.details.get("writeErrors", []) if err.get("code") == 11000}
         other = [err for err in e.details.get("writeErrors", []) if err.get("code") != 11000]

@@ -134,6 +134,15 @@ def check_recall_limit(value: object, settings: LongTermSettings) -> int:
     )
 
 
+def check_min_score(value: object, settings: LongTermSettings) -> float:
+    """A score floor in [0, 1]; None: `memory.long_term.min_score`."""
+    if value is None:
+        return settings.min_score
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+        raise InvalidInput(f"min_score={value!r}: give a number from 0 to 1 (0 returns every match)")
+    return float(value)
+
+
 def check_ttl(value: object, settings: LongTermSettings) -> int | None:
     if value is None:
         return None

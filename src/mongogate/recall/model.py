@@ -51,6 +51,10 @@ class MemoryItem:
     score: float | None = None
     #: the subject whose remember last wrote this text (None: stored before authors were recorded)
     author: str | None = None
+    #: the model's cosine of query and memory (index path only)
+    similarity: float | None = None
+    #: query words the memory holds (index path only)
+    matched_terms: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class Recalled:
     vector_path: str
     #: memories left out to keep the response under its byte cap
     truncated: int = 0
+    #: which term/index path ran: "index" (in-process, `recall/index.py`) or "text" ($text)
+    index_path: str = "text"
 
 
 @dataclass(frozen=True)

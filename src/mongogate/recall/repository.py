@@ -18,6 +18,7 @@ from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import EmbeddingUnavailable
 from mongogate.recall import checks
 from mongogate.recall.embedding import Embedder
+from mongogate.recall.index import REVISIONS, IndexCache, bump
 from mongogate.recall.model import Scope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
@@ -42,6 +43,10 @@ class RecallRepository:
         self.limits = limits or LimitsSettings()
         self.memories: AsyncCollection[Doc] = db["memories"]
         self.versions: AsyncCollection[Doc] = db["memory_versions"]
+        #: one document per scope: the revision every write bumps (`recall/index.py`)
+        self.revisions: AsyncCollection[Doc] = db[REVISIONS]
+        #: this process's copies of the scopes' memories, bounded by `index_budget_mb`
+        self.index = IndexCache(settings.index_budget_mb * 1024 * 1024)
         #: test seam: called at named points between a write and its reply (crash tests)
         self.fault: Callable[[str], None] | None = None
 
@@ -57,6 +62,10 @@ class RecallRepository:
                 "nothing was stored"
             )
         return vectors[0]
+
+    async def changed(self, scope: Scope, *memory_ids: str) -> None:
+        """After every write of memories: the scope's revision + 1 (every process's index sees it)."""
+        await bump(self.revisions, scope, *memory_ids)
 
     def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
         query: Doc = {"tenant": scope.tenant, "owner": scope.owner}

@@ -24,6 +24,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import checks
+from mongogate.recall.indexed import recall_indexed
 from mongogate.recall.model import Recalled, RecallMethod, Scope
 from mongogate.recall.pages import ITEM_FIELDS, cap_items, item_of
 from mongogate.recall.rank import fuse_recall
@@ -79,12 +80,22 @@ async def recall(
     limit: object = None,
     metadata: object = None,
     method: RecallMethod = "fused",
+    min_score: object = None,
 ) -> Recalled:
     text = checks.check_query(query, store.settings)
     n = checks.check_recall_limit(limit, store.settings)
     filt = checks.check_metadata_filter(metadata, store.limits)
+    floor = checks.check_min_score(min_score, store.settings)
     base = store.scoped(scope, namespace, store.clock.now())
     base |= {f"metadata.{k}": v for k, v in filt.items()}
+    if await vector_path(store) == "scan":  # no search index: the in-process index answers
+        log_path("index", store)
+        ns = base.get("ns_path")
+        items, path = await recall_indexed(
+            store, base, text, ns_path=ns, metadata=filt, n=n, min_score=floor, method=method
+        )
+        kept, truncated = cap_items(items, store.settings.max_response_bytes)
+        return Recalled(kept, path, truncated, index_path="index")
     depth = candidates(n)
     text_ranked: list[tuple[str, float]] = []
     vector_ranked: list[tuple[str, float]] = []
@@ -228,15 +239,18 @@ async def path_report(store: RecallRepository) -> list[str]:
     exists = await has_vector_search(store.memories, s.vector_index_name)
     path = await vector_path(store)
     why = {
-        "scan": f"an exact scan in mongogate of up to {s.max_scan} vectors per recall "
-        "(memory.long_term.max_scan)",
+        "scan": "the in-process index of each scope (vectors as one matrix, terms scored by BM25), "
+        f"kept fresh by the scope's revision; budget {s.index_budget_mb} MB "
+        "(memory.long_term.index_budget_mb), default min_score "
+        f"{s.min_score} (memory.long_term.min_score)",
         "vectorSearch": f"$vectorSearch on the search index {s.vector_index_name!r}",
     }[path]
     definition = json.dumps(vector_index_definition(s, store.embedder.dimensions), sort_keys=True)
     return [
         f"long-term memory: scope {s.scope}, embedder {store.embedder.model} ({store.embedder.dimensions} "
         f"dimensions), quota {s.max_per_scope} memories per scope",
-        f"long-term memory vector path: {path} (memory.long_term.vector_search = {s.vector_search}): {why}",
+        f"long-term memory vector path: {'index' if path == 'scan' else path} "
+        f"(memory.long_term.vector_search = {s.vector_search}): {why}",
         f"long-term memory vector index {s.vector_index_name!r}: {'exists' if exists else 'missing'}; "
         "the definition to create on Atlas or MongoDB Community 8.2+ (db.memories.createSearchIndex):",
         f"  {definition}",

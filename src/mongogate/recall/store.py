@@ -158,11 +158,15 @@ class LongTermMemory(RecallRepository):
                         await self.memories.insert_one(doc)
                     except DuplicateKeyError:
                         continue  # a concurrent remember created it first: read it again
+                    await self.changed(scope, doc["_id"])
                     self.at("remember.after_write")
                     return Remembered(doc["_id"], ns, k, 1, "created")
                 if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
                     if not await self._set_expiry(scope, found, expires):
                         continue  # changed by another call since the read: read it again
+                    # bumped even when nothing changed: a retry after a write whose bump was lost
+                    # (a crash between the two) makes every process's index see it
+                    await self.changed(scope, str(found["_id"]))
                     return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
                 if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
                     self.at("remember.after_write")
@@ -277,6 +281,7 @@ class LongTermMemory(RecallRepository):
                     {"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner}
                 )
             return False
+        await self.changed(scope, mid)
         if expires != found.get("expires_at"):
             await self.versions.update_many({"memory_id": mid}, {"$set": {"expires_at": expires}})
         await prune(self, scope, mid, v)
@@ -314,6 +319,8 @@ class LongTermMemory(RecallRepository):
                 {"tenant": scope.tenant, "owner": scope.owner, **query}, {"_id": 1, "expires_at": 1}
             )
             mid = str(gone["_id"]) if gone is not None else query.get("_id")
+            if gone is not None:
+                await self.changed(scope, str(gone["_id"]))
             self.at("forget.after_memory")
             if mid is not None:  # by id: also what a forget interrupted here left behind
                 await self.versions.delete_many(
@@ -328,6 +335,7 @@ class LongTermMemory(RecallRepository):
 
     async def _erase(self, scope: Scope, mid: str) -> None:
         await self.memories.delete_one({"_id": mid, "tenant": scope.tenant, "owner": scope.owner})
+        await self.changed(scope, mid)
         await self.versions.delete_many({"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner})
 
     async def list(
@@ -371,9 +379,17 @@ class LongTermMemory(RecallRepository):
         limit: object = None,
         metadata: object = None,
         method: RecallMethod = "fused",
+        min_score: object = None,
     ) -> Recalled:
         from mongogate.recall.search import recall  # ranking lives beside, to keep this module short
 
         return await recall(
-            self, scope, query, namespace=namespace, limit=limit, metadata=metadata, method=method
+            self,
+            scope,
+            query,
+            namespace=namespace,
+            limit=limit,
+            metadata=metadata,
+            method=method,
+            min_score=min_score,
         )

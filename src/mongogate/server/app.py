@@ -190,6 +190,8 @@ def build_server(
         recall.fault = memory.fault
         await recall.ensure_indexes()  # and the message search index: idempotent, every start
         await ensure_search_index(memory)
+        if metrics is not None:
+            metrics.attach_recall_index(recall.index)
         report = await path_report(recall)  # which vector path runs, in the server log
         log.info("%s", report[1])
         for line in (report[0], *report[2:]):

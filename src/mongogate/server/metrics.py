@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from mongogate.audit.log import AuditLog
+    from mongogate.recall.index import IndexCache
 
 #: seconds; a query tool call is a few ms, a slow database a few seconds
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -43,6 +44,45 @@ class _AuditCollector(Collector):
         )
         family.add_metric([], float(audit.fallbacks if audit is not None else 0))
         yield family
+
+
+class _RecallIndexCollector(Collector):
+    """The recall index's size and refreshes (read at scrape time; zero without long-term memory)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = weakref.ref(metrics)
+
+    def collect(self) -> Iterable[Metric]:
+        m = self._metrics()
+        index = m.recall_index if m is not None else None
+        size = GaugeMetricFamily(
+            "mongogate_recall_index_bytes", "Bytes the in-process recall indexes hold (estimate)"
+        )
+        size.add_metric([], float(index.nbytes() if index is not None else 0))
+        yield size
+        budget = GaugeMetricFamily(
+            "mongogate_recall_index_budget_bytes", "memory.long_term.index_budget_mb, in bytes"
+        )
+        budget.add_metric([], float(index.budget_bytes if index is not None else 0))
+        yield budget
+        scopes = GaugeMetricFamily("mongogate_recall_index_scopes", "Scopes held in the recall index")
+        scopes.add_metric([], float(len(index) if index is not None else 0))
+        yield scopes
+        refreshes = CounterMetricFamily(
+            "mongogate_recall_index_refreshes",
+            "Recall index lookups: fresh (no read), patch (changed memories read), rebuild (scope read "
+            "whole), evict (a scope dropped past the budget)",
+            labels=["kind"],
+        )
+        stats = index.stats if index is not None else None
+        for kind, field in (
+            ("fresh", "fresh"),
+            ("patch", "patches"),
+            ("rebuild", "rebuilds"),
+            ("evict", "evictions"),
+        ):
+            refreshes.add_metric([kind], float(getattr(stats, field) if stats is not None else 0))
+        yield refreshes
 
 
 class Metrics:
@@ -90,6 +130,8 @@ class Metrics:
         )
         self.queue_depth.set_function(lambda: float(self.audit.queue_depth) if self.audit else 0.0)
         r.register(_AuditCollector(self))
+        self.recall_index: IndexCache | None = None
+        r.register(_RecallIndexCollector(self))
 
     def tool_label(self, tool: object) -> str:
         return tool if isinstance(tool, str) and tool in self.tools else "unknown"
@@ -115,6 +157,10 @@ class Metrics:
         """An audit event was written: count a rejection by its reason."""
         if event.get("event") == "filter_rejected":
             self.rejections.labels(str(event.get("reason"))[:64]).inc()
+
+    def attach_recall_index(self, index: IndexCache) -> None:
+        """Report the in-process recall index (its bytes against the budget, scopes, refreshes)."""
+        self.recall_index = index
 
     def attach_audit(self, audit: AuditLog) -> None:
         self.audit = audit

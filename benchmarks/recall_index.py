@@ -1,0 +1,288 @@
+"""Recall through the in-process scope index, over MCP, against an MCP echo call of a bare SDK server.
+
+One embedded engine (its own thread, as benchmarks/recall.py), the real local model (wordllama).
+Every call goes through the SDK's in-process `Client` in "legacy" mode (JSON-RPC framing), both
+for mongogate's `build_server` and for the floor: a bare `MCPServer` with one `echo` tool (as
+benchmarks/startup_floor.py). Interleaved, round by round, after warm-up rounds:
+
+- `recall` p50 with 1,000 and with 10,000 memories in the caller's scope, over the echo p50;
+- `remember` p50 (a new text each round) with 10,000 memories in the scope, over an empty scope's;
+- a quiet tenant's `recall` (20 memories) beside another tenant's 10,000 in the same collection,
+  over the same recall with no one else in the collection;
+- the first recall of each scope (the index built from the database) is reported on its own;
+- the index's bytes per 10,000 memories: its own estimate (`/metrics`) and tracemalloc's count.
+- write shapes on the embedded engine at 1,000 and 10,000 documents: `insert_one`, and an upsert
+  by `_id` (`update_one({_id}, {$setOnInsert}, upsert=True)`), and an update by `_id`.
+
+Filling: memories are inserted in bulk (`insert_many`, the stored shape of a remembered one),
+with the engine's per-insert uniqueness scan off (as benchmarks/memory.py), not through remember.
+
+Run: `.venv/bin/python benchmarks/recall_index.py` (a few minutes) or `--rounds 10`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from pymongo import AsyncMongoClient
+
+from mongogate.config import load_settings
+from mongogate.db import EmbeddedEngine
+from mongogate.recall.embedding import LocalEmbedder
+from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
+from mongogate.recall.store import text_hash
+from mongogate.recall.vectors import pack
+from mongogate.server.app import build_server
+from mongogate.server.metrics import metrics_of, samples
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import command_line, parser, publish
+
+from memory import loadavg, unchecked_seeding  # beside this script
+
+Doc = dict[str, Any]
+WORDS = [
+    *("invoice", "order", "meeting", "garden", "cat", "server", "deploy", "budget", "flight", "hotel"),
+    *("dentist", "report", "laptop", "printer", "router", "backup", "payment", "ticket", "review"),
+    *("release", "customer", "refund", "project", "design"),
+]
+
+
+def texts(n: int, tag: str) -> list[str]:
+    return [
+        f"{tag} note {i}: the {WORDS[i % len(WORDS)]} for {WORDS[(i * 7) % len(WORDS)]} is due "
+        f"on day {i % 28 + 1}, ref {tag.upper()}-{i:05d}."
+        for i in range(n)
+    ]
+
+
+def echo_server() -> MCPServer[Any]:
+    floor: MCPServer[Any] = MCPServer("floor", log_level="WARNING")
+
+    @floor.tool()
+    def echo(text: str) -> str:
+        """Return the text."""
+        return text
+
+    return floor
+
+
+async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmbedder) -> None:
+    body = texts(n, tenant)
+    vectors = await embedder.embed(body)
+    docs = []
+    for text, vec in zip(body, vectors, strict=True):
+        doc = {
+            **template,
+            "_id": uuid.uuid4().hex,
+            "tenant": tenant,
+            "text": text,
+            "text_hash": text_hash(text),
+        }
+        docs.append(doc | {"embedding": pack(vec)})
+    with unchecked_seeding():
+        for start in range(0, len(docs), 2000):
+            await coll.insert_many(docs[start : start + 2000])
+
+
+def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:
+    return load_settings(
+        None,
+        database={"uri": uri, "name": db},
+        server={"data_dir": tmp, "metrics": True},
+        auth={"mode": "none", "tenant": tenant},
+        memory={"long_term": {"max_per_scope": 50_000}},
+    )
+
+
+async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
+    t0 = time.perf_counter()
+    r = await fn()
+    if getattr(r, "is_error", False):
+        raise RuntimeError(str(r.content))
+    return (time.perf_counter() - t0) * 1000
+
+
+async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True)
+    embedder = LocalEmbedder()
+    servers = {
+        "r1k": settings_for(uri, "b_1k", tmp, "acme"),
+        "r10k": settings_for(uri, "b_10k", tmp, "acme"),
+        "empty": settings_for(uri, "b_empty", tmp, "acme"),
+        "alone": settings_for(uri, "b_alone", tmp, "quiet"),
+        "beside": settings_for(uri, "b_beside", tmp, "quiet"),
+    }
+    built = {k: build_server(s) for k, s in servers.items()}
+    out: list[str] = []
+    async with (
+        Client(echo_server(), mode="legacy") as echo,
+        Client(built["r1k"], mode="legacy") as r1k,
+        Client(built["r10k"], mode="legacy") as r10k,
+        Client(built["empty"], mode="legacy") as empty,
+        Client(built["alone"], mode="legacy") as alone,
+        Client(built["beside"], mode="legacy") as beside,
+    ):
+        # a template in the stored shape, then the bulk fills
+        await r1k.call_tool("remember", {"text": "Order ORD-58213 was shipped by DHL on Monday."})
+        template = await client["b_1k"]["memories"].find_one({})
+        assert template is not None
+        t0 = time.perf_counter()
+        await fill(client["b_1k"]["memories"], template, "acme", 999, embedder)
+        await fill(client["b_10k"]["memories"], template, "acme", 10_000, embedder)
+        for db in ("b_alone", "b_beside"):
+            await fill(client[db]["memories"], template, "quiet", 20, embedder)
+        await fill(client["b_beside"]["memories"], template, "busy", 10_000, embedder)
+        out.append(f"Filled 1,000 + 10,000 + 2 x 20 + 10,000 memories in {time.perf_counter() - t0:.1f} s.")
+        q = {"query": "when is the invoice for the garden due?"}
+        cold = {
+            k: await timed(partial(c.call_tool, "recall", q))
+            for k, c in (
+                ("1,000", r1k),
+                ("10,000", r10k),
+                ("quiet beside 10,000", beside),
+                ("quiet alone", alone),
+            )
+        }
+        ops: dict[str, Callable[[], Awaitable[Any]]] = {
+            "echo (bare SDK server)": lambda: echo.call_tool("echo", {"text": "hello"}),
+            "recall, 1,000 in scope": lambda: r1k.call_tool("recall", q),
+            "recall, 10,000 in scope": lambda: r10k.call_tool("recall", q),
+            "recall, quiet tenant alone": lambda: alone.call_tool("recall", q),
+            "recall, quiet tenant beside 10,000": lambda: beside.call_tool("recall", q),
+        }
+        counter = iter(range(10**6))
+        ops["remember, empty scope"] = lambda: empty.call_tool(
+            "remember", {"text": f"fresh fact {next(counter)}"}
+        )
+        ops["remember, 10,000 in scope"] = lambda: r10k.call_tool(
+            "remember", {"text": f"new fact {next(counter)}"}
+        )
+        times: dict[str, list[float]] = {k: [] for k in ops}
+        for i in range(warmup + rounds):
+            for name, op in ops.items():
+                ms = await timed(op)
+                if i >= warmup:
+                    times[name].append(ms)
+        p50 = {k: statistics.median(v) for k, v in times.items()}
+        floor = p50["echo (bare SDK server)"]
+        out += ["", "| call | p50 ms | p90 ms | ratio |", "|---|---:|---:|---|"]
+        ratio_of = {
+            "recall, 1,000 in scope": ("echo", floor),
+            "recall, 10,000 in scope": ("echo", floor),
+            "recall, quiet tenant beside 10,000": ("alone", p50["recall, quiet tenant alone"]),
+            "remember, 10,000 in scope": ("empty scope", p50["remember, empty scope"]),
+        }
+        for name, v in times.items():
+            p90 = sorted(v)[int(0.9 * (len(v) - 1))]
+            base = ratio_of.get(name)
+            ratio = f"{p50[name] / base[1]:.1f}x {base[0]}" if base else ""
+            out.append(f"| {name} | {p50[name]:.1f} | {p90:.1f} | {ratio} |")
+        out += [
+            "",
+            "First recall of a scope (its index read from the database): "
+            + ", ".join(f"{k} {v:.0f} ms" for k, v in cold.items())
+            + ".",
+        ]
+        m = metrics_of(built["r10k"])
+        assert m is not None
+        est = next(v for n, _, v in samples(m) if n == "mongogate_recall_index_bytes")
+        docs = await client["b_10k"]["memories"].find({"tenant": "acme"}, INDEX_FIELDS).to_list()
+        tracemalloc.start()
+        idx = ScopeIndex(embedder.model, embedder.dimensions, 0)
+        for d in docs[:10_000]:
+            idx.put(d)
+        size, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out.append(
+            f"Index memory for 10,000 memories: {size / 2**20:.1f} MiB by tracemalloc "
+            f"({idx.nbytes() / 2**20:.1f} MiB by its own estimate; the 10,000-scope server's "
+            f"/metrics says {est / 2**20:.1f} MiB for its {len(docs):,} memories)."
+        )
+        out += ["", *await write_shapes(client, rounds)]
+    await client.close()
+    return out
+
+
+async def write_shapes(client: AsyncMongoClient[Doc], rounds: int) -> list[str]:
+    """insert_one, upsert by _id, update by _id: p50 ms at 1,000 and 10,000 documents."""
+    lines = ["| write shape (embedded engine) | 1,000 docs | 10,000 docs | ratio |", "|---|---:|---:|---|"]
+    res: dict[str, dict[int, float]] = {}
+    for size in (1_000, 10_000):
+        coll = client["b_shapes"][f"c{size}"]
+        await coll.create_index([("k", 1)], unique=True, partialFilterExpression={"keyed": True})
+        with unchecked_seeding():
+            await coll.insert_many(
+                [{"_id": uuid.uuid4().hex, "k": i, "keyed": True, "pad": "x" * 200} for i in range(size)]
+            )
+        shapes = _shapes(coll)
+        t: dict[str, list[float]] = {k: [] for k in shapes}
+        for _ in range(rounds):
+            for k, op in shapes.items():
+                t0 = time.perf_counter()
+                await op()
+                t[k].append((time.perf_counter() - t0) * 1000)
+        for k, took in t.items():
+            res.setdefault(k, {})[size] = statistics.median(took)
+    for k, v in res.items():
+        lines.append(f"| {k} | {v[1_000]:.1f} | {v[10_000]:.1f} | {v[10_000] / v[1_000]:.1f}x |")
+    return lines
+
+
+def _shapes(coll: Any) -> dict[str, Callable[[], Awaitable[Any]]]:
+    def insert() -> Awaitable[Any]:
+        return coll.insert_one({"_id": _new(), "k": _new(), "keyed": True})  # type: ignore[no-any-return]
+
+    def upsert() -> Awaitable[Any]:
+        new = {"$setOnInsert": {"k": _new(), "keyed": True}}
+        return coll.update_one({"_id": _new()}, new, upsert=True)  # type: ignore[no-any-return]
+
+    def update() -> Awaitable[Any]:
+        return coll.update_one({"_id": "rev"}, {"$inc": {"n": 1}}, upsert=True)  # type: ignore[no-any-return]
+
+    return {"insert_one": insert, "upsert by _id ($setOnInsert)": upsert, "update by _id": update}
+
+
+def _new() -> str:
+    return uuid.uuid4().hex
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__.split("\n", 1)[0] if __doc__ else None)
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args(argv)
+    started, load0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime()), loadavg()
+    with tempfile.TemporaryDirectory(prefix="mongogate-bench-") as tmp:
+        engine = EmbeddedEngine(Path(tmp) / "engine")
+        uri = engine.start()
+        try:
+            lines = asyncio.run(run(uri, tmp, args.rounds, args.warmup))
+        finally:
+            engine.stop()
+    head = [
+        f"Command: `{command_line('recall_index.py', argv)}`; {args.rounds} rounds after {args.warmup} "
+        f"warm-up, interleaved. Python {platform.python_version()}, {os.cpu_count()} cores, {started} UTC, "
+        f"load average {load0} at the start, {loadavg()} at the end (a shared machine).",
+        "",
+    ]
+    publish("recall index (in-process, issue 26)", "\n".join(head + lines) + "\n", not args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""`recall` through the in-process scope index (`recall/index.py`): where no search index serves
+`$vectorSearch` (the embedded engine, or MongoDB without one).
+
+Each memory's `score` is `TEXT_WEIGHT * text + (1 - TEXT_WEIGHT) * max(similarity, 0)`
+(`scope_index.Ranked.score`), in [0, 1] and comparable across queries (`scope_index.py` says
+what `text` is). Memories under `min_score` are left out, so a question about something never
+stored returns none. Ranked ids are read back from the database with the full scope filter:
+the database decides what exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pymongo.errors import PyMongoError
+
+from mongogate.clock import as_utc
+from mongogate.errors import EmbeddingUnavailable, StorageError
+from mongogate.recall.index import read_by_id
+from mongogate.recall.model import MemoryItem, RecallMethod, Scope
+from mongogate.recall.pages import ITEM_FIELDS, item_of
+from mongogate.recall.repository import RecallRepository
+from mongogate.recall.scope_index import Ranked, matches
+from mongogate.textrank import fold, query_tokens
+from mongogate.values import Doc
+
+log = logging.getLogger(__name__)
+
+#: the text side's share of the score (chosen on benchmarks/recall_set.py's tuning half:
+#: docs/decisions/recall-index.md)
+TEXT_WEIGHT = 0.5
+
+
+async def recall_indexed(
+    store: RecallRepository,
+    scope_filter: Doc,
+    text: str,
+    *,
+    ns_path: str | None,
+    metadata: Doc,
+    n: int,
+    min_score: float,
+    method: RecallMethod,
+) -> tuple[list[MemoryItem], str]:
+    """The best `n` memories scoring at least `min_score`, and the vector path ("scan" or
+    "unavailable" when the embedder failed)."""
+    scope = Scope(scope_filter["tenant"], scope_filter["owner"])
+    vector: list[float] | None = None
+    path = "scan"  # an exact scan, of the in-process matrix
+    if method in ("fused", "vector"):
+        try:
+            vector = await store.embed_one(text)
+        except EmbeddingUnavailable:
+            if method == "vector":
+                raise
+            log.warning("recall: the embedder failed; exact-term ranking only")
+            path = "unavailable"
+    qt = query_tokens(text) if method in ("fused", "text") else []
+    wt = {"fused": TEXT_WEIGHT, "text": 1.0, "vector": 0.0}[method]
+    if path == "unavailable":
+        wt = 1.0
+    try:
+        idx = await store.index.get(
+            store.memories, store.revisions, scope, store.embedder.model, store.embedder.dimensions
+        )
+        ranked = idx.rank(
+            vector,
+            qt,
+            now=store.clock.now(),
+            ns_path=ns_path,
+            metadata=metadata,
+            depth=n,
+            weight_text=wt,
+            weight_vector=1.0 - wt,
+        )
+        scored = [(r, r.score(wt)) for r in ranked]
+        # a match by terms or by meaning (however weak, when min_score is 0); nothing else
+        scored = [(r, s) for r, s in scored if (r.text > 0 or r.has_vector) and s >= min_score]
+        now = store.clock.now()
+        fields = {k: v for k, v in ITEM_FIELDS.items() if k != "ns_path"}  # ns_path: for `visible`
+        read = await read_by_id(store.memories, [r.id for r, _ in scored], fields)
+        docs = {i: d for i, d in read.items() if visible(d, scope, now, ns_path, metadata)}
+    except PyMongoError as e:
+        raise StorageError("could not recall memories") from e
+    items: list[MemoryItem] = []
+    for r, s in scored:
+        d = docs.get(r.id)
+        if d is None:  # the database no longer holds it (forgotten, expired): never returned
+            continue
+        item = item_of(d, round(s, 6))
+        items.append(
+            MemoryItem(
+                **{**item.__dict__, "similarity": round(r.similarity, 6), "matched_terms": _words(text, r)}
+            )
+        )
+    return items, path
+
+
+def visible(doc: Doc, scope: Scope, now: datetime, ns_path: str | None, metadata: Doc) -> bool:
+    """What the scope filter of every read says (`RecallRepository.scoped` and the metadata filter),
+    checked here on a document read by `_id` alone (the flat read on the embedded engine)."""
+    if doc.get("tenant") != scope.tenant or doc.get("owner") != scope.owner:
+        return False
+    expires = doc.get("expires_at")
+    if isinstance(expires, datetime) and as_utc(expires) <= now:
+        return False
+    held = doc.get("ns_path") or []
+    if ns_path is not None and ns_path not in (held if isinstance(held, list) else [held]):
+        return False
+    meta = doc.get("metadata") or {}
+    return all(matches(meta.get(k) if isinstance(meta, dict) else None, v) for k, v in metadata.items())
+
+
+def _words(query: str, r: Ranked) -> list[str]:
+    """The query's words whose tokens the memory holds, as typed (folded), in order."""
+    out: list[str] = []
+    for raw in fold(query).split():
+        word = raw.strip("?!,;:\"'()[]{}<>#*`.-")
+        toks = query_tokens(word)
+        if toks and any(t in r.matched for t in toks) and word not in out:
+            out.append(word)
+    return out

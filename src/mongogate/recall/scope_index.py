@@ -1,0 +1,242 @@
+"""One scope's memories held in the server process: vectors as one matrix, terms as an inverted
+index scored with BM25 (Okapi, k1 = 1.2, b = 0.75).
+
+The database stays the only truth: the index is a copy labelled with the scope's revision
+(`recall/index.py` keeps it fresh), and `recall` reads the ranked memories back from the
+database with the full scope filter, so a memory the index still holds but the database no
+longer does never comes back.
+
+Scores (`Ranked`): `similarity` is the cosine of the query and the memory; `text` is the memory's
+BM25 over the query divided by the BM25 a memory of average length holding each query token once
+would earn (the sum of the tokens' idf), capped at 1: 1.0 means "holds every query word", and it
+means the same for every query. Query words the scope never saw count in the denominator (at the
+idf of a word no memory holds), so a question about something never stored scores low.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mongogate.clock import as_utc
+from mongogate.recall.vectors import unpack
+from mongogate.textrank import tokens
+from mongogate.values import Doc
+
+K1 = 1.2
+B = 0.75
+#: the text side counts as text ** TEXT_POWER; 2 (a one-word overlap counts little) kept fewer
+#: answers above a floor that empties unrelated questions than 1 did (docs/decisions/recall-index.md)
+TEXT_POWER = 1.0
+#: fields the index keeps of a memory (everything a recall filters or ranks on)
+INDEX_FIELDS = {"text": 1, "embedding": 1, "embedding_model": 1, "ns_path": 1, "metadata": 1, "expires_at": 1}
+#: a rough byte cost per posting (dict slot, int key and value) and per memory (id, row state)
+_POSTING_BYTES = 100
+_ROW_BYTES = 400
+
+
+@dataclass(frozen=True)
+class Ranked:
+    id: str
+    similarity: float
+    text: float
+    matched: frozenset[str]
+    #: the memory has a vector of the query's model (a meaning match, however weak)
+    has_vector: bool = False
+
+    def score(self, weight_text: float) -> float:
+        """What `rank` orders by, in [0, 1]."""
+        s = weight_text * float(self.text**TEXT_POWER) + (1.0 - weight_text) * max(self.similarity, 0.0)
+        return min(1.0, max(0.0, s))
+
+
+@dataclass
+class _Row:
+    id: str
+    terms: Counter[str]
+    length: int
+    ns_path: frozenset[str]
+    metadata: dict[str, Any]
+    expires_at: datetime | None
+    has_vector: bool
+
+
+class ScopeIndex:
+    """The memories of one scope for one embedding model."""
+
+    def __init__(self, model: str, dims: int, rev: int) -> None:
+        self.model = model
+        self.dims = dims
+        self.rev = rev
+        self.rows: list[_Row] = []
+        self.where: dict[str, int] = {}
+        self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
+        #: each row's token count, beside the matrix (BM25's length norm, vectorised)
+        self.lengths: npt.NDArray[np.float64] = np.zeros(16, dtype=np.float64)
+        self.postings: dict[str, dict[int, int]] = {}
+        self.total_length = 0
+        self.n_postings = 0
+
+    # -- changes ------------------------------------------------------------------------------
+
+    def put(self, doc: Doc) -> None:
+        mid = str(doc["_id"])
+        self.remove(mid)
+        terms = Counter(tokens(str(doc.get("text") or "")))
+        vec = self._vector(doc)
+        at = len(self.rows)
+        if at == self.matrix.shape[0]:
+            grown = np.zeros((max(16, at * 2), self.dims), dtype=np.float32)
+            grown[:at] = self.matrix[:at]
+            self.matrix = grown
+            longer = np.zeros(grown.shape[0], dtype=np.float64)
+            longer[:at] = self.lengths[:at]
+            self.lengths = longer
+        self.matrix[at] = 0.0 if vec is None else vec
+        ns = doc.get("ns_path") or []
+        expires = doc.get("expires_at")
+        self.rows.append(
+            _Row(
+                mid,
+                terms,
+                sum(terms.values()),
+                frozenset(ns if isinstance(ns, list) else [ns]),
+                dict(doc.get("metadata") or {}),
+                None if expires is None else as_utc(expires),
+                vec is not None,
+            )
+        )
+        self.where[mid] = at
+        self.lengths[at] = self.rows[at].length
+        for term, tf in terms.items():
+            self.postings.setdefault(term, {})[at] = tf
+        self.total_length += self.rows[at].length
+        self.n_postings += len(terms)
+
+    def remove(self, mid: str) -> None:
+        at = self.where.pop(mid, None)
+        if at is None:
+            return
+        row = self.rows[at]
+        for term in row.terms:
+            posting = self.postings[term]
+            del posting[at]
+            if not posting:
+                del self.postings[term]
+        self.total_length -= row.length
+        self.n_postings -= len(row.terms)
+        last = len(self.rows) - 1
+        if at != last:  # the last row moves into the hole
+            moved = self.rows[last]
+            self.rows[at] = moved
+            self.matrix[at] = self.matrix[last]
+            self.lengths[at] = self.lengths[last]
+            self.where[moved.id] = at
+            for term in moved.terms:
+                posting = self.postings[term]
+                posting[at] = posting.pop(last)
+        self.rows.pop()
+
+    def _vector(self, doc: Doc) -> npt.NDArray[np.float32] | None:
+        raw = doc.get("embedding")
+        if raw is None or doc.get("embedding_model") != self.model:
+            return None
+        try:
+            vec = np.array(unpack(raw), dtype=np.float32)
+        except ValueError:
+            return None
+        norm = float(np.linalg.norm(vec))
+        if vec.shape != (self.dims,) or not math.isfinite(norm) or norm == 0.0:
+            return None
+        return vec / norm
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def nbytes(self) -> int:
+        """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
+        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + len(self.rows) * _ROW_BYTES
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def rank(
+        self,
+        vector: list[float] | None,
+        query_tokens: list[str],
+        *,
+        now: datetime,
+        ns_path: str | None,
+        metadata: dict[str, Any],
+        depth: int,
+        weight_text: float,
+        weight_vector: float,
+    ) -> list[Ranked]:
+        """The `depth` best live memories matching the filters, by `weight_text * text ** TEXT_POWER
+        + weight_vector * max(similarity, 0)` (`Ranked.score`), best first (ties by id)."""
+        n = len(self.rows)
+        if n == 0:
+            return []
+        sims = np.zeros(n, dtype=np.float32)
+        if vector is not None:
+            q = np.asarray(vector, dtype=np.float32)
+            qn = float(np.linalg.norm(q))
+            if qn > 0 and math.isfinite(qn):
+                sims = self.matrix[:n] @ (q / qn)
+        text = np.zeros(n, dtype=np.float64)
+        avg = (self.total_length / n) or 1.0
+        norms = K1 * (1.0 - B + B * self.lengths[:n] / avg)
+        upper = 0.0
+        for term in query_tokens:
+            posting = self.postings.get(term, {})
+            df = len(posting)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            upper += idf  # one occurrence in a memory of average length earns idf
+            if df:
+                at = np.fromiter(posting.keys(), dtype=np.int64, count=df)
+                tf = np.fromiter(posting.values(), dtype=np.float64, count=df)
+                text[at] += idf * tf * (K1 + 1.0) / (tf + norms[at])
+        if upper > 0:
+            text = np.minimum(text / upper, 1.0)
+        combined = weight_text * text**TEXT_POWER + weight_vector * np.clip(sims, 0.0, 1.0)
+        usable = self._usable(now, ns_path, metadata)
+        combined = np.where(usable, combined, -np.inf)
+        k = min(depth, int(usable.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-combined, k - 1)[:k] if k < n else np.arange(n)
+        order = sorted(top.tolist(), key=lambda i: (-float(combined[i]), self.rows[i].id))
+        qset = set(query_tokens)
+        return [
+            Ranked(
+                self.rows[i].id,
+                float(sims[i]) if self.rows[i].has_vector else 0.0,
+                float(text[i]),
+                frozenset(t for t in qset if t in self.rows[i].terms),
+                self.rows[i].has_vector and vector is not None and weight_vector > 0,
+            )
+            for i in order
+        ]
+
+    def _usable(self, now: datetime, ns_path: str | None, metadata: dict[str, Any]) -> npt.NDArray[np.bool_]:
+        out = np.ones(len(self.rows), dtype=bool)
+        if ns_path is None and not metadata and all(r.expires_at is None for r in self.rows):
+            return out
+        for i, row in enumerate(self.rows):
+            expired = row.expires_at is not None and row.expires_at <= now
+            elsewhere = ns_path is not None and ns_path not in row.ns_path
+            if expired or elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
+                out[i] = False
+        return out
+
+
+def matches(held: object, wanted: object) -> bool:
+    """MongoDB's equality on a field: equal, or an array holding the value."""
+    if held == wanted:
+        return True
+    return isinstance(held, list) and wanted in held

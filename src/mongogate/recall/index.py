@@ -49,7 +49,10 @@ async def bump(revisions: AsyncCollection[Doc], scope: Scope, *memory_ids: str) 
         return
     await revisions.update_one(
         {"_id": scope_key(scope)},
-        {"$inc": {"rev": len(memory_ids)}, "$push": {"changes": {"$each": list(memory_ids), "$slice": -CHANGES}}},
+        {
+            "$inc": {"rev": len(memory_ids)},
+            "$push": {"changes": {"$each": list(memory_ids), "$slice": -CHANGES}},
+        },
         upsert=True,
     )
 

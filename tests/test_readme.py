@@ -109,6 +109,8 @@ COVERED = {
     "mongogate client-config CLIENT": "synopsis: tests/test_cli_client_config.py runs every CLIENT",
     "mongogate engine start|stop|status": "tests/test_engine.py",
     ".venv/bin/python examples/long_term_memory.py": "tests/test_examples.py",
+    ".venv/bin/python examples/long_conversation.py": "tests/test_examples.py (200 turns, flat context)",
+    "mongogate memory export": "tests/recall/test_bulk.py (the command line, export then import)",
     "mongogate config-doc --output docs/configuration.md": "tests/test_config_doc.py (up to date)",
 }
 

@@ -146,8 +146,14 @@ class MongogateStore(BaseStore):
         if limit == 0:
             return []
         if op.query:
+            # LangGraph's search ranks and never filters by relevance: no min_score floor
             found = await self._memory.recall(
-                self.scope, op.query, namespace=ns, limit=limit + offset, metadata=op.filter or None
+                self.scope,
+                op.query,
+                namespace=ns,
+                limit=limit + offset,
+                metadata=op.filter or None,
+                min_score=0,
             )
             return [
                 _search_item(m.namespace, m.key or m.id, m.metadata, m.created_at, m.updated_at, m.score)

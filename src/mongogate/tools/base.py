@@ -203,7 +203,7 @@ def _numeric_only(prop: dict[str, Any]) -> bool:
 def refuse_booleans_as_numbers(kwargs: Mapping[str, Any], schema: dict[str, Any]) -> None:
     """A JSON `true` is never the integer 1 (pydantic's lax mode would take it): an argument, or
     an element of an array argument, whose schema allows only numbers is refused when boolean,
-    in the words `describe_validation` uses. Query tools' own schemas are refused the same way."""
+    in the words `describe_validation` uses. Query tools' own schemas refuse them in their own words."""
     props: dict[str, Any] = schema.get("properties") or {}
     for name, value in kwargs.items():
         prop = props.get(name)
@@ -292,6 +292,9 @@ def make_tool(
     limits: Mapping[str, object] | None = None,
 ) -> Tool:
     schema = parameters or json.loads(_input_schema(input_model))
+    # pydantic's lax mode would take `true` as 1; a tool with its own schema (a query tool) is
+    # checked by jsonschema, which refuses booleans in its own words ([limit_invalid], audited)
+    lax = parameters is None
     if limits is not None:  # descriptions and limits from the settings the stores enforce
         schema = fill_limits(schema, limits)
     key_caps = key_caps_from_schema(schema)  # once per tool, not per call
@@ -309,7 +312,8 @@ def make_tool(
             if required_scopes:
                 app.require_scopes(principal, list(required_scopes), name)
             call = Call(app=app, principal=principal, request_id=request_id, tool=name)
-            refuse_booleans_as_numbers(kwargs, schema)
+            if lax:
+                refuse_booleans_as_numbers(kwargs, schema)
             try:
                 args = input_model.model_validate(kwargs)
             except ValidationError as e:

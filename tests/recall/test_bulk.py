@@ -14,7 +14,8 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.recall.bulk import export_lines, import_lines, read_lines
+from mongogate.config import LongTermSettings
+from mongogate.recall.bulk import LINE_SLACK, export_lines, import_lines, read_lines
 from mongogate.recall.model import Scope
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import EXE
@@ -154,3 +155,16 @@ async def test_the_command_line_imports_exports_and_reports(
     assert {d["author"] for d in docs} == {"dana"}
     missing = run("import", str(src))
     assert missing.returncode != 0 and "--tenant" in missing.stderr
+
+
+async def test_a_deeply_nested_line_is_one_bad_line_not_the_end_of_the_import(ltm: LongTermMemory) -> None:
+    """A line of 12,000 nested arrays (inside the default line limit) made json.loads raise
+    RecursionError, which ended the import after the batches before it had been written."""
+    deep = b"[" * 12_000 + b"]" * 12_000
+    default_limit = LongTermSettings().max_text_bytes + LINE_SLACK
+    assert len(deep) < default_limit
+    data = jsonl(GOOD[0], deep, b'{"text": "t", "metadata": {"a": ' + deep[:-2] + b"}}", GOOD[1])
+    report = await import_lines(ltm, ACME, read_lines(io.BytesIO(data), default_limit), batch=1)
+    assert report.counts() == {"created": 2, "updated": 0, "unchanged": 0, "bad": 2}
+    assert [n for n, _ in report.bad] == [2, 3]
+    assert all("nested too deeply" in why for _, why in report.bad)

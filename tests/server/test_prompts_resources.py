@@ -265,3 +265,23 @@ async def test_under_subject_scope_another_subjects_memory_reads_as_not_found(
             with pytest.raises(MCPError) as e:
                 await bob.read_resource(f"mongogate://memories/{mid}")
     assert e.value.error.code == -32602 and "[not_found]" in e.value.error.message
+
+
+async def test_a_lone_surrogate_id_or_a_huge_argument_name_is_invalid_params_and_short(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A session id holding a lone surrogate (JSON "\\ud800") reached the database and came back
+    as an internal error, from the prompt and from load_context alike; an unknown prompt argument
+    was echoed whole (a 100 kB name made a 100 kB error)."""
+    from tests.helpers import failure
+
+    async with Client(_server(engine_uri, db_name, tmp_path)) as c:
+        sid = await _conversation(c, 1)
+        with pytest.raises(MCPError) as bad_id:
+            await c.get_prompt("summarize_session", {"session_id": "a\ud800"})
+        assert bad_id.value.error.code == -32602
+        assert bad_id.value.error.message.startswith("[invalid_input] session_id ")
+        assert (await failure(c, "load_context", session_id="a\ud800")).startswith("[invalid_input] ")
+        with pytest.raises(MCPError) as big:
+            await c.get_prompt("summarize_session", {"session_id": sid, "x" * 100_000: "1"})
+        assert big.value.error.code == -32602 and len(big.value.error.message) < 1000

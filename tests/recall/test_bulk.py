@@ -168,3 +168,31 @@ async def test_a_deeply_nested_line_is_one_bad_line_not_the_end_of_the_import(lt
     assert report.counts() == {"created": 2, "updated": 0, "unchanged": 0, "bad": 2}
     assert [n for n, _ in report.bad] == [2, 3]
     assert all("nested too deeply" in why for _, why in report.bad)
+
+
+async def test_an_export_file_is_private_to_its_owner(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    """An export holds every memory of a scope (passwords people told the agent); it was created
+    with the umask's mode, readable by every local user under umask 022."""
+    config = tmp_path / "mongogate.toml"
+    config.write_text(
+        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path}"\n',
+        encoding="utf-8",
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(jsonl(GOOD[0]))
+    stale = tmp_path / "stale.jsonl"
+    stale.write_text("old\n", encoding="utf-8")
+    stale.chmod(0o644)
+    for out in (tmp_path / "out.jsonl", stale):
+        for args in (("import", str(src)), ("export", str(out))):
+            done = subprocess.run(
+                [*EXE, "memory", *args, "--tenant", "acme", "--config", str(config)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                umask=0o022,
+            )
+            assert done.returncode == 0, done.stderr
+        assert out.stat().st_mode & 0o077 == 0, oct(out.stat().st_mode)
+        assert "korMoran-77" in out.read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ on its own thread), so "a tenant's slots are all taken" is a fact, not a timing.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,7 +176,7 @@ async def test_prompts_and_resources_take_the_tenants_slots_like_tool_calls(
             await anyio.sleep(0.005)
         hc, client = _client(url, settings, "flood")
         async with hc, client as c:
-            requests = (
+            requests: tuple[Callable[[], Awaitable[object]], ...] = (
                 lambda: c.list_resources(),
                 lambda: c.read_resource("mongogate://sessions"),
                 lambda: c.get_prompt("summarize_session", {"session_id": "s1"}),

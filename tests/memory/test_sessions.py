@@ -196,3 +196,10 @@ async def test_lost_lease_is_still_lease_lost_not_not_found(store: MemoryStore, 
     assert first.lease_id is not None and second.lease_id is not None
     with pytest.raises(LeaseLost):
         await turns.end_turn("acme", sid, "t1", first.lease_id, "a")
+
+
+async def test_a_cursor_holding_a_lone_surrogate_is_invalid_input(store: MemoryStore) -> None:
+    """base64url of [0, "\\ud800"] decoded to a session id BSON cannot encode: list_sessions (and
+    resources/list, which pages with the same cursor) answered with an internal error."""
+    with pytest.raises(InvalidInput, match="cursor is not one list_sessions returned"):
+        await store.list_sessions("acme", cursor="WzAsIlx1ZDgwMCJd")

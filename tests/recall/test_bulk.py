@@ -14,7 +14,8 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
-from mongogate.recall.bulk import export_lines, import_lines, read_lines
+from mongogate.config import LongTermSettings
+from mongogate.recall.bulk import LINE_SLACK, export_lines, import_lines, read_lines
 from mongogate.recall.model import Scope
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import EXE
@@ -166,3 +167,44 @@ async def test_imported_memories_reach_an_index_already_loaded(ltm: LongTermMemo
     await import_lines(ltm, ACME, lines_of(jsonl(*GOOD[:3])))
     after = await ltm.recall(ACME, "office wifi password", min_score=0)
     assert after.memories and after.memories[0].text == GOOD[0]["text"]
+
+
+async def test_a_deeply_nested_line_is_one_bad_line_not_the_end_of_the_import(ltm: LongTermMemory) -> None:
+    """A line of 12,000 nested arrays (inside the default line limit) made json.loads raise
+    RecursionError, which ended the import after the batches before it had been written."""
+    deep = b"[" * 12_000 + b"]" * 12_000
+    default_limit = LongTermSettings().max_text_bytes + LINE_SLACK
+    assert len(deep) < default_limit
+    data = jsonl(GOOD[0], deep, b'{"text": "t", "metadata": {"a": ' + deep[:-2] + b"}}", GOOD[1])
+    report = await import_lines(ltm, ACME, read_lines(io.BytesIO(data), default_limit), batch=1)
+    assert report.counts() == {"created": 2, "updated": 0, "unchanged": 0, "bad": 2}
+    assert [n for n, _ in report.bad] == [2, 3]
+    assert all("nested too deeply" in why for _, why in report.bad)
+
+
+async def test_an_export_file_is_private_to_its_owner(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    """An export holds every memory of a scope (passwords people told the agent); it was created
+    with the umask's mode, readable by every local user under umask 022."""
+    config = tmp_path / "mongogate.toml"
+    config.write_text(
+        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path}"\n',
+        encoding="utf-8",
+    )
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(jsonl(GOOD[0]))
+    stale = tmp_path / "stale.jsonl"
+    stale.write_text("old\n", encoding="utf-8")
+    stale.chmod(0o644)
+    for out in (tmp_path / "out.jsonl", stale):
+        for args in (("import", str(src)), ("export", str(out))):
+            done = subprocess.run(
+                [*EXE, "memory", *args, "--tenant", "acme", "--config", str(config)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                umask=0o022,
+            )
+            assert done.returncode == 0, done.stderr
+        assert out.stat().st_mode & 0o077 == 0, oct(out.stat().st_mode)
+        assert "korMoran-77" in out.read_text(encoding="utf-8")

@@ -265,3 +265,44 @@ async def test_under_subject_scope_another_subjects_memory_reads_as_not_found(
             with pytest.raises(MCPError) as e:
                 await bob.read_resource(f"mongogate://memories/{mid}")
     assert e.value.error.code == -32602 and "[not_found]" in e.value.error.message
+
+
+async def test_a_lone_surrogate_id_or_a_huge_argument_name_is_invalid_params_and_short(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """A session id holding a lone surrogate (JSON "\\ud800") reached the database and came back
+    as an internal error, from the prompt and from load_context alike; an unknown prompt argument
+    was echoed whole (a 100 kB name made a 100 kB error)."""
+    from tests.helpers import failure
+
+    async with Client(_server(engine_uri, db_name, tmp_path)) as c:
+        sid = await _conversation(c, 1)
+        with pytest.raises(MCPError) as bad_id:
+            await c.get_prompt("summarize_session", {"session_id": "a\ud800"})
+        assert bad_id.value.error.code == -32602
+        assert bad_id.value.error.message.startswith("[invalid_input] session_id ")
+        assert (await failure(c, "load_context", session_id="a\ud800")).startswith("[invalid_input] ")
+        with pytest.raises(MCPError) as big:
+            await c.get_prompt("summarize_session", {"session_id": sid, "x" * 100_000: "1"})
+        assert big.value.error.code == -32602 and len(big.value.error.message) < 1000
+
+
+async def test_a_context_resource_of_quote_heavy_messages_stays_within_the_response_cap(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """The context resource is JSON inside the reply's JSON string, so each escape is paid twice;
+    the budget counted it once, and messages of '"' made a reply larger than
+    limits.max_response_bytes (about twice the budget's room)."""
+    cap = 262_144
+    over: dict[str, Any] = {
+        "memory": {"max_message_bytes": 32_768, "max_state_bytes": 32_768},
+        "limits": {"max_response_bytes": cap},
+    }
+    async with Client(_server(engine_uri, db_name, tmp_path, **over)) as c:
+        sid = str((await ok(c, "create_session", title="chat"))["session_id"])
+        for t in range(8):
+            await ok(c, "append", session_id=sid, turn_id=f"t{t}", role="user", content='"' * 32_768)
+        read = await c.read_resource(f"mongogate://sessions/{sid}/context")
+        assert len(read.model_dump_json(by_alias=True, exclude_none=True).encode()) <= cap
+        doc = _json(read)
+        assert doc["size_capped"] is True and doc["messages"]  # the newest that fit, not none

@@ -8,7 +8,7 @@ on its own thread), so "a tenant's slots are all taken" is a fact, not a timing.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +144,50 @@ async def test_a_released_slot_goes_to_the_first_waiter() -> None:
                 await anyio.sleep(0)
         slots.release("t")
     assert order == [0, 1, 2] and slots._tenants == {}
+
+
+async def test_prompts_and_resources_take_the_tenants_slots_like_tool_calls(
+    served: tuple[str, Gate, Settings, TenantSlots],
+) -> None:
+    """A tenant whose slots and queue are full could still run resources/read, resources/list and
+    prompts/get (each a context read up to limits.max_response_bytes) without limit: only
+    tools/call took a slot."""
+    from mcp.shared.exceptions import MCPError
+
+    url, gate, settings, slots = served
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            hc, client = _client(url, settings, "flood")
+
+            async def hold(hc: Any = hc, client: Any = client) -> None:
+                async with hc, client as c:
+                    await c.call_tool("hold", {})
+
+            tg.start_soon(hold)
+        await gate.wait_entered(2)
+        hq, queued = _client(url, settings, "flood")
+
+        async def wait_in_queue() -> None:
+            async with hq, queued as c:
+                await c.call_tool("list_sessions", {})
+
+        tg.start_soon(wait_in_queue)
+        while slots.waiting("flood") < 1:
+            await anyio.sleep(0.005)
+        hc, client = _client(url, settings, "flood")
+        async with hc, client as c:
+            requests: tuple[Callable[[], Awaitable[object]], ...] = (
+                lambda: c.list_resources(),
+                lambda: c.read_resource("mongogate://sessions"),
+                lambda: c.get_prompt("summarize_session", {"session_id": "s1"}),
+            )
+            try:
+                for request in requests:
+                    with pytest.raises(MCPError) as busy:
+                        await request()
+                    assert busy.value.error.message.startswith("[busy] (retryable) ")
+                ho, other = _client(url, settings, "quiet")
+                async with ho, other as q:
+                    assert (await q.list_resources()).resources  # another tenant is not held
+            finally:
+                gate.go.set()

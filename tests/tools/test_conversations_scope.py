@@ -140,3 +140,23 @@ async def test_prompts_and_resources_follow_the_same_conversations_as_the_tools(
         assert "walrus" in str(own.contents[0])
         prompt = await alice.get_prompt("summarize_session", {"session_id": sid})
         assert "walrus" in str(prompt.messages[0].content)
+
+
+async def test_compact_context_follows_the_same_conversations_as_the_tools(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Under per-subject conversations `compact_context` wrote by the plain tenant: alice could
+    not compact her own session ([not_found]) while every other tool found it."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"scope": "subject"}}
+    )
+    async with two_subjects(settings) as (alice, bob, _):
+        sid = await talk(alice, "my locker code is walrus")
+        assert (
+            await failure(bob, "compact_context", session_id=sid, through_seq=2, summary="bob was here")
+        ).startswith("[not_found]")
+        done = await ok(alice, "compact_context", session_id=sid, through_seq=2, summary="locker: walrus")
+        assert done["status"] == "inserted"
+        ctx = await ok(alice, "load_context", session_id=sid)
+        assert ctx["summary"]["text"] == "locker: walrus"
+        assert ctx["messages"] == []

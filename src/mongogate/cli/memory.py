@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mongogate.cli.common import settings_from
 from mongogate.config import Settings
@@ -106,7 +107,7 @@ async def _bulk(
     await store.ensure_indexes()
     if args.action == "export":
         count = 0
-        out = sys.stdout if args.file == "-" else Path(args.file).open("w", encoding="utf-8")  # noqa: SIM115
+        out = sys.stdout if args.file == "-" else _private_text_file(Path(args.file))
         try:
             async for line in export_lines(store, scope, namespace=args.namespace):
                 out.write(line + "\n")
@@ -148,6 +149,17 @@ async def _bulk(
             + f" ({report.done} memories in {seconds:.1f} s, {rate:.0f}/s)"
         ]
     return lines, 1 if report.bad else 0
+
+
+def _private_text_file(path: Path) -> IO[str]:
+    """The export file, readable by its owner only (it holds every memory of a scope): created
+    0600 whatever the umask, an existing file truncated and made 0600, a symlink refused."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise ConfigError(f"cannot write the export to {path}: {e.strerror}") from None
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 def cmd_memory(args: argparse.Namespace) -> int:

@@ -29,6 +29,8 @@ def check_id(value: object, what: str, max_len: int) -> str:
         raise InvalidInput(f"{what} is {len(value)} characters long; the maximum is {max_len}")
     if ":" in value or any(_invisible(c) for c in value):
         raise InvalidInput(f"{what} {value[:40]!r} may not contain ':' or control characters")
+    if any("\ud800" <= c <= "\udfff" for c in value):  # BSON cannot store it: not an internal error
+        raise InvalidInput(f"{what} {value[:40]!r} is not valid Unicode (it holds a lone surrogate)")
     return value
 
 

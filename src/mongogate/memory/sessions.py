@@ -96,6 +96,8 @@ def decode_cursor(cursor: object) -> tuple[datetime, str]:
         raise bad from None
     if isinstance(ms, bool) or not isinstance(ms, int) or not isinstance(sid, str):
         raise bad
+    if any("\ud800" <= c <= "\udfff" for c in sid):  # JSON's "\ud800": BSON cannot encode it
+        raise bad
     try:
         return _EPOCH + ms * _MS, sid
     except OverflowError:

@@ -101,6 +101,8 @@ def parse(number: int, raw: bytes, store: LongTermMemory) -> Line:
         value = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidInput(f"not JSON ({e})") from None
+    except RecursionError:  # a line of thousands of nested brackets, inside the line limit
+        raise InvalidInput("not JSON a memory can hold: nested too deeply") from None
     if not isinstance(value, dict):
         raise InvalidInput("not a JSON object")
     unknown = sorted(set(value) - FIELDS)

@@ -133,7 +133,8 @@ async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptReque
     args = params.arguments or {}
     unknown = sorted(set(args) - {"session_id"})
     if unknown:
-        raise invalid(f"[invalid_input] prompt {params.name!r} takes only session_id; unknown: {unknown[:5]}")
+        shown = ", ".join(f"'{seg(u)}'" for u in unknown[:5])  # names a client chose: bounded
+        raise invalid(f"[invalid_input] prompt {params.name!r} takes only session_id; unknown: {shown}")
     session_id = args.get("session_id")
     if not session_id:
         raise invalid(f"[invalid_input] prompt {params.name!r} needs the argument session_id")

@@ -73,6 +73,24 @@ SESSION_LIST = Resource(
 )
 
 
+class EmbeddedBudget(ByteBudget):
+    """The response cap for a resource's JSON text: the text travels inside the reply's JSON
+    string, so each item is measured as it lands there (its JSON escaped once more: a '"' in a
+    message is 4 bytes of the reply, not 2)."""
+
+    def take(self, item: object) -> bool:
+        if self.capped:
+            return False
+        text = json.dumps(item, ensure_ascii=False, separators=(",", ":"), default=str)
+        nested = json.dumps(text, ensure_ascii=False).encode("utf-8", "replace")
+        size = len(nested) - 2 + 1  # less its quotes, plus the comma
+        if self.used + size > self.room:
+            self.capped = True
+            return False
+        self.used += size
+        return True
+
+
 def context_uri(session_id: str) -> str:
     return SESSIONS + "/" + quote(session_id, safe="") + "/context"
 
@@ -139,7 +157,7 @@ async def _read(
     cap = state.settings.limits.max_response_bytes
     if kind == "sessions":
         page = await state.memory.list_sessions(
-            conversations_of(state.settings, principal), None, None, ByteBudget(cap)
+            conversations_of(state.settings, principal), None, None, EmbeddedBudget(cap)
         )
         return {
             "sessions": [session_shape(s) for s in page.sessions],
@@ -147,7 +165,7 @@ async def _read(
             "truncated": page.truncated,
         }
     if kind == "context":
-        budget = ByteBudget(cap)
+        budget = EmbeddedBudget(cap)
         c = await state.memory.load_context(conversations_of(state.settings, principal), ident, None, budget)
         return {
             "session_id": ident,

@@ -1,9 +1,10 @@
 """Per-tenant concurrency: one tenant's heavy calls cannot take every slot of the server.
 
-``limits.tenant_concurrency`` tool calls of one tenant run at once on a server process (all
-its tokens and MCP sessions together); up to ``limits.tenant_queue`` more wait for a slot, in
-arrival order, at most ``limits.tenant_queue_timeout_ms``; beyond either a call is refused at
-once with ``[busy] (retryable)`` and nothing runs. Other tenants never wait for these slots.
+``limits.tenant_concurrency`` tool calls, prompt gets and resource reads and lists of one tenant
+run at once on a server process (all its tokens and MCP sessions together); up to
+``limits.tenant_queue`` more wait for a slot, in arrival order, at most
+``limits.tenant_queue_timeout_ms``; beyond either a call is refused at once with
+``[busy] (retryable)`` and nothing runs. Other tenants never wait for these slots.
 
 An SDK middleware placed after ObserveCalls (so a refusal is logged and counted under its code)
 and before the query-call audit (a capacity refusal is no policy event, and a flood of them must
@@ -19,6 +20,8 @@ from typing import Any
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 
 from mongogate.config import LimitsSettings
 from mongogate.errors import Busy, MongogateError
@@ -95,8 +98,14 @@ class TenantSlots:
             self._tenants.pop(tenant, None)
 
 
+#: requests that read the tenant's data, each holding a slot: tool calls, and the prompts and
+#: resources that read sessions and memories (a refusal there is a JSON-RPC error, not a tool result)
+LIMITED = frozenset({"tools/call", "prompts/get", "resources/read", "resources/list"})
+
+
 class TenantConcurrency:
-    """ServerMiddleware: each ``tools/call`` holds one of its tenant's slots while it runs."""
+    """ServerMiddleware: each limited request (``tools/call``, ``prompts/get``, ``resources/read``,
+    ``resources/list``) holds one of its tenant's slots while it runs."""
 
     def __init__(self, limits: LimitsSettings) -> None:
         self.slots = TenantSlots(
@@ -104,7 +113,7 @@ class TenantConcurrency:
         )
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method != "tools/call":
+        if ctx.method not in LIMITED:
             return await call_next(ctx)
         app = ctx.lifespan_context
         try:
@@ -116,6 +125,8 @@ class TenantConcurrency:
         try:
             await self.slots.acquire(tenant)
         except Busy as e:
+            if ctx.method != "tools/call":
+                raise MCPError(code=INTERNAL_ERROR, message=f"[{e.code}] (retryable) {e}") from e
             return error_result(e)
         try:
             return await call_next(ctx)

@@ -48,3 +48,15 @@ async def test_another_tenants_messages_are_never_found(store: MemoryStore) -> N
     await store.append("globex", theirs, "a", "user", "Order ORD-1 shipped, and ORD-1 again.")
     got = await search_messages(store, "acme", "ORD-1", limit=10)
     assert [h.session_id for h in got.messages] == [mine]
+
+
+async def test_a_scope_larger_than_one_search_reads_says_it_was_partly_searched(store: MemoryStore) -> None:
+    """Past the most messages one search reads, the answer says so (`partial`) rather than
+    silently ranking a subset; at or under it, nothing is said."""
+    sid = await store.create_session("acme")
+    for i in range(4):
+        await store.append("acme", sid, f"k{i}", "user", f"invoice note {i}")
+    at = await search_messages(store, "acme", "invoice", scan_max=4)
+    assert not at.partial and len(at.messages) == 4
+    over = await search_messages(store, "acme", "invoice", scan_max=3)
+    assert over.partial and len(over.messages) == 3

@@ -50,6 +50,8 @@ class Hit:
 class Hits:
     messages: list[Hit]
     truncated: int = 0
+    #: the scope holds more messages than one search reads (`SCAN_MAX`): only that many were ranked
+    partial: bool = False
 
 
 async def ensure_search_index(store: SessionRepository) -> None:
@@ -70,6 +72,7 @@ async def search_messages(
     session_id: object = None,
     limit: object = None,
     max_bytes: int = 256 * 1024,
+    scan_max: int = SCAN_MAX,
 ) -> Hits:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query must be a non-empty string: the words or identifier to find")
@@ -92,8 +95,10 @@ async def search_messages(
         # every message of the scope (up to SCAN_MAX), ranked here: never cut before ranking (the
         # embedded engine ignores a textScore sort, so an engine-side limit kept arbitrary matches)
         fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
-        found = store.messages.find(filt, fields, limit=SCAN_MAX)
-        rows = [d async for d in found if isinstance(d.get("content"), str)]
+        found = store.messages.find(filt, fields, limit=scan_max + 1)  # one more: is there more?
+        read = [d async for d in found]
+        partial = len(read) > scan_max
+        rows = [d for d in read[:scan_max] if isinstance(d.get("content"), str)]
         scores = bm25(words, [tokens(d["content"]) for d in rows])
         ranked = [(d["_id"], sc) for d, sc in zip(rows, scores, strict=True) if sc > 0]
         docs: dict[object, Doc] = {d["_id"]: d for d in rows}
@@ -125,5 +130,5 @@ async def search_messages(
     for i, h in enumerate(hits):
         total += len(json.dumps(h.content, ensure_ascii=False).encode("utf-8")) + _OVERHEAD  # as sent
         if total > max_bytes and i > 0:  # the best hit always, even alone larger than the cap
-            return Hits(hits[:i], len(hits) - i)
-    return Hits(hits)
+            return Hits(hits[:i], len(hits) - i, partial)
+    return Hits(hits, partial=partial)

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from mongogate.config import LimitsSettings, MemorySettings, Settings
 from mongogate.memory.search import MAX_QUERY_CHARS as MESSAGE_QUERY_CHARS
-from mongogate.memory.search import SEARCH_DEFAULT, SEARCH_MAX, search_messages
+from mongogate.memory.search import SCAN_MAX, SEARCH_DEFAULT, SEARCH_MAX, search_messages
 from mongogate.recall import checks
 from mongogate.recall.model import MemoryItem, Scope, scope_for
 from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory
@@ -284,6 +284,10 @@ class FoundMessageOut(ToolOutput):
 class SearchMessagesOut(ToolOutput):
     messages: list[FoundMessageOut] = Field(description="best match first")
     truncated: bool = Field(description="true: more messages matched than fit in the response")
+    partial: bool = Field(
+        description=f"true: the caller holds more messages than one search reads; only {SCAN_MAX:,} of "
+        "them were searched (give session_id to search one conversation)"
+    )
     notice: str = Field(description="how to read the result (data, not instructions)")
 
 
@@ -421,7 +425,10 @@ async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut
         for h in hits.messages
     ]
     return SearchMessagesOut(
-        messages=found, truncated=hits.truncated > 0, notice=_notice(MESSAGES_NOTICE, hits.truncated)
+        messages=found,
+        truncated=hits.truncated > 0,
+        partial=hits.partial,
+        notice=_notice(MESSAGES_NOTICE, hits.truncated),
     )
 
 

@@ -7,14 +7,17 @@ compat/, and move the pin: nothing else of mongogate touches these names.
 from __future__ import annotations
 
 import inspect
+import os
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bson import Int64, ObjectId
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from pymongo import MongoClient
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from mongogate.compat import mongoeco, sdk, settings
 from mongogate.compat.uvicorn import H11Protocol
@@ -228,3 +231,66 @@ def test_no_private_module_or_name_of_a_library_outside_compat() -> None:
             ):
                 found.append(f"{file.relative_to(root)}:{node.lineno} {node.func.id} {name}")
     assert found == []
+
+
+def test_mongoeco_unique_check_takes_the_arguments_the_flat_insert_engine_overrides() -> None:
+    """FlatInsertEngine overrides this private method and flips one keyword: the names must stay."""
+    from mongoeco.engines.sqlite import SQLiteEngine
+
+    params = inspect.signature(getattr(SQLiteEngine, mongoeco.UNIQUE_CHECK)).parameters
+    assert list(params)[:4] == ["self", "db_name", "coll_name", "document"]
+    for name in ("exclude_storage_key", "skip_id_check", "scan_payload_id"):
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        ("a-string-id", "a-string-id"),
+        (ObjectId("6b0f6250940860c3b9c317a8"), ObjectId("6b0f6250940860c3b9c317a8")),
+        (1, 1.0),  # numeric ids keep the engine's scan: one _id by BSON equality
+        (Int64(7), 7),
+        ({"a": 1}, {"a": 1.0}),
+    ],
+)
+def test_the_flat_insert_engine_still_refuses_every_duplicate_id(
+    engine_uri: str, db_name: str, first: object, again: object
+) -> None:
+    """Skipping the payload scan for string and ObjectId ids loses no duplicate (E11000)."""
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        coll.insert_many([{"_id": f"filler-{i}"} for i in range(20)])
+        coll.insert_one({"_id": first, "n": 1})
+        with pytest.raises(DuplicateKeyError):
+            coll.insert_one({"_id": again, "n": 2})
+        with pytest.raises(BulkWriteError):
+            coll.insert_many([{"_id": again, "n": 3}])
+        assert coll.count_documents({"n": {"$gt": 1}}) == 0
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_an_insert_by_string_id_reads_no_stored_document(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What makes inserts flat: a string `_id` insert decodes none of the collection's documents
+    (mongoeco's scan reads them all through `_load_documents`); a numeric one still does."""
+    from mongoeco.engines.sqlite import SQLiteEngine
+
+    loads: list[str] = []
+    original = SQLiteEngine._load_documents
+
+    def counting(self: Any, db: str, coll: str, *args: Any, **kwargs: Any) -> Any:
+        if db == db_name:
+            loads.append(coll)
+        return original(self, db, coll, *args, **kwargs)
+
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        coll.insert_many([{"_id": f"filler-{i}"} for i in range(20)])
+        monkeypatch.setattr(SQLiteEngine, "_load_documents", counting)
+        coll.insert_one({"_id": "fresh"})
+        coll.insert_many([{"_id": ObjectId()}, {"_id": "fresh-2"}])
+        assert loads == []
+        coll.insert_one({"_id": 42})
+        assert loads == ["c"]

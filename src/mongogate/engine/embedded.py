@@ -42,7 +42,6 @@ class EmbeddedEngine:
 
     def start(self) -> str:
         try:
-            from mongoeco.engines.sqlite import SQLiteEngine
             from mongoeco.wire import AsyncMongoEcoProxyServer
             from mongoeco.wire.auth import WireAuthUser
         except ImportError as e:  # pragma: no cover - depends on the install
@@ -63,7 +62,9 @@ class EmbeddedEngine:
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="mongogate-embedded", daemon=True)
         self._thread.start()
-        sqlite = SQLiteEngine(str(self.data_file), executor_workers=2)
+        from mongogate.compat.mongoeco import FlatInsertEngine  # inserts flat in collection size
+
+        sqlite = FlatInsertEngine(str(self.data_file), executor_workers=2)
         server: Any
         if self.socket_path is not None:
             from mongogate.compat.mongoeco import UnixProxyServer

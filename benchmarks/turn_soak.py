@@ -55,8 +55,14 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, env: dict[str, str], data: Path) -> None:
+    def __init__(self, env: dict[str, str], data: Path, *, skew_ms: int = 0) -> None:
         self.env, self.data, self.port = env, data, free_port()
+        #: a clock skewed ahead runs through the test harness (tests/fault_harness.py)
+        self.exe = (
+            [sys.executable, "-m", "tests.fault_harness", "--clock-skew-ms", str(skew_ms)]
+            if skew_ms
+            else [sys.executable, "-m", "mongogate.cli"]
+        )
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -64,7 +70,7 @@ class Server:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "mongogate.cli", "serve", "--http", "--insecure-no-auth"]
+        cmd = [*self.exe, "serve", "--http", "--insecure-no-auth"]
         self.proc = subprocess.Popen(
             [*cmd, "--port", str(self.port)],
             env=self.env,
@@ -137,6 +143,33 @@ async def verify(messages: Any, sid: str, tid: str, acked: str, told_false: list
     await messages.delete_many({"session_id": sid, "turn_id": tid})  # keep the collection small
 
 
+async def _open_session(servers: list[Server]) -> str:
+    while True:
+        try:
+            ok, res = await call(random.choice(servers).url, "create_session", {})
+            if ok:
+                return str(res["session_id"])
+        except Exception:
+            await anyio.sleep(0.1)
+
+
+async def _end_turn(servers: list[Server], sid: str, tid: str, lease: str, reply: str) -> str | None:
+    """The same lease, on either server, until it is decided: the reply when acknowledged, None
+    when refused (lease_lost: begin_turn again decides)."""
+    for _ in range(20):
+        try:
+            ok, _res = await call(
+                random.choice(servers).url,
+                "end_turn",
+                {"session_id": sid, "turn_id": tid, "lease_id": lease, "reply": reply},
+            )
+        except Exception:
+            await anyio.sleep(0.05)
+            continue
+        return reply if ok else None
+    return None
+
+
 async def kill_scenario(servers: list[Server], messages: Any, seconds: float, lanes: int) -> Stats:
     st = Stats()
     stop_at = time.monotonic() + seconds
@@ -150,13 +183,7 @@ async def kill_scenario(servers: list[Server], messages: Any, seconds: float, la
             await anyio.to_thread.run_sync(victim.start)
 
     async def lane(k: int) -> None:
-        sid = None
-        while sid is None:
-            try:
-                ok, res = await call(random.choice(servers).url, "create_session", {})
-                sid = res["session_id"] if ok else None
-            except Exception:
-                await anyio.sleep(0.1)
+        sid = await _open_session(servers)
         n = 0
         while time.monotonic() < stop_at:
             n += 1
@@ -190,27 +217,10 @@ async def kill_scenario(servers: list[Server], messages: Any, seconds: float, la
                     break
                 reply = f"answer {tid} #{attempt}"  # what "the model" said this time
                 told_false.append(reply)
-                for _ in range(20):  # the same lease, on either server, until it is decided
-                    try:
-                        ok, res = await call(
-                            random.choice(servers).url,
-                            "end_turn",
-                            {"session_id": sid, "turn_id": tid, "lease_id": res_lease(res), "reply": reply},
-                        )
-                    except Exception:
-                        await anyio.sleep(0.05)
-                        continue
-                    if ok:
-                        acked = reply
-                    break  # acknowledged, or refused (lease_lost): begin_turn again decides
-                if acked is None:
-                    continue
+                acked = await _end_turn(servers, sid, tid, str(res["lease_id"]), reply)
             if acked is not None:
                 st.acknowledged += 1
                 await verify(messages, sid, tid, acked, told_false, st)
-
-    def res_lease(res: Any) -> str:
-        return str(res["lease_id"])
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(killer)
@@ -297,7 +307,7 @@ async def main_async(seconds: float, lanes: int, record: bool) -> None:
             kill = await kill_scenario(servers, messages, seconds * 2 / 3, lanes)
             for s in servers:
                 s.stop()
-            a, b = Server(env, tmp), Server(env | {"MONGOGATE_TEST_CLOCK_SKEW_MS": "60000"}, tmp)
+            a, b = Server(env, tmp), Server(env, tmp, skew_ms=60_000)
             a.start()
             b.start()
             race = await race_scenario(a, b, messages, seconds / 3)

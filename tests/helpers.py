@@ -87,18 +87,29 @@ def send(proc: subprocess.Popen[str], msg: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def http_servers(*servers: tuple[dict[str, str], list[str]]) -> Iterator[list[str]]:
-    """Several `mongogate serve --http --insecure-no-auth` processes, each (env, extra args),
-    started together and then waited for (a start-up is mostly a fresh interpreter's imports,
-    which overlap); yields their MCP URLs in order, and stops them all."""
+def http_servers(
+    *servers: tuple[dict[str, str], list[str]] | tuple[dict[str, str], list[str], list[str]],
+) -> Iterator[list[str]]:
+    """Several `mongogate serve --http --insecure-no-auth` processes, each (env, extra args) or
+    (env, extra args, command: `fault_harness.command(...)` for test hooks), started together and
+    then waited for (a start-up is mostly a fresh interpreter's imports, which overlap); yields
+    their MCP URLs in order, and stops them all."""
     procs: list[subprocess.Popen[str]] = []
     ports: list[int] = []
     try:
-        for env, args in servers:
+        for env, args, *command in servers:
             ports.append(free_port())
             procs.append(
                 subprocess.Popen(
-                    [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(ports[-1]), *args],
+                    [
+                        *(command[0] if command else EXE),
+                        "serve",
+                        "--http",
+                        "--insecure-no-auth",
+                        "--port",
+                        str(ports[-1]),
+                        *args,
+                    ],
                     env=env,
                     cwd=ROOT,
                     stdout=subprocess.DEVNULL,

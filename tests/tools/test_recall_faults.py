@@ -27,7 +27,7 @@ def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
 
 async def killed_after_write(env: dict[str, str], args: dict[str, Any]) -> None:
     with pytest.raises(Exception):  # noqa: B017 - the connection dies with the server
-        async with Client(stdio(env, MONGOGATE_TEST_CRASH_AT="remember.after_write")) as c:
+        async with Client(stdio(env, crash_at="remember.after_write")) as c:
             await c.call_tool("remember", args)
 
 
@@ -60,3 +60,12 @@ async def test_retried_update_after_a_kill_is_one_new_version(env: dict[str, str
             (1, "Standup is at 9:30."),
             (2, "Standup moved to 10:00."),
         ]
+
+
+async def test_serve_reads_no_test_switch_from_the_environment(env: dict[str, str]) -> None:
+    """Test hooks are arguments (tests/fault_harness.py): the old `mongogate serve` read
+    MONGOGATE_TEST_CRASH_AT from its environment and died (exit 137) after the write."""
+    args = {"text": "The car is parked on level 3, spot 41."}
+    async with Client(stdio(env, MONGOGATE_TEST_CRASH_AT="remember.after_write")) as c:
+        first = await ok(c, "remember", **args)
+        assert first["status"] == "created"

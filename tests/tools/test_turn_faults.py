@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from mongogate.engine import client as engine_client
+from tests import fault_harness
 from tests.helpers import INITIALIZE, ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,10 +34,11 @@ def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
     }
 
 
-def stdio(env: dict[str, str], **extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "mongogate.cli", "serve"], env=env | extra, cwd=str(ROOT)
-    )
+def stdio(env: dict[str, str], *, crash_at: str | None = None, **extra: str) -> StdioServerParameters:
+    """`mongogate serve` over stdio, ``extra`` added to its environment; with ``crash_at`` it dies
+    (exit 137) at that point (tests/fault_harness.py)."""
+    exe, *args = fault_harness.command(crash=crash_at)
+    return StdioServerParameters(command=exe, args=[*args, "serve"], env=env | extra, cwd=str(ROOT))
 
 
 async def test_server_killed_after_taking_the_lease_the_retry_takes_over(env: dict[str, str]) -> None:
@@ -47,7 +49,7 @@ async def test_server_killed_after_taking_the_lease_the_retry_takes_over(env: di
     async with Client(stdio(env)) as c:
         sid = (await ok(c, "create_session"))["session_id"]
     with pytest.raises(Exception):  # noqa: B017 - the connection dies with the server
-        async with Client(stdio(env, MONGOGATE_TEST_CRASH_AT="begin_turn.after_lease")) as c:
+        async with Client(stdio(env, crash_at="begin_turn.after_lease")) as c:
             await c.call_tool("begin_turn", {"session_id": sid, "turn_id": "t1", "text": "hello?"})
     async with Client(stdio(env)) as c:  # a fresh server, at once: no waiting for expiry
         start = await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="hello?")

@@ -1,7 +1,7 @@
 """Issue 8.2 across two server processes on one database: 200 expiry races in `make soak`
 (20, the same test, in `make test`), 0 violations.
 
-Server B runs its clock 60 s ahead (`MONGOGATE_TEST_CLOCK_SKEW_MS`), so it sees A's lease as
+Server B runs its clock 60 s ahead (`tests/fault_harness.py --clock-skew-ms`), so it sees A's lease as
 expired at once: every trial is an end_turn on A racing a begin_turn on B at the expiry
 boundary, with no waiting. Odd trials race a different turn, even trials the same turn.
 Four sessions run their trials side by side.
@@ -20,6 +20,7 @@ from mcp import Client
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 
+from tests import fault_harness
 from tests.helpers import http_servers, ok, stress
 
 # 200 races (make soak) on one busy core need more than the suite's 120 s per-test cap.
@@ -85,7 +86,8 @@ async def test_expiry_race_over_two_server_processes(
         "MONGOGATE_AUTH__TENANT": "acme",
     }
     outcomes: Counter[str] = Counter()
-    with http_servers((env, []), (env | {"MONGOGATE_TEST_CLOCK_SKEW_MS": "60000"}, [])) as [url_a, url_b]:
+    ahead = fault_harness.command(skew_ms=60_000)
+    with http_servers((env, []), (env, [], ahead)) as [url_a, url_b]:
         async with Client(url_a) as a, Client(url_b) as b, AsyncMongoClient[dict[str, Any]](engine_uri) as mc:
             messages: AsyncCollection[dict[str, Any]] = mc[db_name]["messages"]
             sids = [(await ok(a, "create_session"))["session_id"] for _ in range(LANES)]

@@ -16,10 +16,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mongogate.errors import MongogateError
 from mongogate.version import __version__
+
+if TYPE_CHECKING:
+    from mongogate.assembly import Faults
+    from mongogate.clock import Clock
 
 
 def _command(argv: Sequence[str] | None) -> str | None:
@@ -105,13 +109,18 @@ def configure_logging(args: argparse.Namespace) -> None:
     configure(level, log_format)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, *, clock: Clock | None = None, faults: Faults | None = None
+) -> int:
+    """The `mongogate` command. ``clock`` and ``faults`` are test hooks `serve` hands to
+    build_server (mongogate/assembly.py; tests/fault_harness.py): none unless a caller passes them."""
     words = list(sys.argv[1:] if argv is None else argv)
     if _command(words) == "serve":
         # Start-up builds many long-lived objects (models, schemas, tools) and no garbage cycles:
         # the collector would walk them again and again. `serve` re-enables it (frozen) to serve.
         gc.disable()
     args = build_parser(words).parse_args(words)
+    args.clock, args.faults = clock, faults
     configure_logging(args)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -14,13 +14,16 @@ from mongogate.config import Settings
 from mongogate.errors import ConfigError
 from mongogate.specs import QueryToolSpec
 
+if TYPE_CHECKING:
+    from mongogate.tools.state import AppState
+
 
 async def _check(
     settings: Settings, allow_writable: bool, specs: list[QueryToolSpec], sample_size: int
 ) -> int:
+    from mongogate.assembly import build_services
     from mongogate.db import Database
     from mongogate.memory.sessions import retention_line
-    from mongogate.memory.store import MemoryStore
     from mongogate.privileges import check_query_user
 
     problems = 0
@@ -47,12 +50,12 @@ async def _check(
             print(line)
             for w in warnings:
                 print(f"WARNING {w}")
-        store = MemoryStore(db.memory, settings.memory)
-        await store.ensure_indexes()
-        idx = sorted(await store.messages.index_information())
+        services = build_services(settings, db)  # the server's stores (mongogate/assembly.py)
+        await services.memory.ensure_indexes()
+        idx = sorted(await services.memory.messages.index_information())
         print(f"indexes: ok (messages: {', '.join(idx)})")
         print(retention_line(settings.memory))
-        problems += await _check_long_term(db, settings, store)
+        problems += await _check_long_term(settings, services)
         for spec in specs:
             n = await db.query[spec.collection].estimated_document_count()
             print(f"query tool {spec.name}: collection {spec.collection!r} ({n} documents)")
@@ -75,22 +78,18 @@ async def _check(
     return 1 if problems else 0
 
 
-async def _check_long_term(db: Any, settings: Settings, store: Any) -> int:
+async def _check_long_term(settings: Settings, services: AppState) -> int:
     """Long-term memory: its indexes (created, idempotent), the vector path and the search index.
 
     A missing search index is a problem only when `vector_search = "atlas"` insists on it."""
-    from mongogate.memory.search import ensure_search_index
-    from mongogate.recall.embedding import make_embedder
-    from mongogate.recall.search import path_report
-    from mongogate.recall.store import LongTermMemory
+    from mongogate.assembly import ensure_memory_indexes
     from mongogate.recall.vectors import has_vector_search
 
-    ltm = LongTermMemory(db.memory, settings.memory.long_term, make_embedder(settings.memory.embedding))
-    await ltm.ensure_indexes()
-    await ensure_search_index(store)
+    report = await ensure_memory_indexes(services)
+    ltm = services.recall
     idx = sorted(await ltm.memories.index_information())
     print(f"long-term memory indexes: ok (memories: {', '.join(idx)})")
-    for line in await path_report(ltm):
+    for line in report:
         print(line)
     s = settings.memory.long_term
     if s.vector_search == "atlas" and not await has_vector_search(ltm.memories, s.vector_index_name):

@@ -158,7 +158,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise MongogateError("--insecure-no-auth is allowed on a loopback address only (e.g. 127.0.0.1)")
         settings = settings.model_copy(update={"auth": settings.auth.model_copy(update={"mode": "none"})})
     registry = registry_for(settings, args.demo)
+    from mongogate.assembly import NO_FAULTS
+    from mongogate.clock import SYSTEM_CLOCK
     from mongogate.server.checks import StartupChecks
+
+    # test hooks only a caller of cli.main passes (tests/fault_harness.py), never the environment
+    hooks: dict[str, Any] = {
+        "clock": getattr(args, "clock", None) or SYSTEM_CLOCK,
+        "faults": getattr(args, "faults", None) or NO_FAULTS,
+    }
 
     # build_server's checks, with the words of serve's flags in a refusal
     checks = StartupChecks(
@@ -172,12 +180,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # the demo's seeding) meanwhile, and a tool call waits for it. A failed check ends the
         # process with its one line.
         stdio = build_server(
-            settings, registry, transport="stdio", checks=checks, on_open_failure=_stdio_open_failed
+            settings, registry, transport="stdio", checks=checks, on_open_failure=_stdio_open_failed, **hooks
         )
         return _serve_stdio(stdio)
     # the checks run once, before the port is served (_preflight), not again in the lifespan
     server = build_server(
-        settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth, checks=None
+        settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth, checks=None, **hooks
     )
     from mongogate.demo import seeded_index
 

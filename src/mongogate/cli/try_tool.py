@@ -18,7 +18,7 @@ import anyio
 
 from mongogate.cli.common import registry_for, settings_from
 from mongogate.config import Settings
-from mongogate.errors import MongogateError, NotFound
+from mongogate.errors import MongogateError
 from mongogate.specs import AggregateToolSpec, QueryToolSpec
 
 #: the subject shown in the audit event when --sub is not given
@@ -195,45 +195,14 @@ async def execute(
 
 
 async def _seed(settings: Settings, db: Any, registry: Any) -> None:
-    from mongogate.audit.log import AuditLog
+    from mongogate.assembly import build_services
     from mongogate.demo import seed_demo
-    from mongogate.memory.store import MemoryStore
-    from mongogate.memory.turns import Turns
-    from mongogate.recall.embedding import make_embedder
-    from mongogate.recall.store import LongTermMemory
-    from mongogate.runs import Runs
-    from mongogate.tools.state import AppState
 
     if seed_demo not in registry.startup_hooks:
         return
-    memory = MemoryStore(db.memory, settings.memory)
-    recall = LongTermMemory(  # the embedder loads lazily: the seed never uses it
-        db.memory, settings.memory.long_term, make_embedder(settings.memory.embedding), memory.clock
-    )
-    a = settings.audit
-    audit = AuditLog(
-        settings.audit_path, redact_values=a.redact_values, max_value_chars=a.max_value_chars, stream=None
-    )
-    state = AppState(
-        settings,
-        db,
-        memory,
-        Turns(memory),
-        principal=_nobody,
-        require_scopes=_nothing,
-        audit=audit,  # nothing is written: the seed only inserts orders
-        runs=Runs(db.memory, settings.memory),
-        recall=recall,
-    )
-    await seed_demo(state)
-
-
-def _nobody(ctx: Any) -> Any:
-    raise NotFound("no caller in mongogate try")
-
-
-def _nothing(*_: Any) -> None:
-    return None
+    # no caller, an audit log that is never written (the seed only inserts orders), and the
+    # embedder loads lazily: the seed never uses it
+    await seed_demo(build_services(settings, db))
 
 
 async def write_event(settings: Settings, event: dict[str, Any]) -> None:

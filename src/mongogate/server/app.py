@@ -1,4 +1,7 @@
-"""Server assembly: settings + registry -> an MCPServer whose lifespan owns the database."""
+"""Server assembly: settings + registry -> an MCPServer whose lifespan owns the database.
+
+This module keeps auth, middleware and the lifespan; the services a tool reaches are built by
+mongogate/assembly.py (`open_services`), the one place `serve`, `try` and `check` build them."""
 
 from __future__ import annotations
 
@@ -8,27 +11,22 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
+from mongogate.assembly import NO_FAULTS, Faults, open_services
 from mongogate.audit.log import AuditLog
 from mongogate.audit.setup import audit_from_settings
-from mongogate.clock import SYSTEM_CLOCK, Clock, SkewedClock
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
-from mongogate.memory.search import ensure_search_index
-from mongogate.memory.store import MemoryStore
-from mongogate.memory.turns import Turns
 from mongogate.principal import Principal
-from mongogate.recall.embedding import make_embedder
-from mongogate.recall.search import path_report
-from mongogate.recall.store import LongTermMemory
-from mongogate.runs import Runs
 from mongogate.safefs import check_private_file
 from mongogate.server.audit_calls import audited_tools
 from mongogate.server.auth.challenge import Challenge, ChallengingServer
@@ -52,35 +50,14 @@ from mongogate.tools.state import AppState, PendingState
 from mongogate.version import __version__
 
 if TYPE_CHECKING:
+    from mcp.server.auth.provider import TokenVerifier
+    from mcp.server.mcpserver.tools import Tool
+
     from mongogate.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 #: what build_server checks unless told otherwise: everything `serve` checks, nothing allowed
 DEFAULT_CHECKS = StartupChecks()
-
-
-def crash_point_from(env: dict[str, str]) -> Callable[[str], None] | None:
-    """Crash tests: `MONGOGATE_TEST_CRASH_AT=<point>` makes the process die (like kill -9) there.
-
-    Points: begin_turn.after_lease, answer.after_commit, answer.after_write,
-    end_turn.after_reply_write, remember.after_write, forget.after_memory. Unset in production; it
-    only ever ends this process.
-    """
-    point = env.get("MONGOGATE_TEST_CRASH_AT")
-    if not point:
-        return None
-
-    def crash(at: str) -> None:
-        if at == point:
-            os._exit(137)
-
-    return crash
-
-
-def clock_from(env: dict[str, str]) -> Clock:
-    """`MONGOGATE_TEST_CLOCK_SKEW_MS=N` runs this server's clock N ms ahead (race tests only)."""
-    skew = env.get("MONGOGATE_TEST_CLOCK_SKEW_MS")
-    return SkewedClock(int(skew)) if skew else SYSTEM_CLOCK
 
 
 async def _log_sizes(db: Database, threshold: int) -> None:
@@ -99,41 +76,24 @@ def public_url(settings: Settings) -> str:
     return s.public_url or f"http://{host}:{s.port}"
 
 
-def build_server(
-    settings: Settings,
-    registry: ToolRegistry | None = None,
-    *,
-    transport: Literal["stdio", "http"] = "stdio",
-    insecure_no_auth: bool = False,
-    environ: dict[str, str] | None = None,
-    checks: StartupChecks | None = DEFAULT_CHECKS,
-    on_open_failure: Callable[[BaseException], None] | None = None,
-) -> MCPServer[AppState]:
-    """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio).
+@dataclass
+class _Auth:
+    """How callers are known: a token verifier (HTTP with auth) or the launch principal (stdio)."""
 
-    ``checks``: `serve`'s start-up checks (server/checks.py), run in the lifespan before any tool
-    can run: the database answers and its query user cannot write (right after the open), and
-    every query tool's declared index exists (after the registry's start-up hooks, which may
-    create them). A refusal is a ConfigError that stops the start; None skips them (`serve
-    --http` ran them already). With ``on_open_failure`` the lifespan does not wait for the
-    database: the server answers at once, tool calls wait for the open, and a failed open (or
-    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits)."""
-    registry = registry or ToolRegistry.from_settings(settings)
-    tools = registry.build(settings)
-    env = dict(os.environ if environ is None else environ)
-
-    verifier = None
-    sdk_auth = None
+    verifier: TokenVerifier | None = None
+    sdk_auth: SdkAuthSettings | None = None
     stdio_principal: Principal | None = None
-    # every scope a tool of this server requires: granted to a local operator (auth mode "none"),
-    # listed in the HTTP metadata. Long-term memory's are its tools' too (tools/recall_tools.py).
-    required = {s for spec in registry.query_specs for s in spec.required_scopes}
-    if any(t.name in RECALL_TOOL_NAMES for t in tools):
-        required |= set(settings.memory.long_term.required_scopes)
-    scopes = sorted(required)
     challenge: Challenge | None = None
+
+
+def _auth_for(
+    settings: Settings,
+    scopes: list[str],
+    transport: Literal["stdio", "http"],
+    insecure_no_auth: bool,
+    env: dict[str, str],
+) -> _Auth:
     if transport == "http" and settings.auth.mode != "none":
-        verifier = build_token_verifier(settings.auth)
         url = public_url(settings)
         # The SDK's own metadata would name issuer_url as an authorization server whatever it is:
         # without resource_server_url it serves none, and server/auth/challenge.py serves the truth.
@@ -143,79 +103,77 @@ def build_server(
         advertised = (
             (settings.auth.issuer,) if settings.auth.advertise_issuer and settings.auth.issuer else ()
         )
-        challenge = Challenge(url + "/mcp", authorization_servers=advertised, scopes=tuple(scopes))
-    elif transport == "http" and not insecure_no_auth:
+        return _Auth(
+            verifier=build_token_verifier(settings.auth),
+            sdk_auth=sdk_auth,
+            challenge=Challenge(url + "/mcp", authorization_servers=advertised, scopes=tuple(scopes)),
+        )
+    if transport == "http" and not insecure_no_auth:
         raise ConfigError(
             "refusing to serve HTTP without authentication: set auth.mode to 'jwt' or 'api_keys', or pass "
             "--insecure-no-auth (loopback only) for local development"
         )
-    else:
-        stdio_principal = principal_for_stdio(settings.auth, env, grant_scopes=scopes)
+    return _Auth(stdio_principal=principal_for_stdio(settings.auth, env, grant_scopes=scopes))
 
-    # Before anything is served: an audit file or directory other users could redirect (safefs.py)
-    check_private_file(settings.audit_path, what="audit.path")
-    instance = settings.server.instance_id or default_instance_id()
-    all_tools = frozenset(t.name for t in tools)
-    metrics: Metrics | None = None
-    if settings.server.metrics:  # prometheus_client is imported only when metrics are served
-        from mongogate.server.metrics import Metrics
 
-        metrics = Metrics(all_tools, tenant_labels=settings.server.metrics_tenant_labels)
+def _required_scopes(settings: Settings, registry: ToolRegistry, tools: list[Tool]) -> list[str]:
+    """Every scope a tool of this server requires: granted to a local operator (auth mode "none"),
+    listed in the HTTP metadata. Long-term memory's are its tools' too (tools/recall_tools.py)."""
+    required = {s for spec in registry.query_specs for s in spec.required_scopes}
+    if any(t.name in RECALL_TOOL_NAMES for t in tools):
+        required |= set(settings.memory.long_term.required_scopes)
+    return sorted(required)
 
-    def principal(ctx: Any) -> Principal:
-        return current_principal(ctx, stdio_principal)
 
-    async def open_state(db: Database, readiness: Readiness, opened: list[AuditLog]) -> AppState:
+@dataclass
+class _Opener:
+    """The lifespan's open: the database, its checks, the services (assembly.py), the hooks."""
+
+    settings: Settings
+    registry: ToolRegistry
+    checks: StartupChecks | None
+    principal: Callable[[Any], Principal]
+    instance: str
+    metrics: Metrics | None
+    run_tools: bool
+    clock: Clock
+    faults: Faults
+
+    async def open(self, db: Database, readiness: Readiness, opened: list[AuditLog]) -> AppState:
+        settings, checks = self.settings, self.checks
         await db.open()
         readiness.db = db
         if checks is not None:
             await check_connection(db, settings, checks)
         if db.embedded:
             await _log_sizes(db, settings.database.engine_size_warning)
-        memory = MemoryStore(db.memory, settings.memory, clock_from(env))
-        memory.fault = crash_point_from(env)
-        await memory.ensure_indexes()
-        rw_uri = db.uri  # database.uri, or the data dir's engine with its credentials
-        audit = audit_from_settings(settings, rw_uri, instance)
+        audit = audit_from_settings(settings, db.uri, self.instance)  # db.uri: read-write, or the engine's
         opened.append(audit)
-        if metrics is not None:
-            metrics.attach_audit(audit)
-        recall = LongTermMemory(
-            db.memory,
-            settings.memory.long_term,
-            make_embedder(settings.memory.embedding),
-            memory.clock,
-            limits=settings.limits,
-        )
-        recall.fault = memory.fault
-        await recall.ensure_indexes()  # and the message search index: idempotent, every start
-        await ensure_search_index(memory)
-        if metrics is not None:
-            metrics.attach_recall_index(recall.index)
-        report = await path_report(recall)  # which vector path runs, in the server log
-        log.info("%s", report[1])
-        for line in (report[0], *report[2:]):
-            log.debug("%s", line)
-        runs = Runs(db.memory, settings.memory)
-        if all_tools & RUN_TOOL_NAMES:  # checkpoints need their unique index before any call
-            await runs.ensure_indexes()
-        state = AppState(
-            settings=settings,
-            db=db,
-            memory=memory,
-            turns=Turns(memory),
-            principal=principal,
-            require_scopes=require_scopes,
+        state = await open_services(
+            settings,
+            db,
             audit=audit,
-            runs=runs,
-            recall=recall,
+            principal=self.principal,
+            require_scopes=require_scopes,
+            run_tools=self.run_tools,
+            clock=self.clock,
+            faults=self.faults,
         )
-        for hook in registry.startup_hooks:
+        if self.metrics is not None:
+            self.metrics.attach_audit(audit)
+            self.metrics.attach_recall_index(state.recall.index)
+        for hook in self.registry.startup_hooks:
             await hook(state)
         if checks is not None:  # after the hooks: an application may create its indexes there
-            await check_indexes(db, registry.query_specs, checks)
+            await check_indexes(db, self.registry.query_specs, checks)
         readiness.writes = state.writes  # /readyz reports write refusals (tools/faults.py)
         return state
+
+
+def _lifespan(
+    opener: _Opener, on_open_failure: Callable[[BaseException], None] | None
+) -> Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState | PendingState]]:
+    settings = opener.settings
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState | PendingState]:
@@ -226,14 +184,14 @@ def build_server(
         pending: PendingState | None = None
         try:
             if on_open_failure is None:
-                yield await open_state(db, readiness, opened)
+                yield await opener.open(db, readiness, opened)
                 return
 
             # Answer initialize and tools/list now; the database opens once initialize is answered
             # (OpenAfterInitialize) and tool calls wait for it (stdio start-up).
             async def in_background() -> None:
                 try:
-                    waiting.ready(await open_state(db, readiness, opened))
+                    waiting.ready(await opener.open(db, readiness, opened))
                 except Exception as e:
                     waiting.failed(e)  # calls waiting for the open are refused, never left hanging
                     on_open_failure(e)
@@ -242,7 +200,7 @@ def build_server(
                 nonlocal task
                 task = asyncio.get_running_loop().create_task(in_background())
 
-            waiting = pending = PendingState(settings, principal, start)
+            waiting = pending = PendingState(settings, opener.principal, start)
             yield waiting
         finally:
             if pending is not None:
@@ -258,6 +216,60 @@ def build_server(
                 await anyio.to_thread.run_sync(audit.close)
             await db.close()
 
+    return lifespan
+
+
+def build_server(
+    settings: Settings,
+    registry: ToolRegistry | None = None,
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    insecure_no_auth: bool = False,
+    environ: dict[str, str] | None = None,
+    checks: StartupChecks | None = DEFAULT_CHECKS,
+    on_open_failure: Callable[[BaseException], None] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    faults: Faults = NO_FAULTS,
+) -> MCPServer[AppState]:
+    """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio).
+
+    ``checks``: `serve`'s start-up checks (server/checks.py), run in the lifespan before any tool
+    can run: the database answers and its query user cannot write (right after the open), and
+    every query tool's declared index exists (after the registry's start-up hooks, which may
+    create them). A refusal is a ConfigError that stops the start; None skips them (`serve
+    --http` ran them already). With ``on_open_failure`` the lifespan does not wait for the
+    database: the server answers at once, tool calls wait for the open, and a failed open (or
+    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits). ``clock`` and
+    ``faults`` are test hooks (mongogate/assembly.py): the system clock and none by default."""
+    registry = registry or ToolRegistry.from_settings(settings)
+    tools = registry.build(settings)
+    env = dict(os.environ if environ is None else environ)
+    auth = _auth_for(settings, _required_scopes(settings, registry, tools), transport, insecure_no_auth, env)
+
+    # Before anything is served: an audit file or directory other users could redirect (safefs.py)
+    check_private_file(settings.audit_path, what="audit.path")
+    all_tools = frozenset(t.name for t in tools)
+    metrics: Metrics | None = None
+    if settings.server.metrics:  # prometheus_client is imported only when metrics are served
+        from mongogate.server.metrics import Metrics
+
+        metrics = Metrics(all_tools, tenant_labels=settings.server.metrics_tenant_labels)
+    stdio_principal = auth.stdio_principal
+
+    def principal(ctx: Any) -> Principal:
+        return current_principal(ctx, stdio_principal)
+
+    opener = _Opener(
+        settings,
+        registry,
+        checks,
+        principal,
+        instance=settings.server.instance_id or default_instance_id(),
+        metrics=metrics,
+        run_tools=bool(all_tools & RUN_TOOL_NAMES),
+        clock=clock,
+        faults=faults,
+    )
     server = ChallengingServer(
         "mongogate",
         # ObserveCalls first: it opens the request id that the audit, the logs and errors share,
@@ -273,16 +285,19 @@ def build_server(
         instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
         # a PendingState while the database opens: every reader resolves it with tools.state.app_state
-        lifespan=cast("Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]", lifespan),
-        token_verifier=verifier,
-        auth=sdk_auth,
+        lifespan=cast(
+            "Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]",
+            _lifespan(opener, on_open_failure),
+        ),
+        token_verifier=auth.verifier,
+        auth=auth.sdk_auth,
         log_level=settings.server.log_level,
     )
     server.transport = transport  # its HTTP app refuses a stdio server (server/auth/challenge.py)
     server.unauthenticated = transport == "http" and settings.auth.mode == "none"
     offer_surface(server)  # mongogate's prompts and resources in place of the SDK's
-    if challenge is not None:
-        server.install_challenge(challenge)
+    if auth.challenge is not None:
+        server.install_challenge(auth.challenge)
     if metrics is not None:
         from mongogate.server.metrics import register
 

@@ -145,6 +145,38 @@ async def rotated(rounds: list[list[tuple[Op, list[float]]]], warmup: int) -> No
                 samples.append(time.perf_counter() - start)
 
 
+async def _check_seeded(coll: AsyncCollection[Doc], sid: str, size: int, key: str) -> None:
+    if await coll.count_documents({"session_id": sid}) != size:
+        raise SystemExit(f"seeding {coll.name} did not store {size} messages")
+    try:
+        await coll.insert_one({"session_id": sid, "key": key})
+    except DuplicateKeyError:
+        return
+    raise SystemExit(f"unique index on {coll.name} did not reject a duplicate after seeding")
+
+
+def _bare_load(messages: AsyncCollection[Doc], sid: str, limit: int) -> Op:
+    async def bare() -> None:  # load_context's one round trip with pymongo alone
+        spec = {"session_id": sid, "tenant": TENANT}
+        cursor = messages.find(spec, WINDOW_FIELDS, sort=[("seq", DESCENDING)], limit=limit)
+        if len([d async for d in cursor]) != limit:
+            raise SystemExit("bare load read too few messages")
+
+    return bare
+
+
+def _naive_load(chats: AsyncCollection[Doc], sid: str) -> Op:
+    async def naive_load() -> None:
+        doc = await chats.find_one({"_id": sid})
+        assert doc is not None
+        window: list[Doc] = doc["messages"][-WINDOW:]
+        first_user = next((i for i, m in enumerate(window) if m["role"] == "user"), len(window))
+        if not WINDOW - 1 <= len(window[first_user:]) <= WINDOW:  # the same turn-boundary cut
+            raise SystemExit(f"naive load returned {len(window[first_user:])} messages")
+
+    return naive_load
+
+
 async def bench_size(
     db: AsyncDatabase[Doc],
     counted_db: AsyncDatabase[Doc],
@@ -177,14 +209,7 @@ async def bench_size(
 
     # Seeding skipped the uniqueness check: prove the index is live again before timing anything.
     for coll in (store.messages, raw):
-        if await coll.count_documents({"session_id": sid}) != size:
-            raise SystemExit(f"seeding {coll.name} did not store {size} messages")
-        try:
-            await coll.insert_one({"session_id": sid, "key": seeded[0]["key"]})
-        except DuplicateKeyError:
-            pass
-        else:
-            raise SystemExit(f"unique index on {coll.name} did not reject a duplicate after seeding")
+        await _check_seeded(coll, sid, size, seeded[0]["key"])
 
     def append(store: MemoryStore, m: Doc) -> Op:
         async def ours() -> None:
@@ -230,21 +255,9 @@ async def bench_size(
         return ours_load
 
     def bare_load(messages: AsyncCollection[Doc], limit: int) -> Op:
-        async def bare() -> None:  # load_context's one round trip with pymongo alone
-            spec = {"session_id": sid, "tenant": TENANT}
-            cursor = messages.find(spec, WINDOW_FIELDS, sort=[("seq", DESCENDING)], limit=limit)
-            if len([d async for d in cursor]) != limit:
-                raise SystemExit("bare load read too few messages")
+        return _bare_load(messages, sid, limit)
 
-        return bare
-
-    async def naive_load() -> None:
-        doc = await chats.find_one({"_id": sid})
-        assert doc is not None
-        window: list[Doc] = doc["messages"][-WINDOW:]
-        first_user = next((i for i, m in enumerate(window) if m["role"] == "user"), len(window))
-        if not WINDOW - 1 <= len(window[first_user:]) <= WINDOW:  # the same turn-boundary cut
-            raise SystemExit(f"naive load returned {len(window[first_user:])} messages")
+    naive_load = _naive_load(chats, sid)
 
     s: dict[str, list[float]] = {
         k: [] for k in ("ours", "bare", "naive", "ours_load", "bare_load", "bare_load1", "naive_load")

@@ -200,6 +200,12 @@ async def test_d7_renew_with_the_wrong_turn_is_invalid_input(turns: Turns, store
         await turns.renew_turn("acme", sid, "zz", b.lease_id)
 
 
+async def _yield_some(rnd: random.Random, most: int) -> None:
+    """Let the other writers run: 0 to ``most`` turns of the event loop."""
+    for _ in range(rnd.randint(0, most)):
+        await anyio.sleep(0)
+
+
 @pytest.mark.parametrize("seed", range(12))
 async def test_one_answer_per_turn_under_mixed_writers(
     turns: Turns, store: MemoryStore, clock: ManualClock, seed: int
@@ -211,8 +217,7 @@ async def test_one_answer_per_turn_under_mixed_writers(
     acks: list[tuple[str, str, str]] = []
 
     async def attempt(i: int) -> None:
-        for _ in range(rnd.randint(0, 3)):
-            await anyio.sleep(0)
+        await _yield_some(rnd, 3)
         try:
             b = await turns.begin_turn("acme", sid, "a", "qa", lease_ms=rnd.choice([100, 30_000]))
         except (LeaseBusy, LeaseLost):  # busy, or fenced by a concurrent retry of the same turn
@@ -221,8 +226,7 @@ async def test_one_answer_per_turn_under_mixed_writers(
             acks.append((f"b{i}", "answered", b.answer or ""))
             return
         assert b.lease_id
-        for _ in range(rnd.randint(0, 3)):
-            await anyio.sleep(0)
+        await _yield_some(rnd, 3)
         if rnd.random() < 0.3:
             clock.advance(1)
         if rnd.random() < 0.3:
@@ -235,8 +239,7 @@ async def test_one_answer_per_turn_under_mixed_writers(
             pass
 
     async def plain(i: int) -> None:
-        for _ in range(rnd.randint(0, 5)):
-            await anyio.sleep(0)
+        await _yield_some(rnd, 5)
         try:
             r = await store.append("acme", sid, "a", "assistant", f"plain {i}")
             acks.append((f"p{i}", r.status, f"plain {i}"))

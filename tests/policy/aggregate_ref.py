@@ -144,23 +144,7 @@ def run_reference(docs: list[Doc], pipeline: list[Doc]) -> list[Doc]:
         if name == "$match":
             out = [d for d in out if matches(d, body)]
         elif name in ("$group", "$sortByCount"):
-            key_expr = body["_id"] if name == "$group" else body
-            groups: dict[str, tuple[Any, list[Doc]]] = {}
-            for d in out:
-                k = _key(key_expr, d)
-                groups.setdefault(json.dumps(to_json(k), sort_keys=True), (k, []))[1].append(d)
-            if name == "$group":
-                out = [
-                    {
-                        "_id": k,
-                        **{n: _accumulate(*_one(a), ds) for n, a in body.items() if n != "_id"},
-                    }
-                    for k, ds in groups.values()
-                ]
-            else:
-                out = sorted(
-                    ({"_id": k, "count": len(ds)} for k, ds in groups.values()), key=lambda g: -g["count"]
-                )
+            out = _grouped(name, body, out)
         elif name == "$sort":
             out = sorted(out, key=lambda d: _sort_key(d, body))
         elif name == "$limit":
@@ -170,33 +154,55 @@ def run_reference(docs: list[Doc], pipeline: list[Doc]) -> list[Doc]:
         elif name == "$count":
             out = [{body: len(out)}] if out else []
         elif name == "$unwind":
-            path = body if isinstance(body, str) else body["path"]
-            keep = isinstance(body, dict) and body.get("preserveNullAndEmptyArrays", False)
-            field = path[1:]
-            unwound: list[Doc] = []
-            for d in out:
-                v = d.get(field)
-                if isinstance(v, list) and v:
-                    unwound.extend({**d, field: x} for x in v)
-                elif isinstance(v, list):
-                    if keep:
-                        unwound.append({k: x for k, x in d.items() if k != field})
-                elif v is not None or keep:
-                    unwound.append(d)
-            out = unwound
+            out = _unwound(body, out)
         elif name == "$project":
-            keep = {k for k, v in body.items() if v}
-            drop = {k for k, v in body.items() if not v}
-            if keep - {"_id"}:
-                out = [
-                    {k: v for k, v in d.items() if k in keep or (k == "_id" and "_id" not in drop)}
-                    for d in out
-                ]
-            else:
-                out = [{k: v for k, v in d.items() if k not in drop} for d in out]
+            out = _projected(body, out)
         else:  # pragma: no cover - the tests only send allowed stages
             raise AssertionError(name)
     return out
+
+
+def _grouped(name: str, body: Any, out: list[Doc]) -> list[Doc]:
+    """`$group` or `$sortByCount` over ``out``."""
+    key_expr = body["_id"] if name == "$group" else body
+    groups: dict[str, tuple[Any, list[Doc]]] = {}
+    for d in out:
+        k = _key(key_expr, d)
+        groups.setdefault(json.dumps(to_json(k), sort_keys=True), (k, []))[1].append(d)
+    if name == "$group":
+        return [
+            {
+                "_id": k,
+                **{n: _accumulate(*_one(a), ds) for n, a in body.items() if n != "_id"},
+            }
+            for k, ds in groups.values()
+        ]
+    return sorted(({"_id": k, "count": len(ds)} for k, ds in groups.values()), key=lambda g: -g["count"])
+
+
+def _unwound(body: Any, out: list[Doc]) -> list[Doc]:
+    path = body if isinstance(body, str) else body["path"]
+    keep = isinstance(body, dict) and body.get("preserveNullAndEmptyArrays", False)
+    field = path[1:]
+    unwound: list[Doc] = []
+    for d in out:
+        v = d.get(field)
+        if isinstance(v, list) and v:
+            unwound.extend({**d, field: x} for x in v)
+        elif isinstance(v, list):
+            if keep:
+                unwound.append({k: x for k, x in d.items() if k != field})
+        elif v is not None or keep:
+            unwound.append(d)
+    return unwound
+
+
+def _projected(body: Doc, out: list[Doc]) -> list[Doc]:
+    keep = {k for k, v in body.items() if v}
+    drop = {k for k, v in body.items() if not v}
+    if keep - {"_id"}:
+        return [{k: v for k, v in d.items() if k in keep or (k == "_id" and "_id" not in drop)} for d in out]
+    return [{k: v for k, v in d.items() if k not in drop} for d in out]
 
 
 def rendered(docs: list[Doc], output: list[str] | None = None) -> list[Doc]:

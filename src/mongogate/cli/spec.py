@@ -13,7 +13,8 @@ import argparse
 import json
 import re
 import unicodedata
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -22,6 +23,9 @@ from mongogate.cli.embed import HELP as EMBED_HELP
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
 from mongogate.specs import FieldType, FindToolSpec, QueryToolSpec, hidden_characters, overlaps_tenant
+
+if TYPE_CHECKING:
+    from mongogate.policy.sample import FieldStats
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -55,11 +59,49 @@ def _tool_name(collection: str) -> str:
     return f"find_{base}"[:64] if base[0].isalpha() else f"find_c{base}"[:64]
 
 
+@dataclass
+class _Fields:
+    """The sampled fields, sorted: typed ones for the spec, and the notes on the others."""
+
+    fields: dict[str, FieldType] = field(default_factory=dict)
+    hidden: list[str] = field(default_factory=list)
+    untyped: list[str] = field(default_factory=list)
+    drifting: list[str] = field(default_factory=list)
+    unprintable: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, stats: dict[str, FieldStats], tenant_field: str, n: int) -> _Fields:
+        from mongogate.policy.sample import SENSITIVE
+
+        out = cls()
+        for path, st in stats.items():
+            if overlaps_tenant(path, tenant_field):
+                continue
+            if hidden_characters(path):  # the spec loader refuses it: a name the model would read raw
+                out.unprintable.append(f"{_key(path)} ({', '.join(hidden_characters(path))})")
+                continue
+            kind = st.suggested()
+            if kind is None:
+                out.untyped.append(f"{_key(path)} ({', '.join(sorted(st.kinds))})")
+                continue
+            if SENSITIVE.search(path):
+                out.hidden.append(f"{_key(path)} = {json.dumps(kind)}  # in {st.present} of {n}")
+                continue
+            out.fields[path] = kind
+            other = st.others(kind)
+            if other:
+                found = ", ".join(f"{k} in {c}" for k, c in sorted(other.items()))
+                out.drifting.append(
+                    f"{_key(path)}: {kind} in {st.present - sum(other.values())} of {st.present}, {found}"
+                )
+        return out
+
+
 def suggest(
     collection: str, tenant_field: str, docs: list[dict[str, Any]], total: int
 ) -> tuple[str, QueryToolSpec]:
     """The TOML block (comments, then `[[query_tools]]`) and the spec it holds (validated)."""
-    from mongogate.policy.sample import SENSITIVE, field_stats, missing_tenant
+    from mongogate.policy.sample import field_stats, missing_tenant
 
     n = len(docs)
     if n == 0:
@@ -74,28 +116,9 @@ def suggest(
             f"tenant field {tenant_field!r} holds no string in any of the {n} sampled documents of "
             f"{collection!r}; fields seen: {seen}"
         )
-    fields: dict[str, FieldType] = {}
-    hidden, untyped, drifting, unprintable = [], [], [], []
-    for path, st in stats.items():
-        if overlaps_tenant(path, tenant_field):
-            continue
-        if hidden_characters(path):  # the spec loader refuses it: a name the model would read raw
-            unprintable.append(f"{_key(path)} ({', '.join(hidden_characters(path))})")
-            continue
-        kind = st.suggested()
-        if kind is None:
-            untyped.append(f"{_key(path)} ({', '.join(sorted(st.kinds))})")
-            continue
-        if SENSITIVE.search(path):
-            hidden.append(f"{_key(path)} = {json.dumps(kind)}  # in {st.present} of {n}")
-            continue
-        fields[path] = kind
-        other = st.others(kind)
-        if other:
-            found = ", ".join(f"{k} in {c}" for k, c in sorted(other.items()))
-            drifting.append(
-                f"{_key(path)}: {kind} in {st.present - sum(other.values())} of {st.present}, {found}"
-            )
+    sorted_out = _Fields.of(stats, tenant_field, n)
+    fields, hidden, untyped = sorted_out.fields, sorted_out.hidden, sorted_out.untyped
+    drifting, unprintable = sorted_out.drifting, sorted_out.unprintable
     if not fields:
         raise ConfigError(
             f"no field of {collection!r} has a single usable type: {', '.join(untyped) or 'none'}"

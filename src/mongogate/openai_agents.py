@@ -26,7 +26,7 @@ from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import Settings
 from mongogate.errors import InvalidInput, StorageError
-from mongogate.memory.keys import check_content, check_id
+from mongogate.memory.keys import check_content, check_id, message_id
 from mongogate.memory.store import MemoryStore
 from mongogate.values import Doc
 
@@ -147,6 +147,7 @@ class MongogateSession:
             now = SYSTEM_CLOCK.now()
             docs = [
                 {
+                    "_id": message_id(self._doc_id, f"{TURN}:{first + i}"),
                     "session_id": self._doc_id,
                     "tenant": self.tenant,
                     "key": f"{TURN}:{first + i}",

@@ -228,7 +228,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
             "metadata": Binary(mbytes),
         }
         _id = _key(self.tenant, thread_id, ns, checkpoint["id"])
-        await _put_doc(self._cps, _id, doc, replace=True)
+        await put_doc(self._cps, _id, doc, replace=True)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
         }
@@ -261,7 +261,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
             _id = _key(self.tenant, thread_id, ns, cid, task_id, str(idx))
             # special channels (errors, interrupts) replace what a retry wrote; a regular write,
             # once stored, stays as it was
-            await _put_doc(self._writes, _id, doc, replace=idx < 0)
+            await put_doc(self._writes, _id, doc, replace=idx < 0)
 
     async def _delete(self, thread_id: str) -> None:
         await self._hold(thread_id, writing=True)
@@ -344,7 +344,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         return f"{current_v + 1:032}.{random.random():016}"
 
 
-async def _put_doc(coll: AsyncCollection[Doc], _id: str, doc: Doc, *, replace: bool) -> None:
+async def put_doc(coll: AsyncCollection[Doc], _id: str, doc: Doc, *, replace: bool) -> None:
     """Store `doc` under `_id`: an insert (flat on the embedded engine, where an upsert that matches
     nothing scans the collection); when the `_id` is taken, `replace` overwrites it by `_id`,
     otherwise the stored document stays. A replace that finds it gone (the thread deleted in

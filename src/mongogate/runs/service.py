@@ -54,6 +54,31 @@ def event_id(tenant: str, rid: str, seq: int) -> str:
     return keyed_id(run_key(tenant, rid), seq)
 
 
+def save_update(tenant: str, lid: str, ver: int, values: Doc, now: datetime, nonce: str) -> list[Doc]:
+    """A checkpoint save as one pipeline update by `_id`: while `lid` owns the run and the stored
+    version is lower, set `version`, `values` (state, status, expire_at), who wrote it and when,
+    and take the next event seq; `status_before` keeps the status it replaced, `save_nonce` says
+    whether this call's save is the one in the returned document. Otherwise nothing changes."""
+    ok = {
+        "$and": [
+            leases.same("tenant", tenant),
+            leases.same("locked_by", lid),
+            {"$lt": [{"$ifNull": ["$version", 0]}, ver]},
+        ]
+    }
+    lit = leases.literal
+    fields = {
+        "version": lit(ver),
+        **{k: lit(v) for k, v in values.items()},
+        "status_before": leases.field_or_null("status"),
+        "updated_at": lit(now),
+        "written_by": lit(lid),
+        "next_seq": {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]},
+        "save_nonce": lit(nonce),
+    }
+    return [leases.keep_unless(ok, fields)]
+
+
 class Runs:
     def __init__(
         self, db: AsyncDatabase[Doc], settings: MemorySettings, *, clock: Clock = SYSTEM_CLOCK
@@ -220,29 +245,13 @@ class Runs:
         ttl = self.settings.completed_run_ttl_s
         expire_at = now + timedelta(seconds=ttl) if stat == "completed" and ttl is not None else None
         nonce = leases.new_lease_id()
-        ok = {
-            "$and": [
-                leases.same("tenant", tenant),
-                leases.same("locked_by", lid),
-                {"$lt": [{"$ifNull": ["$version", 0]}, ver]},
-            ]
-        }
-        lit = leases.literal
-        fields = {
-            "version": lit(ver),
-            "state": lit(st),
-            "status": lit(stat),
-            "status_before": leases.field_or_null("status"),
-            "updated_at": lit(now),
-            "written_by": lit(lid),
-            "expire_at": lit(expire_at),
-            "next_seq": {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]},
-            "save_nonce": lit(nonce),
-        }
+        update = save_update(
+            tenant, lid, ver, {"state": st, "status": stat, "expire_at": expire_at}, now, nonce
+        )
         try:  # by `_id` alone, the conditions in the pipeline; the nonce says whether it applied
             after = await self.runs.find_one_and_update(
                 {"_id": match["_id"]},
-                [leases.keep_unless(ok, fields)],
+                update,
                 projection=SAVE_FIELDS,
                 return_document=ReturnDocument.AFTER,
             )

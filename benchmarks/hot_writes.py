@@ -8,9 +8,16 @@ timed in rotating order against one document of a collection of 1,000, then of 1
 (the same collection, grown between the two). Each timed write succeeds (its lease is free or
 held by the writer when it runs), as on a hot path. The ratio 10,000 / 1,000 is the growth.
 
+A second table (`--only inserts`): the inserts of issue 27.2's second part, each of a new
+document, and the checkpoint save: a message insert (append, through `MemoryStore.insert_message`),
+a summary insert, a run event insert, a LangGraph checkpoint put (`langgraph/saver.py` `put_doc`)
+and a run's checkpoint save (`runs/service.py` `save_update`), against bc6dfd9's shapes on
+parallel collections (`*_prev`: ObjectId ids and the compound unique indexes; the event and the
+checkpoint put as upserts; the save filtered by lease and version), the same way.
+
 Seeding is not timed and skips the engine's per-insert uniqueness scan (as benchmarks/memory.py).
 
-Run: `.venv/bin/python benchmarks/hot_writes.py [--rounds 15]`; writes the `## hot writes`
+Run: `.venv/bin/python benchmarks/hot_writes.py [--rounds 15] [--only leases|inserts]`; writes the `## hot writes`
 section of benchmarks/RESULTS.md unless `--no-write`.
 """
 

@@ -17,8 +17,8 @@ checkpoint put as upserts; the save filtered by lease and version), the same way
 
 Seeding is not timed and skips the engine's per-insert uniqueness scan (as benchmarks/memory.py).
 
-Run: `.venv/bin/python benchmarks/hot_writes.py [--rounds 15] [--only leases|inserts]`; writes the `## hot writes`
-section of benchmarks/RESULTS.md unless `--no-write`.
+Run: `.venv/bin/python benchmarks/hot_writes.py [--rounds 15] [--only leases|inserts]`; writes
+the `## hot writes` section of benchmarks/RESULTS.md unless `--no-write`.
 """
 
 from __future__ import annotations

@@ -394,10 +394,11 @@ def insert_writes(
     runs: AsyncCollection[Doc],
     run: str,
     store: MemoryStore | None,
+    size: int,
 ) -> list[Write]:
     """One message insert (append), summary insert, run event insert, checkpoint put and checkpoint
     save, as bc6dfd9 sent them (`v` "bc6dfd9") or as this tree does; each a new document."""
-    n = {"i": 10_000_000 if v == "bc6dfd9" else 20_000_000}
+    n = {"i": (10_000_000 if v == "bc6dfd9" else 20_000_000) + size * 100}  # fresh keys at each size
     sid, rid, thread = f"hot-{v[:4]}", f"hot-{v[:4]}", f"hot-{v[:4]}"
 
     def nxt() -> int:
@@ -523,8 +524,8 @@ async def run_inserts(uri: str, rounds: int) -> dict[int, dict[tuple[str, str], 
             mid_a, mid_b = f"{TENANT}:r{size // 2:06d}", f"{TENANT}:r{size // 2 + 1:06d}"
             await runs.update_many({"_id": {"$in": [mid_a, mid_b]}}, {"$set": {"locked_by": "L"}})
             ops = {
-                "bc6dfd9": insert_writes("bc6dfd9", colls["bc6dfd9"], runs, mid_a, None),
-                "this tree": insert_writes("this tree", colls["this tree"], runs, mid_b, store),
+                "bc6dfd9": insert_writes("bc6dfd9", colls["bc6dfd9"], runs, mid_a, None, size),
+                "this tree": insert_writes("this tree", colls["this tree"], runs, mid_b, store, size),
             }
             out[size] = await measure(ops, rounds)
     return out

@@ -4,8 +4,9 @@ On one embedded engine, one database holding 1,000 sessions (seeded, untimed), i
 each round:
 - `MCP`: begin_turn then end_turn through the SDK's in-process Client and this tree's server;
 - `library`: `Turns.begin_turn` + `Turns.end_turn` of this tree;
-- `library@031f087`: the same two calls of main at 031f087 (its `memory/` package and `leases.py`,
-  loaded from git as `prev_memory`);
+- `library@bc6dfd9`: the same two calls of main at bc6dfd9 (its `memory/` package and `leases.py`,
+  loaded from git as `prev_memory`), in a database of its own made by its own `ensure_indexes`
+  (the compound unique index on messages, ObjectId ids), seeded alike;
 - `peer`: what an agent without fencing does with the driver: read the last 40 messages of its
   session, insert the user message, insert the reply (the same `messages` collection and indexes).
 Each variant has its own session of 100 seeded messages. Round trips are counted with a pymongo
@@ -38,6 +39,7 @@ from pymongo import DESCENDING, AsyncMongoClient, monitoring
 
 from mongogate.config import MemorySettings, load_settings
 from mongogate.db import EmbeddedEngine
+from mongogate.memory.keys import message_id
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.server.app import build_server
@@ -49,9 +51,11 @@ from memory import unchecked_seeding  # beside this script
 
 Doc = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
-PREVIOUS_REV = "031f087"
+PREVIOUS_REV = "bc6dfd9"
 TENANT = "acme"
 DB = "bench_turns"
+#: the previous version's database (its own indexes)
+DB_PREV = "bench_turns_prev"
 SESSIONS = 1_000
 SEEDED_MESSAGES = 100
 #: turns of each variant whose commands are counted and timed
@@ -64,11 +68,11 @@ class CommandLog(monitoring.CommandListener):
         self.ms: list[float] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.database_name == DB:
+        if event.database_name in (DB, DB_PREV):
             self.names.append(event.command_name)
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        if event.database_name == DB:
+        if event.database_name in (DB, DB_PREV):
             self.ms.append(event.duration_micros / 1000)
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
@@ -134,23 +138,29 @@ async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]],
         db = client[DB]
         store = MemoryStore(db, MemorySettings())
         await store.ensure_indexes()
-        prev_store = prev_turns.MemoryStore(db, MemorySettings())
+        prev_store = prev_turns.MemoryStore(client[DB_PREV], MemorySettings())
+        await prev_store.ensure_indexes()
         new, old = Turns(store), prev_turns.Turns(prev_store)
         created = await mcp.call_tool("create_session", {})
         assert created.structured_content is not None
         sids = {
             "MCP": created.structured_content["session_id"],
             "library": await store.create_session(TENANT),
-            f"library@{PREVIOUS_REV}": await store.create_session(TENANT),
+            f"library@{PREVIOUS_REV}": await prev_store.create_session(TENANT),
             "peer": await store.create_session(TENANT),
         }
         with unchecked_seeding():
-            await store.sessions.insert_many(
-                [{"_id": f"filler{i:05d}", "tenant": TENANT, "next_seq": 0} for i in range(SESSIONS - 4)]
-            )
-            for sid in sids.values():
-                await store.messages.insert_many([message(sid, i) for i in range(SEEDED_MESSAGES)])
-                await store.sessions.update_one({"_id": sid}, {"$set": {"next_seq": SEEDED_MESSAGES}})
+            for st in (store, prev_store):
+                await st.sessions.insert_many(
+                    [{"_id": f"filler{i:05d}", "tenant": TENANT, "next_seq": 0} for i in range(SESSIONS - 4)]
+                )
+            for name, sid in sids.items():
+                st = prev_store if name == f"library@{PREVIOUS_REV}" else store
+                docs = [message(sid, i) for i in range(SEEDED_MESSAGES)]
+                if st is store:  # as this tree writes them (bc6dfd9's: ObjectId ids)
+                    docs = [{"_id": message_id(sid, d["key"]), **d} for d in docs]
+                await st.messages.insert_many(docs)
+                await st.sessions.update_one({"_id": sid}, {"$set": {"next_seq": SEEDED_MESSAGES}})
 
         async def via_mcp(t: str) -> None:
             args = {"session_id": sids["MCP"], "turn_id": t}
@@ -175,6 +185,8 @@ async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]],
             seq = int(window[0]["seq"]) if window else 0
             for k, (role, text) in enumerate((("user", f"question {t}"), ("assistant", f"answer {t}"))):
                 doc = {**message(sid, 0), "key": f"{t}:{role}", "seq": seq + k + 1, "turn_id": t}
+                # uniqueness as this tree keeps it: the derived _id
+                doc["_id"] = message_id(sid, doc["key"])
                 await store.messages.insert_one({**doc, "role": role, "content": text})
 
         variants: dict[str, Callable[[str], Awaitable[None]]] = {

@@ -26,7 +26,7 @@ from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import Settings
 from mongogate.errors import InvalidInput, StorageError
-from mongogate.memory.keys import check_content, check_id
+from mongogate.memory.keys import check_content, check_id, message_id
 from mongogate.memory.store import MemoryStore
 from mongogate.values import Doc
 
@@ -147,6 +147,7 @@ class MongogateSession:
             now = SYSTEM_CLOCK.now()
             docs = [
                 {
+                    "_id": message_id(self._doc_id, f"{TURN}:{first + i}"),
                     "session_id": self._doc_id,
                     "tenant": self.tenant,
                     "key": f"{TURN}:{first + i}",
@@ -176,19 +177,26 @@ class MongogateSession:
             "locked_until": None,
             "lease_turn": None,
         }
-        for _ in range(2):  # two first uses at once: one creates, the other's upsert retries
+        # By `_id` alone (the id is the tenant's: `session_doc_id`), and created by an insert, not
+        # an upsert: both flat in the collection's size on the embedded engine.
+        for _ in range(2):  # two first uses at once: one creates, the other's insert retries
+            doc = await sessions.find_one_and_update(
+                {"_id": self._doc_id},
+                {"$inc": {"next_seq": n}, "$set": {"last_activity": now}},
+                projection={"next_seq": 1, "tenant": 1},
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is not None:
+                if doc.get("tenant") != self.tenant:  # pragma: no cover - the id hashes the tenant
+                    raise StorageError(f"session {self.session_id!r} belongs to another tenant")
+                return int(doc["next_seq"])
             try:
-                doc = await sessions.find_one_and_update(
-                    {"_id": self._doc_id, "tenant": self.tenant},
-                    {"$inc": {"next_seq": n}, "$set": {"last_activity": now}, "$setOnInsert": on_insert},
-                    projection={"next_seq": 1},
-                    upsert=True,
-                    return_document=ReturnDocument.AFTER,
+                await sessions.insert_one(
+                    {"_id": self._doc_id, **on_insert, "next_seq": n, "last_activity": now}
                 )
             except DuplicateKeyError:
                 continue
-            assert doc is not None
-            return int(doc["next_seq"])
+            return n
         raise StorageError(f"could not create session {self.session_id!r}; retry")
 
     async def _pop(self) -> Any:

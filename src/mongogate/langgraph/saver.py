@@ -36,6 +36,7 @@ from langgraph.checkpoint.base import (
 )
 from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import DuplicateKeyError
 
 from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK, Clock
@@ -227,7 +228,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
             "metadata": Binary(mbytes),
         }
         _id = _key(self.tenant, thread_id, ns, checkpoint["id"])
-        await self._cps.replace_one({"_id": _id}, doc, upsert=True)
+        await put_doc(self._cps, _id, doc, replace=True)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
         }
@@ -258,10 +259,9 @@ class MongogateSaver(BaseCheckpointSaver[str]):
                 "value": Binary(vbytes),
             }
             _id = _key(self.tenant, thread_id, ns, cid, task_id, str(idx))
-            if idx < 0:  # special channels (errors, interrupts) replace what a retry wrote
-                await self._writes.replace_one({"_id": _id}, doc, upsert=True)
-            else:  # a regular write, once stored, stays as it was
-                await self._writes.update_one({"_id": _id}, {"$setOnInsert": doc}, upsert=True)
+            # special channels (errors, interrupts) replace what a retry wrote; a regular write,
+            # once stored, stays as it was
+            await put_doc(self._writes, _id, doc, replace=idx < 0)
 
     async def _delete(self, thread_id: str) -> None:
         await self._hold(thread_id, writing=True)
@@ -342,6 +342,20 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         else:
             current_v = int(current.split(".")[0])
         return f"{current_v + 1:032}.{random.random():016}"
+
+
+async def put_doc(coll: AsyncCollection[Doc], _id: str, doc: Doc, *, replace: bool) -> None:
+    """Store `doc` under `_id`: an insert (flat on the embedded engine, where an upsert that matches
+    nothing scans the collection); when the `_id` is taken, `replace` overwrites it by `_id`,
+    otherwise the stored document stays. A replace that finds it gone (the thread deleted in
+    between) inserts again."""
+    for _ in range(3):
+        try:
+            await coll.insert_one({"_id": _id, **doc})
+            return
+        except DuplicateKeyError:
+            if not replace or (await coll.replace_one({"_id": _id}, doc)).matched_count:
+                return
 
 
 async def _indexes(bridge: Bridge) -> None:

@@ -1,6 +1,6 @@
 """Compaction: the model's summary of a session's older messages, stored as one keyed document.
 
-- One document per compaction in `summaries`, key `summary:<through_seq>` (unique per session):
+- One document per compaction in `summaries`, key `summary:<through_seq>`, `_id` session and key:
   a retry with the same text is `duplicate`, other text for the same `through_seq` a `conflict`.
   The newest `through_seq` supersedes the older summaries; nothing is deleted (`delete_session`
   and retention erase them with the session's messages).
@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate import leases
 from mongogate.clock import as_utc
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.keyed import keyed_id, retire_unique
 from mongogate.memory.gate import SESSION_STATE, lease_lost
 from mongogate.memory.keys import answer_key
 from mongogate.memory.model import Summary, session_not_found
@@ -42,6 +43,11 @@ def summary_key(through_seq: int) -> str:
     return f"summary:{through_seq}"
 
 
+def summary_id(session_id: str, key: str) -> str:
+    """A summary's `_id`: its session and key (`<session>:summary:<through_seq>`)."""
+    return keyed_id(session_id, key)
+
+
 def summary_conflict(key: str) -> Conflict:
     return Conflict(
         f"{key!r} is already stored with a different summary; nothing was written. A retry must send "
@@ -52,9 +58,9 @@ def summary_conflict(key: str) -> Conflict:
 async def ensure_summary_indexes(repo: SessionRepository) -> None:
     coll = repo.db["summaries"]
     try:
-        await coll.create_index(
-            [("session_id", ASCENDING), ("key", ASCENDING)], unique=True, name="session_key_unique"
-        )
+        # Uniqueness is the derived `_id` (`summary_id`); the previous version's unique
+        # (session_id, key) index stays only while its summaries do (mongogate/keyed.py).
+        repo.legacy_summaries = await retire_unique(coll, "session_key_unique")
         await coll.create_index(
             [("session_id", ASCENDING), ("through_seq", DESCENDING)], name="session_through_desc"
         )
@@ -132,6 +138,7 @@ async def compact(
         raise
     await _check_boundary(repo, tenant, sid, through, int(session.get("next_seq") or 0))
     doc: Doc = {
+        "_id": summary_id(sid, key),
         "session_id": sid,
         "tenant": tenant,
         "key": key,
@@ -157,7 +164,11 @@ async def compact(
 
 async def _stored(repo: SessionRepository, sid: str, tenant: str, key: str) -> Doc | None:
     try:
-        return await repo.db["summaries"].find_one({"session_id": sid, "tenant": tenant, "key": key})
+        coll = repo.db["summaries"]
+        doc = await coll.find_one({"_id": summary_id(sid, key)})
+        if doc is None and repo.legacy_summaries:  # an ObjectId copy of the previous version
+            doc = await coll.find_one({"session_id": sid, "key": key})
+        return doc if doc is not None and doc.get("tenant") == tenant else None
     except PyMongoError as e:
         raise StorageError("could not read the session summary") from e
 

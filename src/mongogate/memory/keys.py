@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from mongogate.errors import InvalidInput
+from mongogate.keyed import keyed_id
 from mongogate.values import shown
 
 Role = Literal["user", "assistant", "tool", "system"]
@@ -72,3 +73,10 @@ def message_key(turn_id: str, role: str, call_id: str | None) -> str:
             raise InvalidInput("a tool message needs the call_id of the tool call it answers")
         return f"{turn_id}:tool:{call_id}"
     return answer_key(turn_id) if call_id is None else f"{turn_id}:assistant:{call_id}"
+
+
+def message_id(session_id: str, key: str) -> str:
+    """A message's `_id`: its session and key (`<session>:<key>`). Session ids hold no ':', so the
+    first ':' ends the session: two messages share an `_id` only if they share session and key,
+    which is how a repeat is refused (docs/decisions/turn-write-path.md)."""
+    return keyed_id(session_id, key)

@@ -44,7 +44,7 @@ from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, StorageError
 from mongogate.memory import fenced
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, refusal, write_gate
-from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id
+from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id, message_id
 from mongogate.memory.model import AppendResult, key_conflict, session_not_found
 from mongogate.values import Doc, check_finite
 
@@ -68,6 +68,7 @@ COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", "next_seq", "commit
 def answer_doc(tenant: str, sid: str, pending: Doc, now: datetime) -> Doc:
     """A committed answer (an entry of `session.pending`) as the message that stores it."""
     return {
+        "_id": message_id(sid, pending["key"]),
         "session_id": sid,
         "tenant": tenant,
         "key": pending["key"],
@@ -92,6 +93,11 @@ class SessionRepository:
         self.messages: AsyncCollection[Doc] = db["messages"]
         #: test seam: called at named points between a write and its acknowledgement
         self.fault: Callable[[str], None] | None = None
+        #: messages with ObjectId `_id`s (the previous version's) may exist, so a lookup by key
+        #: that misses the derived `_id` looks by (session, key) too; `ensure_indexes` settles it
+        self.legacy_messages = True
+        #: the same for `summaries` (`memory/compaction.py`)
+        self.legacy_summaries = True
 
     def at(self, point: str) -> None:
         if self.fault is not None:
@@ -388,9 +394,12 @@ class SessionRepository:
                 await self.messages.insert_one(doc)
                 return "inserted", int(doc["seq"])
             except DuplicateKeyError:
-                stored = await self.messages.find_one(
-                    {"session_id": doc["session_id"], "key": doc["key"]}, {"seq": 1, "role": 1, "content": 1}
-                )
+                fields = {"seq": 1, "role": 1, "content": 1}
+                stored = await self.messages.find_one({"_id": doc["_id"]}, fields)
+                if stored is None:  # refused by the previous version's index: an ObjectId copy
+                    stored = await self.messages.find_one(
+                        {"session_id": doc["session_id"], "key": doc["key"]}, fields
+                    )
         except PyMongoError as e:
             raise StorageError(f"could not append to session {doc['session_id']!r}") from e
         if stored is None:  # pragma: no cover - a unique-index hit always has a stored copy
@@ -400,7 +409,12 @@ class SessionRepository:
         return "duplicate", int(stored["seq"])
 
     async def find_message(self, tenant: str, session_id: str, key: str) -> Doc | None:
+        """The message by its derived `_id` (one lookup, flat); by (session, key) as well while
+        messages of the previous version may remain (`legacy_messages`)."""
         try:
-            return await self.messages.find_one({"session_id": session_id, "tenant": tenant, "key": key})
+            doc = await self.messages.find_one({"_id": message_id(session_id, key)})
+            if doc is None and self.legacy_messages:
+                doc = await self.messages.find_one({"session_id": session_id, "key": key})
+            return doc if doc is not None and doc.get("tenant") == tenant else None
         except PyMongoError as e:
             raise StorageError("could not read the message") from e

@@ -15,8 +15,9 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
+from mongogate.keyed import retire_unique
 from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
-from mongogate.memory.keys import check_role, message_key
+from mongogate.memory.keys import check_role, message_id, message_key
 from mongogate.memory.model import (
     AppendResult,
     Context,
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AppendResult", "Context", "MemoryStore", "Message", "key_conflict", "session_not_found"]
 
+#: the previous version's unique (session_id, key) index of `messages` and `summaries`
+LEGACY_UNIQUE = "session_key_unique"
 _WINDOW_FIELDS = {"role": 1, "content": 1, "turn_id": 1, "seq": 1, "call_id": 1, "key": 1, "_id": 0}
 
 
@@ -49,9 +52,9 @@ class MemoryStore(SessionRepository):
     async def ensure_indexes(self) -> None:
         try:
             await self.sessions.create_index([("tenant", ASCENDING)], name="tenant")
-            await self.messages.create_index(
-                [("session_id", ASCENDING), ("key", ASCENDING)], unique=True, name="session_key_unique"
-            )
+            # Uniqueness is the derived `_id` (`memory/keys.py` `message_id`); the previous
+            # version's (session_id, key) unique index stays only while its messages do.
+            self.legacy_messages = await retire_unique(self.messages, LEGACY_UNIQUE)
             await self.messages.create_index(
                 [("session_id", ASCENDING), ("seq", DESCENDING)], name="session_seq_desc"
             )
@@ -91,7 +94,7 @@ class MemoryStore(SessionRepository):
     ) -> AppendResult:
         """Insert one message. A repeat of the same key and content is `duplicate`, never a second copy.
 
-        Two round trips on the common path (`$inc`, insert); the unique index detects a repeat.
+        Two round trips on the common path (`$inc`, insert); the derived `_id` detects a repeat.
         The `$inc` carries the lease gate (`memory/gate.py`), so a writer that lost the session
         lands nothing. A turn's final answer (`assistant` without `call_id`) goes through the
         session's commit point.
@@ -117,6 +120,7 @@ class MemoryStore(SessionRepository):
         if session.get("pending"):
             await self.settle_all(tenant, sid, session)
         doc: Doc = {
+            "_id": message_id(sid, key),
             "session_id": sid,
             "tenant": tenant,
             "key": key,

@@ -27,7 +27,7 @@ from mongogate import leases
 from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
 from mongogate.memory.gate import lease_lost, refusal
-from mongogate.memory.keys import answer_key, message_key
+from mongogate.memory.keys import answer_key, message_id, message_key
 from mongogate.memory.model import Context, Message, Summary, key_conflict, message_shape, session_not_found
 from mongogate.memory.store import MemoryStore
 from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, Doc, json_size
@@ -91,10 +91,12 @@ def fit_answer(ctx: Context, answer: str, max_bytes: int | None) -> Context:
 
 
 def user_doc(tenant: str, sid: str, tid: str, text: str, seq: int, now: datetime) -> Doc:
+    key = message_key(tid, "user", None)
     return {
+        "_id": message_id(sid, key),
         "session_id": sid,
         "tenant": tenant,
-        "key": message_key(tid, "user", None),
+        "key": key,
         "seq": seq,
         "turn_id": tid,
         "role": "user",

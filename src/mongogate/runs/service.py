@@ -2,9 +2,12 @@
 
 A stale or delayed writer can never roll a run backward: the checkpoint update matches only
 while the writer's lease owns the run and the stored version is lower. Each applied checkpoint
-takes its event number from an `$inc` in that same update and appends one event to
-`run_events`, whose unique (tenant, run_id, seq) index makes the log append-only and gap-free
-per writer. Every expiry decision reads the injected clock.
+takes its event number from that same update and appends one event to `run_events`, whose
+`_id` is (tenant, run_id, seq) (`event_id`), which makes the log append-only and gap-free per
+writer. Every write is addressed by `_id` alone, its conditions inside an update pipeline, and
+"create if absent" is an insert that treats a duplicate key as "already there": both stay flat in
+the collection's size on the embedded engine (docs/decisions/turn-write-path.md). Every expiry
+decision reads the injected clock.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from mongogate import leases
 from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.keyed import keyed_id, retire_unique
 from mongogate.memory.keys import check_id
 from mongogate.runs.events import read_events
 from mongogate.runs.model import (
@@ -39,6 +43,41 @@ from mongogate.runs.model import (
 )
 from mongogate.values import ByteBudget, Doc, json_size
 
+#: the previous version's unique (tenant, run_id, seq) index of `run_events`
+LEGACY_EVENTS_UNIQUE = "run_seq_unique"
+#: what a checkpoint save returns: whether it applied (`save_nonce`), and the seq and status
+SAVE_FIELDS = {"next_seq": 1, "save_nonce": 1, "status_before": 1}
+
+
+def event_id(tenant: str, rid: str, seq: int) -> str:
+    """An event's `_id`: `<tenant>:<run_id>:<seq>` (run ids hold no ':', a seq is a number)."""
+    return keyed_id(run_key(tenant, rid), seq)
+
+
+def save_update(tenant: str, lid: str, ver: int, values: Doc, now: datetime, nonce: str) -> list[Doc]:
+    """A checkpoint save as one pipeline update by `_id`: while `lid` owns the run and the stored
+    version is lower, set `version`, `values` (state, status, expire_at), who wrote it and when,
+    and take the next event seq; `status_before` keeps the status it replaced, `save_nonce` says
+    whether this call's save is the one in the returned document. Otherwise nothing changes."""
+    ok = {
+        "$and": [
+            leases.same("tenant", tenant),
+            leases.same("locked_by", lid),
+            {"$lt": [{"$ifNull": ["$version", 0]}, ver]},
+        ]
+    }
+    lit = leases.literal
+    fields = {
+        "version": lit(ver),
+        **{k: lit(v) for k, v in values.items()},
+        "status_before": leases.field_or_null("status"),
+        "updated_at": lit(now),
+        "written_by": lit(lid),
+        "next_seq": {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]},
+        "save_nonce": lit(nonce),
+    }
+    return [leases.keep_unless(ok, fields)]
+
 
 class Runs:
     def __init__(
@@ -51,15 +90,19 @@ class Runs:
         self.events: AsyncCollection[Doc] = db["run_events"]
         #: test seam: called at named points between a write and its acknowledgement
         self.fault: Callable[[str], None] | None = None
+        #: events with ObjectId `_id`s (the previous version's) may exist; `ensure_indexes` settles it
+        self.legacy_events = True
 
     async def ensure_indexes(self) -> None:
         try:
             await self.runs.create_index([("tenant", ASCENDING), ("status", ASCENDING)], name="tenant_status")
-            await self.events.create_index(
-                [("tenant", ASCENDING), ("run_id", ASCENDING), ("seq", ASCENDING)],
-                unique=True,
-                name="run_seq_unique",
-            )
+            # Uniqueness is the derived `_id` (`event_id`). The previous version's unique index
+            # serves reads while its events remain; then a plain index on the same fields does.
+            self.legacy_events = await retire_unique(self.events, LEGACY_EVENTS_UNIQUE)
+            if not self.legacy_events:
+                await self.events.create_index(
+                    [("tenant", ASCENDING), ("run_id", ASCENDING), ("seq", ASCENDING)], name="run_seq"
+                )
             if self.settings.completed_run_ttl_s is not None:
                 # expire_at is set only on completed runs (and their events); other values are ignored.
                 await self.runs.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
@@ -134,13 +177,11 @@ class Runs:
             "updated_at": None,
             "expire_at": None,
         }
-        try:
-            res = await self.runs.update_one(
-                {"_id": run_key(tenant, rid)}, {"$setOnInsert": doc}, upsert=True
-            )
+        try:  # an insert, not an upsert: an upsert matching nothing scans on the embedded engine
+            await self.runs.insert_one({"_id": run_key(tenant, rid), **doc})
         except DuplicateKeyError:
-            return False  # a concurrent first acquire created it
-        return res.upserted_id is not None
+            return False  # created before (or by a concurrent first acquire)
+        return True
 
     async def heartbeat(
         self, tenant: str, run_id: object, lease_id: object, lease_ms: object = None
@@ -203,26 +244,21 @@ class Runs:
         now = self.clock.now()
         ttl = self.settings.completed_run_ttl_s
         expire_at = now + timedelta(seconds=ttl) if stat == "completed" and ttl is not None else None
-        try:
-            before = await self.runs.find_one_and_update(
-                {**match, "locked_by": lid, "version": {"$lt": ver}},
-                {
-                    "$set": {
-                        "version": ver,
-                        "state": st,
-                        "status": stat,
-                        "updated_at": now,
-                        "written_by": lid,
-                        "expire_at": expire_at,
-                    },
-                    "$inc": {"next_seq": 1},
-                },
-                projection={"next_seq": 1, "status": 1},
-                return_document=ReturnDocument.BEFORE,
+        nonce = leases.new_lease_id()
+        update = save_update(
+            tenant, lid, ver, {"state": st, "status": stat, "expire_at": expire_at}, now, nonce
+        )
+        try:  # by `_id` alone, the conditions in the pipeline; the nonce says whether it applied
+            after = await self.runs.find_one_and_update(
+                {"_id": match["_id"]},
+                update,
+                projection=SAVE_FIELDS,
+                return_document=ReturnDocument.AFTER,
             )
-            if before is None:
+            if after is None or after.get("save_nonce") != nonce:
                 return await self._not_applied(match, rid, lid, ver)
-            seq = int(before["next_seq"]) + 1
+            before = {"status": after.get("status_before")}
+            seq = int(after["next_seq"])
             if self.fault is not None:
                 self.fault("save_checkpoint.after_run_write")
             await self._append_event(tenant, rid, seq, ver, stat, st, lid, now, expire_at)
@@ -274,12 +310,10 @@ class Runs:
             "at": at,
             "expire_at": expire_at,
         }
-        # $setOnInsert: an event, once written, is never changed; a repeat is a no-op, and a
-        # duplicate key means a concurrent repair wrote the same event.
+        # An insert by the derived `_id`: an event, once written, is never changed; a duplicate
+        # key is a repeat, or a concurrent repair that wrote the same event.
         with contextlib.suppress(DuplicateKeyError):
-            await self.events.update_one(
-                {"tenant": tenant, "run_id": rid, "seq": seq}, {"$setOnInsert": event}, upsert=True
-            )
+            await self.events.insert_one({"_id": event_id(tenant, rid, seq), **event})
 
     async def _repair_last_event(self, doc: Doc) -> None:
         """A writer that died between the run update and the event insert left no event: add it."""
@@ -287,7 +321,10 @@ class Runs:
         if seq == 0:
             return
         tenant, rid = doc["tenant"], doc["run_id"]
-        if await self.events.find_one({"tenant": tenant, "run_id": rid, "seq": seq}, {"_id": 1}) is not None:
+        if await self.events.find_one({"_id": event_id(tenant, rid, seq)}, {"_id": 1}) is not None:
+            return
+        legacy = {"tenant": tenant, "run_id": rid, "seq": seq}  # an ObjectId copy of the previous version
+        if self.legacy_events and await self.events.find_one(legacy, {"_id": 1}) is not None:
             return
         full = doc if "state" in doc else await self.runs.find_one({"_id": doc["_id"]})
         if full is None or int(full.get("next_seq", 0)) != seq:

@@ -13,6 +13,7 @@ same clock, so a ManualClock drives the whole loop in tests.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.host import LoopHost, LoopObserver
 from mongogate.scheduler.kinds import Every
+from mongogate.scheduler.partition import partition
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
@@ -120,7 +122,7 @@ async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> No
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
-async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
+async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> fleet.Fleet:
     """Fleet-wide ticks due/s against run/s, to the metrics; a warning when the fleet is behind
     (its workers run clearly fewer ticks than fall due and the oldest due slot is an interval late)."""
     known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
@@ -142,6 +144,7 @@ async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
             known.run_per_s,
             known.live_workers,
         )
+    return known
 
 
 async def _set_up(s: LoopHost, stop: anyio.Event) -> bool:
@@ -194,6 +197,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
     last_beat = s.clock.now()
     beat_claimed = 0
+    # Agents split over the live workers (re-read at each heartbeat); another worker's agent is
+    # taken once its tick waited two heartbeats (`partition`).
+    takeover_s = 2 * heartbeat_every.total_seconds()
+    await fleet.heartbeat(s.db, s.worker_id, last_beat, 0.0)  # a rate: this worker claims
     due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
     after: tuple[datetime, object] | None = None
 
@@ -245,6 +252,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                     await fleet.heartbeat(s.db, s.worker_id, now, rate)
                     await _say_capacity(s, now, due_per_s)
                     last_beat, beat_claimed = now, stats.claimed
+                # the workers document is as small as the fleet: read it each pass, so a worker
+                # that joins or leaves moves the partition at once
+                live = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
+                part = partition(s.worker_id, live.live_ids, takeover_s)
                 found = await scan(s, now, batch, after)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]
@@ -259,7 +270,11 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                             at := utc_or_none(seen.get("due_at")) or utc_or_none(seen.get("next_run_at"))
                         ) is not None:
                             observer.due(agent.key, (now - at).total_seconds())
-                ready = [(a, d) for a, d in due if not s.busy(a, d, now)]
+                ready = [
+                    (a, d)
+                    for a, d in due
+                    if part.may_claim(a.key, utc_or_none(d.get("next_run_at")), now) and not s.busy(a, d, now)
+                ]
                 s.rng.shuffle(ready)  # workers racing over the same backlog collide less
                 claimed = lost = 0
                 for agent, seen in ready:
@@ -315,6 +330,8 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 await nap(s.clock, wait, stop)
             else:
                 await anyio.sleep(0)
+    with anyio.CancelScope(shield=True), contextlib.suppress(PyMongoError, StorageError):
+        await fleet.leave(s.db, s.worker_id)
     log.info(
         "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped, %d abandoned found)",
         s.worker_id,

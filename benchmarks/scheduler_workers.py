@@ -6,7 +6,7 @@
 
 The embedded engine runs in this process (its own thread); every worker is its own process
 running `Scheduler.run` of one version, so workers race in the database as a fleet does. `lag`:
-per round, a fresh database seeded with N agents every 60 s whose slots start 10 s ahead (spread
+per round, a fresh database seeded with N agents every 60 s whose slots start 20 s ahead (spread
 over the minute by the stable offset, with this version's writes for both versions: the
 documents are the same shape), then 1 or 3 workers of one version for S seconds. Each tick
 records how late it was claimed after its slot (drift); ticks/s counts ticks claimed in the run.
@@ -153,7 +153,11 @@ def read(outs: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def pct(xs: list[float], q: int) -> float:
-    return statistics.quantiles(xs, n=100)[q - 1] if len(xs) > 1 else (xs[0] if xs else float("nan"))
+    return (
+        statistics.quantiles(xs, n=100, method="inclusive")[q - 1]
+        if len(xs) > 1
+        else (xs[0] if xs else float("nan"))
+    )
 
 
 def lag(uri: str, n: int, seconds: float, rev: str, rounds: int) -> None:
@@ -166,7 +170,7 @@ def lag(uri: str, n: int, seconds: float, rev: str, rounds: int) -> None:
     for r in range(rounds):
         for version, workers in order if r % 2 == 0 else list(reversed(order)):
             db_name = f"lag_{version}_{workers}_{r}"
-            asyncio.run(seed(uri, db_name, n, ahead_s=10))
+            asyncio.run(seed(uri, db_name, n, ahead_s=20))
             outs = spawn(uri, db_name, n, seconds, tmp, workers, rev if version == "previous" else None)
             ticks, stats = read(outs)
             drifts = [t["drift_s"] for t in ticks]

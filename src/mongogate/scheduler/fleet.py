@@ -41,8 +41,9 @@ class Fleet:
     known: bool
     #: ticks claimed per second by the live workers (each as measured at its last heartbeat)
     run_per_s: float = 0.0
-    #: the live workers that run the claim loop (what the claim partition splits agents over)
-    live_ids: tuple[str, ...] = ()
+    #: the live workers that run the claim loop, each with when it was last seen (what the
+    #: claim partition splits agents over)
+    claimers: tuple[tuple[str, datetime], ...] = ()
 
     def is_orphan(self, key: str) -> bool:
         return self.known and key not in self.registered
@@ -111,8 +112,8 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
     keys = frozenset(k for d in counted for k in d.get("agents") or () if isinstance(k, str))
     rate = sum(float(d.get("ticks_per_s") or 0.0) for d in live)
     # a worker that runs the claim loop heartbeats a rate; one that only registered does not
-    ids = tuple(sorted(str(d["_id"]) for d in live if "ticks_per_s" in d))
-    return Fleet(keys, len(live), known=True, run_per_s=rate, live_ids=ids)
+    claimers = tuple((str(d["_id"]), at) for at, d in seen if at >= now - ttl and "ticks_per_s" in d)
+    return Fleet(keys, len(live), known=True, run_per_s=rate, claimers=claimers)
 
 
 async def last_seen_with(db: AsyncDatabase[Doc], key: str) -> datetime | None:

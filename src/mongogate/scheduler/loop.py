@@ -31,7 +31,7 @@ from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.host import LoopHost, LoopObserver
 from mongogate.scheduler.kinds import Every
-from mongogate.scheduler.partition import partition
+from mongogate.scheduler.partition import Partition, claiming, partition
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
@@ -40,6 +40,8 @@ log = logging.getLogger("mongogate.scheduler.core")
 
 #: before any real date: the scan's lower bound, which also leaves out null (parked) documents
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: how often the loop re-reads which workers claim (the split of the agents)
+_SPLIT_EVERY = timedelta(seconds=1)
 
 
 @dataclass
@@ -197,10 +199,12 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
     last_beat = s.clock.now()
     beat_claimed = 0
-    # Agents split over the live workers (re-read at each heartbeat); another worker's agent is
-    # taken once its tick waited two heartbeats (`partition`).
-    takeover_s = 2 * heartbeat_every.total_seconds()
+    # Agents split over the claiming workers seen within three heartbeats; another worker's
+    # agent is taken once its tick waited as long (`partition`).
+    takeover_s = 3 * heartbeat_every.total_seconds()
     await fleet.heartbeat(s.db, s.worker_id, last_beat, 0.0)  # a rate: this worker claims
+    part: Partition | None = None
+    split_at = last_beat
     due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
     after: tuple[datetime, object] | None = None
 
@@ -252,10 +256,12 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                     await fleet.heartbeat(s.db, s.worker_id, now, rate)
                     await _say_capacity(s, now, due_per_s)
                     last_beat, beat_claimed = now, stats.claimed
-                # the workers document is as small as the fleet: read it each pass, so a worker
-                # that joins or leaves moves the partition at once
-                live = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
-                part = partition(s.worker_id, live.live_ids, takeover_s)
+                # the workers collection is as small as the fleet: read it at most once a second,
+                # so a worker that joins or leaves moves the partition at once
+                if part is None or now - split_at >= _SPLIT_EVERY:
+                    live = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
+                    part = partition(s.worker_id, claiming(live.claimers, now, takeover_s), takeover_s)
+                    split_at = now
                 found = await scan(s, now, batch, after)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]
@@ -277,8 +283,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 ]
                 s.rng.shuffle(ready)  # workers racing over the same backlog collide less
                 claimed = lost = 0
+                raced = False
                 for agent, seen in ready:
                     if lost >= stale_after:
+                        raced = True
                         break  # other workers are draining this snapshot: look again
                     await slots.acquire()
                     if done():
@@ -317,8 +325,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 last = found.due[-1] if found.due else None
                 stuck = found.full and last is not None and not moved
                 after = ((utc_or_none(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
-                if found.due and (moved or after is not None):
-                    # More may be due already; if others won everything, yield briefly.
+                if found.due and (found.full or raced) and (moved or after is not None):
+                    # More may be due behind this batch; if others won everything, yield briefly.
+                    # A batch that was not full held every due document: this worker took its
+                    # share, so it waits for the next due time (a pass costs a scan of the engine).
                     wait = 0.0 if claimed or parked or after is not None else 0.01
                 elif found.next_at is not None:
                     wait = min(idle, max((found.next_at - s.clock.now()).total_seconds(), 0.0))

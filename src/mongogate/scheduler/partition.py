@@ -3,11 +3,12 @@
 Every worker claims through the same conditional write, so two workers never run one tick; the
 partition only keeps them from racing for the same documents (each lost race is a wasted write
 and, on the embedded engine, a second and third worker used to lower throughput). A worker
-claims the agents whose hash falls to it among the live workers (`agent_workers` documents seen
-within `worker_ttl_s`, itself included, sorted by id), and any other agent once its tick has
-waited `takeover_s` past its time: a worker that died, or one whose view of the fleet is a
-heartbeat behind, never leaves a tick unclaimed for longer than that. When its heartbeat lapses
-the live set shrinks and its agents fall to the others outright.
+claims the agents whose hash falls to it among the claiming workers (`agent_workers` documents
+of workers that run the loop, seen within `takeover_s`, itself included, sorted by id), and any
+other agent once its tick has waited `takeover_s` past its time. So a worker that died drops out
+of the split once it has been silent for `takeover_s` (its agents then fall to the others
+outright), and a worker whose view of the fleet is behind never leaves a tick unclaimed for
+longer than that.
 """
 
 from __future__ import annotations
@@ -42,3 +43,8 @@ class Partition:
 
 def partition(worker_id: str, live: Iterable[str], takeover_s: float) -> Partition:
     return Partition(worker_id, tuple(sorted({*live, worker_id})), takeover_s)
+
+
+def claiming(claimers: Iterable[tuple[str, datetime]], now: datetime, takeover_s: float) -> list[str]:
+    """The workers seen within `takeover_s` (a worker silent for longer is out of the split)."""
+    return [wid for wid, seen in claimers if (now - seen).total_seconds() <= takeover_s]

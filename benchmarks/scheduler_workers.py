@@ -160,13 +160,13 @@ def pct(xs: list[float], q: int) -> float:
     )
 
 
-def lag(uri: str, n: int, seconds: float, rev: str, rounds: int) -> None:
+def lag(uri: str, n: int, seconds: float, rev: str, rounds: int, versions: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp())
     print(f"load average before: {os.getloadavg()}", flush=True)
     cols = ["round", "version", "workers", "ticks", "ticks/s", "drift p50 s", "drift p95 s", "drift max s"]
     print("| " + " | ".join([*cols, "lost races", "dup ticks"]) + " |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    order = [("previous", 1), ("this", 1), ("this", 3), ("previous", 3)]
+    order = [(v, w) for v, w in [("previous", 1), ("this", 1), ("this", 3), ("previous", 3)] if v in versions]
     for r in range(rounds):
         for version, workers in order if r % 2 == 0 else list(reversed(order)):
             db_name = f"lag_{version}_{workers}_{r}"
@@ -227,13 +227,14 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--rev", default=PREVIOUS)
     p.add_argument("--previous", action="store_true", help="first-tick: run the previous version")
+    p.add_argument("--versions", default="previous,this", help="lag: which versions to run")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         engine = EmbeddedEngine(Path(tmp))
         uri = engine.start()
         try:
             if args.mode == "lag":
-                lag(uri, args.agents, args.seconds, args.rev, args.rounds)
+                lag(uri, args.agents, args.seconds, args.rev, args.rounds, args.versions.split(","))
             else:
                 first_tick(uri, args.agents, args.workers, args.rev if args.previous else None)
         finally:

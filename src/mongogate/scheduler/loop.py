@@ -53,8 +53,18 @@ class Scan:
     full: bool
 
 
-async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
-    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start."""
+async def scan(
+    s: LoopHost,
+    now: datetime,
+    batch: int,
+    after: tuple[datetime, object] | None,
+    part: Partition | None = None,
+) -> Scan:
+    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start.
+
+    With `part`, the documents of the batch not due yet are read on (the batch is sent anyway) so
+    that `next_at` is when this worker next has something to claim: its own agent's time, another
+    worker's plus the takeover wait. A worker then wakes for its share, not for every due time."""
     filt: Doc = {"next_run_at": {"$gte": _EPOCH}}
     if after is not None:
         at, key = after
@@ -67,6 +77,7 @@ async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, ob
     )
     due: list[Doc] = []
     n = 0
+    next_at: datetime | None = None
     async with cursor:
         async for d in cursor:
             n += 1
@@ -74,9 +85,14 @@ async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, ob
             if when is None:
                 continue
             if when > now:
-                return Scan(due, when, full=False)
+                if part is None:
+                    return Scan(due, when, full=False)
+                key = str(d.get("agent_key", d["_id"]))
+                at = when if part.owns(key) else when + timedelta(seconds=part.takeover_s)
+                next_at = at if next_at is None else min(next_at, at)
+                continue
             due.append(d)
-    return Scan(due, None, full=n >= batch)
+    return Scan(due, next_at, full=n >= batch and len(due) == n)
 
 
 async def park_orphans(s: LoopHost, docs: list[Doc], now: datetime) -> int:
@@ -202,7 +218,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     # Agents split over the claiming workers seen within three heartbeats; another worker's
     # agent is taken once its tick waited as long (`partition`).
     takeover_s = 3 * heartbeat_every.total_seconds()
-    await fleet.heartbeat(s.db, s.worker_id, last_beat, 0.0)  # a rate: this worker claims
+    try:  # a rate: this worker claims (unrecorded, the others only race with it for a while)
+        await fleet.heartbeat(s.db, s.worker_id, last_beat, 0.0)
+    except StorageError as e:
+        log.warning("worker %s: could not record that it claims (%s)", s.worker_id, e)
     part: Partition | None = None
     split_at = last_beat
     due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
@@ -262,7 +281,7 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                     live = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
                     part = partition(s.worker_id, claiming(live.claimers, now, takeover_s), takeover_s)
                     split_at = now
-                found = await scan(s, now, batch, after)
+                found = await scan(s, now, batch, after, part)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]
                 parked = await park_orphans(s, unknown, now) if unknown else 0

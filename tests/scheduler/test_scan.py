@@ -99,9 +99,10 @@ class Writes(CommandListener):
         pass
 
 
-async def test_a_claim_is_one_small_update(engine_uri: str, db_name: str) -> None:
-    """One `update` (no document sent back) that moves the schedule and records the claim: nothing
-    the outcome write records anyway, and no second write."""
+async def test_a_claim_is_one_small_write_by_id_alone(engine_uri: str, db_name: str) -> None:
+    """One findAndModify filtered by `_id` alone (the engine's flat path; the condition on what was
+    read is in its pipeline), sending back only the claim stamp: it moves the schedule and records
+    the claim, nothing the outcome write records anyway, and no second write."""
     clock = ManualClock(T0)
     writes = Writes()
     client: Client = AsyncMongoClient(engine_uri, tz_aware=True, event_listeners=[writes])
@@ -118,8 +119,8 @@ async def test_a_claim_is_one_small_update(engine_uri: str, db_name: str) -> Non
     finally:
         await client.close()
     [cmd] = writes.commands
-    assert cmd.get("update") == "agent_schedule", cmd  # not a findAndModify
-    assert len(cmd["updates"]) == 1
-    update = cmd["updates"][0]["u"]
-    assert sorted(k.split(".")[0] for k in update["$set"]) == ["due_at", "next_run_at", "open"]
-    assert update["$inc"] == {"ticks": 1}
+    assert cmd.get("findAndModify") == "agent_schedule", cmd
+    assert cmd["query"] == {"_id": "a"}
+    assert cmd["fields"] == {"last_claim": 1}
+    [stage] = cmd["update"]
+    assert sorted(stage["$set"]) == ["due_at", "last_claim", "next_run_at", "open", "ticks"]

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import anyio
-from pymongo import ASCENDING, UpdateOne
+from pymongo import ASCENDING, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, PyMongoError
@@ -29,7 +29,7 @@ from mongogate.config import MemorySettings, SchedulerSettings
 from mongogate.errors import ConfigError, StorageError
 from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
-from mongogate.scheduler import fleet
+from mongogate.scheduler import fleet, writes
 from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.capacity import Capacity, assess
 from mongogate.scheduler.host import LoopObserver
@@ -122,11 +122,14 @@ class Scheduler:
     async def register(self, now: datetime | None = None) -> int:
         """Record this worker's agents, then one schedule document per agent (`_id` = key).
 
-        A new interval agent is due at once, a cron agent at its first slot, a one-off at its
-        time. Writes only what is missing or changed (a changed schedule of another kind starts
-        over at its first slot; an interval change keeps the current slot), so restarting a
-        fleet costs one read per worker. An orphan that is registered again is un-parked.
-        Returns the number of schedule documents written.
+        A new interval agent is due at its phase (`first_slot`), a cron agent at its first slot,
+        a one-off at its time. Writes only what is missing or changed, in the shapes the embedded
+        engine serves flat: one read of the schedule, the missing documents inserted in batches by
+        their `_id` (a duplicate is another worker's insert: already there), each changed one
+        updated by `_id` alone, conditional on what was read. So the cost is linear in the number
+        of agents, and restarting a fleet costs one read. A changed schedule of another kind
+        starts over at its first slot; an interval change keeps the current slot. An orphan that
+        is registered again is un-parked. Returns the number of schedule documents written.
         """
         now = now or self.clock.now()
         await fleet.announce(self.db, self.worker_id, self.agents.keys(), now)
@@ -134,9 +137,13 @@ class Scheduler:
             stored = {d["_id"]: d async for d in self.coll.find({}, _REGISTER_FIELDS)}
         except PyMongoError as e:
             raise StorageError(f"could not read the schedule: {e}") from e
-        ops = [op for a in self.agents if (op := self._register_op(a, stored.get(a.key), now)) is not None]
-        await self._bulk(ops, "register agents")
-        return len(ops)
+        new = [self._new_doc(a, now) for a in self.agents if a.key not in stored]
+        changed = [
+            op for a in self.agents if a.key in stored and (op := self._change_op(a, stored[a.key], now))
+        ]
+        await self._insert(new)
+        await self._bulk(changed, "register agents")
+        return len(new) + len(changed)
 
     def first_slot(self, a: Agent, now: datetime) -> datetime:
         """A new agent's first slot: an interval agent's on its own phase (`Agent.offset_s`, else a
@@ -148,62 +155,69 @@ class Scheduler:
             return sched.first_at_offset(now, offset)
         return sched.first(now)
 
-    def _register_op(self, a: Agent, d: Doc | None, now: datetime) -> UpdateOne | None:
+    def _fields(self, a: Agent) -> Doc:
         sched = a.schedule
-        fields: Doc = {"schedule": sched.spec, "kind": sched.kind}
-        fields["interval_s"] = sched.seconds if isinstance(sched, Every) else None
-        if d is None:
-            first = self.first_slot(a, now)
-            counters = {"ticks": 0, "missed_slots": 0, "misfired": 0, "abandoned": 0}
-            insert = {
-                "agent_key": a.key,
-                "next_run_at": first,
-                "due_at": first,
-                "created_at": now,
-                **counters,
-            }
-            return UpdateOne({"_id": a.key}, {"$setOnInsert": insert, "$set": fields}, upsert=True)
+        interval = sched.seconds if isinstance(sched, Every) else None
+        return {"schedule": sched.spec, "kind": sched.kind, "interval_s": interval}
+
+    def _new_doc(self, a: Agent, now: datetime) -> Doc:
+        first = self.first_slot(a, now)
+        counters = {"ticks": 0, "missed_slots": 0, "misfired": 0, "abandoned": 0}
+        return {
+            "_id": a.key,
+            "agent_key": a.key,
+            "next_run_at": first,
+            "due_at": first,
+            "created_at": now,
+            "open": {},
+            **counters,
+            **self._fields(a),
+        }
+
+    def _change_op(self, a: Agent, d: Doc, now: datetime) -> UpdateOne | None:
+        sched = a.schedule
         old = d.get("schedule")
         legacy_same = old is None and isinstance(sched, Every) and d.get("interval_s") == sched.seconds
         sets: Doc = {}
-        unset: Doc = {}
+        unset: tuple[str, ...] = ()
         if old != sched.spec and not legacy_same:
-            sets.update(fields)
+            sets.update(self._fields(a))
             was_interval = old is None or str(old).startswith("every ")
             if not (isinstance(sched, Every) and was_interval):
                 first = self.first_slot(a, now)  # another kind of schedule starts over at its first slot
                 sets["due_at"] = first
                 sets["next_run_at"] = None if d.get("paused") else first
         elif old is None:
-            sets.update(fields)  # a document from before schedule kinds: record the spec
+            sets.update(self._fields(a))  # a document from before schedule kinds: record the spec
         if d.get("orphaned_at") is not None:
-            unset["orphaned_at"] = ""  # registered again: back on the schedule
+            unset = ("orphaned_at",)  # registered again: back on the schedule
             if "next_run_at" not in sets and not d.get("paused"):
                 sets["next_run_at"] = d.get("due_at")
         if not sets and not unset:
             return None
-        update: Doc = {"$set": sets} if sets else {}
-        if unset:
-            update["$unset"] = unset
-        # conditional on what was read, so it never races a claim (a claim moves next_run_at)
-        return UpdateOne({"_id": a.key, "next_run_at": d.get("next_run_at")}, update)
+        # by `_id` alone, conditional on what was read, so it never races a claim (a claim moves
+        # next_run_at)
+        ok = writes.unchanged(d, "next_run_at")
+        return UpdateOne({"_id": a.key}, writes.when(ok, writes.moved(sets, unset)))
+
+    async def _insert(self, docs: list[Doc]) -> None:
+        """Insert new schedule documents in batches; one that exists is another worker's: kept."""
+        for i in range(0, len(docs), _BULK):
+            try:
+                await self.coll.insert_many(docs[i : i + _BULK], ordered=False)
+            except BulkWriteError as e:
+                errors = e.details.get("writeErrors", [])
+                if not errors or any(err.get("code") != 11000 for err in errors):
+                    raise StorageError(f"could not register agents: {e}") from e
+            except PyMongoError as e:
+                raise StorageError(f"could not register agents: {e}") from e
 
     async def _bulk(self, ops: list[UpdateOne], what: str) -> None:
         for i in range(0, len(ops), _BULK):
-            chunk = ops[i : i + _BULK]
-            for attempt in (1, 2):
-                try:
-                    await self.coll.bulk_write(chunk, ordered=False)
-                    break
-                except BulkWriteError as e:
-                    # Workers registering the same new agent at once collide on _id; the upserts
-                    # are idempotent, so a second pass matches the document the other one made.
-                    errors = e.details.get("writeErrors", [])
-                    if attempt == 1 and errors and all(err.get("code") == 11000 for err in errors):
-                        continue
-                    raise StorageError(f"could not {what}: {e}") from e
-                except PyMongoError as e:
-                    raise StorageError(f"could not {what}: {e}") from e
+            try:
+                await self.coll.bulk_write(ops[i : i + _BULK], ordered=False)
+            except PyMongoError as e:
+                raise StorageError(f"could not {what}: {e}") from e
 
     async def jitter_overdue(self, now: datetime | None = None) -> int:
         """Spread overdue ticks over a random delay, so a restart does not fire the whole backlog
@@ -227,10 +241,10 @@ class Scheduler:
                     self.settings.jitter_max_s, agent.schedule, slot, now, self.grace_s(agent)
                 )
                 at = truncate_ms(now + timedelta(seconds=self.rng.uniform(0, bound)))
+                ok = writes.unchanged(d, "next_run_at")
                 ops.append(
                     UpdateOne(
-                        {"_id": d["_id"], "next_run_at": d["next_run_at"]},
-                        {"$set": {"next_run_at": at, "due_at": slot}},
+                        {"_id": d["_id"]}, writes.when(ok, writes.moved({"next_run_at": at, "due_at": slot}))
                     )
                 )
         except PyMongoError as e:
@@ -261,13 +275,17 @@ class Scheduler:
             ready = utc_or_none(doc.get("next_run_at")) if doc else None
             if doc is None or ready is None or ready > now or self.busy(agent, doc, now):
                 return None
-            claim, update = self._claim_update(agent, doc, ready, now)
-            res = await self.coll.update_one(
-                {"_id": doc["_id"], "next_run_at": doc["next_run_at"], "due_at": doc.get("due_at")}, update
+            claim, fields = self._claim_update(agent, doc, ready, now)
+            # by `_id` alone, conditional in the pipeline (the engine's flat path; `writes`)
+            after = await self.coll.find_one_and_update(
+                {"_id": doc["_id"]},
+                writes.when(writes.unchanged(doc, "next_run_at", "due_at"), fields),
+                projection=writes.CLAIM_RESULT,
+                return_document=ReturnDocument.AFTER,
             )
         except PyMongoError as e:
             raise StorageError(f"could not claim a tick of agent {agent.key!r}: {e}") from e
-        if res.matched_count == 0:
+        if not writes.won(after, claim.claim_id):
             return None
         if claim.abandoned:
             log.warning(
@@ -282,8 +300,8 @@ class Scheduler:
         return claim
 
     def _claim_update(self, agent: Agent, doc: Doc, ready: datetime, now: datetime) -> tuple[Claim, Doc]:
-        """The claim and its update: as small as correctness allows (the schedule, one open claim,
-        counters only when they move)."""
+        """The claim and its fields as pipeline expressions (`writes.claim_fields`): the schedule,
+        one open claim, counters only when they move."""
         slot = utc_or_none(doc.get("due_at"))
         paused = bool(doc.get("paused"))
         manual = bool(doc.get("run_now"))
@@ -308,11 +326,13 @@ class Scheduler:
             abandoned=len(expired),
         )
         sets: Doc = {"next_run_at": None if paused else nxt_due, "due_at": nxt_due}
-        inc: Doc = {}
-        unset: Doc = {}
+        inc: dict[str, int] = {}
+        open_add: tuple[str, Doc] | None = None
         if run is not None:
-            open_claim = {"worker": self.worker_id, "slot": run, "claimed_at": now, "deadline": deadline}
-            sets[f"open.{claim.claim_id}"] = open_claim
+            open_add = (
+                claim.claim_id,
+                {"worker": self.worker_id, "slot": run, "claimed_at": now, "deadline": deadline},
+            )
             inc["ticks"] = 1
         if missed:
             inc["missed_slots"] = missed
@@ -320,16 +340,10 @@ class Scheduler:
             inc["misfired"] = misfired
         if expired:
             inc["abandoned"] = len(expired)
-            unset |= {f"open.{cid}": "" for cid in expired}
             sets["last_abandoned"] = max(expired.items())[1]
-        if manual:
-            unset["run_now"] = ""
-        update: Doc = {"$set": sets}
-        if inc:
-            update["$inc"] = inc
-        if unset:
-            update["$unset"] = unset
-        return claim, update
+        unset = ("run_now",) if manual else ()
+        fields = writes.claim_fields(claim.claim_id, sets, inc, open_add, sorted(expired), unset)
+        return claim, fields
 
     async def run_tick(self, agent: Agent, claim: Claim, stats: SchedulerStats | None = None) -> str:
         """Run one claimed tick under its hard deadline; returns "ok", "error" or "timeout". Never raises."""

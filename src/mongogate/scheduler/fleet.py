@@ -41,6 +41,9 @@ class Fleet:
     known: bool
     #: ticks claimed per second by the live workers (each as measured at its last heartbeat)
     run_per_s: float = 0.0
+    #: the live workers that run the claim loop, each with when it was last seen (what the
+    #: claim partition splits agents over)
+    claimers: tuple[tuple[str, datetime], ...] = ()
 
     def is_orphan(self, key: str) -> bool:
         return self.known and key not in self.registered
@@ -77,6 +80,14 @@ async def heartbeat(
         raise StorageError(f"could not refresh worker {worker_id!r}: {e}") from e
 
 
+async def leave(db: AsyncDatabase[Doc], worker_id: str) -> None:
+    """A stopping worker stops claiming: the others take its share of the agents at their next pass."""
+    try:
+        await workers(db).update_one({"_id": worker_id}, {"$unset": {"ticks_per_s": ""}})
+    except PyMongoError as e:
+        raise StorageError(f"could not record worker {worker_id!r}: {e}") from e
+
+
 async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fleet:
     ttl = timedelta(seconds=ttl_s)
     try:
@@ -100,7 +111,9 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
     counted = live or [d for at, d in seen if at >= newest - ttl]
     keys = frozenset(k for d in counted for k in d.get("agents") or () if isinstance(k, str))
     rate = sum(float(d.get("ticks_per_s") or 0.0) for d in live)
-    return Fleet(keys, len(live), known=True, run_per_s=rate)
+    # a worker that runs the claim loop heartbeats a rate; one that only registered does not
+    claimers = tuple((str(d["_id"]), at) for at, d in seen if at >= now - ttl and "ticks_per_s" in d)
+    return Fleet(keys, len(live), known=True, run_per_s=rate, claimers=claimers)
 
 
 async def last_seen_with(db: AsyncDatabase[Doc], key: str) -> datetime | None:

@@ -13,6 +13,7 @@ same clock, so a ManualClock drives the whole loop in tests.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.host import LoopHost, LoopObserver
 from mongogate.scheduler.kinds import Every
+from mongogate.scheduler.partition import Partition, claiming, partition
 from mongogate.scheduler.slots import CLAIM_FIELDS, Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.values import Doc
@@ -38,6 +40,8 @@ log = logging.getLogger("mongogate.scheduler.core")
 
 #: before any real date: the scan's lower bound, which also leaves out null (parked) documents
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: how often the loop re-reads which workers claim (the split of the agents)
+_SPLIT_EVERY = timedelta(seconds=1)
 
 
 @dataclass
@@ -49,8 +53,18 @@ class Scan:
     full: bool
 
 
-async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, object] | None) -> Scan:
-    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start."""
+async def scan(
+    s: LoopHost,
+    now: datetime,
+    batch: int,
+    after: tuple[datetime, object] | None,
+    part: Partition | None = None,
+) -> Scan:
+    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start.
+
+    With `part`, the documents of the batch not due yet are read on (the batch is sent anyway) so
+    that `next_at` is when this worker next has something to claim: its own agent's time, another
+    worker's plus the takeover wait. A worker then wakes for its share, not for every due time."""
     filt: Doc = {"next_run_at": {"$gte": _EPOCH}}
     if after is not None:
         at, key = after
@@ -63,6 +77,7 @@ async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, ob
     )
     due: list[Doc] = []
     n = 0
+    next_at: datetime | None = None
     async with cursor:
         async for d in cursor:
             n += 1
@@ -70,9 +85,14 @@ async def scan(s: LoopHost, now: datetime, batch: int, after: tuple[datetime, ob
             if when is None:
                 continue
             if when > now:
-                return Scan(due, when, full=False)
+                if part is None:
+                    return Scan(due, when, full=False)
+                key = str(d.get("agent_key", d["_id"]))
+                at = when if part.owns(key) else when + timedelta(seconds=part.takeover_s)
+                next_at = at if next_at is None else min(next_at, at)
+                continue
             due.append(d)
-    return Scan(due, None, full=n >= batch)
+    return Scan(due, next_at, full=n >= batch and len(due) == n)
 
 
 async def park_orphans(s: LoopHost, docs: list[Doc], now: datetime) -> int:
@@ -120,7 +140,7 @@ async def _initial_lag(s: LoopHost, observer: LoopObserver, now: datetime) -> No
         observer.due(key, (now - due).total_seconds() if due is not None else 0.0)
 
 
-async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
+async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> fleet.Fleet:
     """Fleet-wide ticks due/s against run/s, to the metrics; a warning when the fleet is behind
     (its workers run clearly fewer ticks than fall due and the oldest due slot is an interval late)."""
     known = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
@@ -142,6 +162,7 @@ async def _say_capacity(s: LoopHost, now: datetime, due_per_s: float) -> None:
             known.run_per_s,
             known.live_workers,
         )
+    return known
 
 
 async def _set_up(s: LoopHost, stop: anyio.Event) -> bool:
@@ -194,6 +215,15 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     heartbeat_every = timedelta(seconds=max(1.0, min(10.0, s.settings.worker_ttl_s / 4)))
     last_beat = s.clock.now()
     beat_claimed = 0
+    # Agents split over the claiming workers seen within three heartbeats; another worker's
+    # agent is taken once its tick waited as long (`partition`).
+    takeover_s = 3 * heartbeat_every.total_seconds()
+    try:  # a rate: this worker claims (unrecorded, the others only race with it for a while)
+        await fleet.heartbeat(s.db, s.worker_id, last_beat, 0.0)
+    except StorageError as e:
+        log.warning("worker %s: could not record that it claims (%s)", s.worker_id, e)
+    part: Partition | None = None
+    split_at = last_beat
     due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
     after: tuple[datetime, object] | None = None
 
@@ -245,7 +275,13 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                     await fleet.heartbeat(s.db, s.worker_id, now, rate)
                     await _say_capacity(s, now, due_per_s)
                     last_beat, beat_claimed = now, stats.claimed
-                found = await scan(s, now, batch, after)
+                # the workers collection is as small as the fleet: read it at most once a second,
+                # so a worker that joins or leaves moves the partition at once
+                if part is None or now - split_at >= _SPLIT_EVERY:
+                    live = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
+                    part = partition(s.worker_id, claiming(live.claimers, now, takeover_s), takeover_s)
+                    split_at = now
+                found = await scan(s, now, batch, after, part)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]
                 parked = await park_orphans(s, unknown, now) if unknown else 0
@@ -259,11 +295,17 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                             at := utc_or_none(seen.get("due_at")) or utc_or_none(seen.get("next_run_at"))
                         ) is not None:
                             observer.due(agent.key, (now - at).total_seconds())
-                ready = [(a, d) for a, d in due if not s.busy(a, d, now)]
+                ready = [
+                    (a, d)
+                    for a, d in due
+                    if part.may_claim(a.key, utc_or_none(d.get("next_run_at")), now) and not s.busy(a, d, now)
+                ]
                 s.rng.shuffle(ready)  # workers racing over the same backlog collide less
                 claimed = lost = 0
+                raced = False
                 for agent, seen in ready:
                     if lost >= stale_after:
+                        raced = True
                         break  # other workers are draining this snapshot: look again
                     await slots.acquire()
                     if done():
@@ -302,8 +344,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 last = found.due[-1] if found.due else None
                 stuck = found.full and last is not None and not moved
                 after = ((utc_or_none(last["next_run_at"]) or now), last["_id"]) if stuck and last else None
-                if found.due and (moved or after is not None):
-                    # More may be due already; if others won everything, yield briefly.
+                if found.due and (found.full or raced) and (moved or after is not None):
+                    # More may be due behind this batch; if others won everything, yield briefly.
+                    # A batch that was not full held every due document: this worker took its
+                    # share, so it waits for the next due time (a pass costs a scan of the engine).
                     wait = 0.0 if claimed or parked or after is not None else 0.01
                 elif found.next_at is not None:
                     wait = min(idle, max((found.next_at - s.clock.now()).total_seconds(), 0.0))
@@ -315,6 +359,8 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                 await nap(s.clock, wait, stop)
             else:
                 await anyio.sleep(0)
+    with anyio.CancelScope(shield=True), contextlib.suppress(PyMongoError, StorageError):
+        await fleet.leave(s.db, s.worker_id)
     log.info(
         "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped, %d abandoned found)",
         s.worker_id,

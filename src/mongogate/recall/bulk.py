@@ -161,40 +161,36 @@ async def _import_batch(
 ) -> None:
     idents = [identity(scope, ln.namespace, ln.key, text_hash(ln.text)) for ln in chunk]
     now = store.clock.now()
-    fields = {**IDENTITY_FIELDS, "metadata": 1, "expires_at": 1}
-    try:
-        found = [await store.lookup(scope, ident, fields) for ident in idents]
-    except PyMongoError as e:
-        raise StorageError("could not read the memories being imported") from e
-    new: list[tuple[Line, Doc]] = []
+    firsts: list[tuple[Line, Doc]] = []  # one line per memory; a repeat in the batch through remember
     slow: list[Line] = []  # through remember: changed, re-expired, repeated in this batch
     seen: set[str] = set()
-    for line, ident, held in zip(chunk, idents, found, strict=True):
+    for line, ident in zip(chunk, idents, strict=True):
         mid = memory_id(ident)
-        if mid in seen:
-            slow.append(line)
-        elif held is None:
-            new.append((line, ident))
-        elif (
-            held["text_hash"] == text_hash(line.text)
-            and dict(held.get("metadata") or {}) == line.metadata
-            and held.get("expires_at") is None
-            and line.ttl_days is None
-        ):
-            report.unchanged += 1
-        else:
-            slow.append(line)
+        (slow.append(line) if mid in seen else firsts.append((line, ident)))
         seen.add(mid)
-    fresh: list[tuple[Line, Doc]] = []
-    if new:
-        vectors = await store.embedder.embed([line.text for line, _ in new])
-        if len(vectors) != len(new) or any(len(v) != store.embedder.dimensions for v in vectors):
-            raise StorageError(f"the embedding model {store.embedder.model!r} answered with the wrong shape")
-        for (line, ident), vector in zip(new, vectors, strict=True):
-            expires = None if line.ttl_days is None else now + timedelta(days=line.ttl_days)
-            doc = store.new_document(ident, line.text, line.metadata, vector, now, expires, author)
-            fresh.append((line, doc))
-    slow += await _insert(store, scope, fresh, now, report)
+    if store.legacy:  # uuid ids left: read first (by query), so no second memory is made
+        try:
+            found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
+        except PyMongoError as e:
+            raise StorageError("could not read the memories being imported") from e
+        slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
+        firsts = [pair for pair, d in zip(firsts, found, strict=True) if d is None]
+    # create first: a duplicate `_id` is a memory already there (read by `_id` after, a hit); a
+    # read that finds nothing would scan the collection on the embedded engine
+    held, over = await _insert(store, scope, await _documents(store, firsts, now, author), now, report)
+    try:
+        found = [await store.lookup(scope, _ident(doc), _FIELDS) for _, doc in held + over]
+    except PyMongoError as e:
+        raise StorageError("could not read the memories being imported") from e
+    for i, ((line, _), doc) in enumerate(zip(held + over, found, strict=True)):
+        if doc is not None:
+            slow += _compare([(line, doc)], report)
+        elif i < len(held):
+            slow.append(line)  # gone since its duplicate insert: through remember
+        else:  # past the quota and not stored: nothing written
+            report.bad.append(
+                (line.number, f"quota_exceeded: the scope holds {store.settings.max_per_scope} memories")
+            )
     for line in sorted(slow, key=lambda ln: ln.number):
         try:
             r = await store.remember(
@@ -215,23 +211,65 @@ async def _import_batch(
         setattr(report, r.status, getattr(report, r.status) + 1)
 
 
+_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, "expires_at": 1}
+
+
+def _ident(doc: Doc) -> Doc:
+    """The identity (`store.identity`) of a new memory's document."""
+    return {f: doc[f] for f in ("tenant", "owner", "namespace", "keyed")} | (
+        {"key": doc["key"]} if doc["keyed"] else {"text_hash": doc["text_hash"]}
+    )
+
+
+def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
+    """Lines whose memory is stored: counted `unchanged`, or returned for remember."""
+    slow = []
+    for line, held in pairs:
+        if (
+            held["text_hash"] == text_hash(line.text)
+            and dict(held.get("metadata") or {}) == line.metadata
+            and held.get("expires_at") is None
+            and line.ttl_days is None
+        ):
+            report.unchanged += 1
+        else:
+            slow.append(line)
+    return slow
+
+
+async def _documents(
+    store: LongTermMemory, pairs: list[tuple[Line, Doc]], now: Any, author: str | None
+) -> list[tuple[Line, Doc]]:
+    """Each line's version 1, its text embedded in one call for the batch."""
+    if not pairs:
+        return []
+    vectors = await store.embedder.embed([line.text for line, _ in pairs])
+    if len(vectors) != len(pairs) or any(len(v) != store.embedder.dimensions for v in vectors):
+        raise StorageError(f"the embedding model {store.embedder.model!r} answered with the wrong shape")
+    out = []
+    for (line, ident), vector in zip(pairs, vectors, strict=True):
+        expires = None if line.ttl_days is None else now + timedelta(days=line.ttl_days)
+        out.append((line, store.new_document(ident, line.text, line.metadata, vector, now, expires, author)))
+    return out
+
+
 async def _insert(
     store: LongTermMemory, scope: Scope, fresh: list[tuple[Line, Doc]], now: Any, report: ImportReport
-) -> list[Line]:
-    """Insert the new memories in one call, within the scope's quota; the lines whose insert lost
-    to a concurrent writer are returned (for remember), the ones past the quota reported bad."""
+) -> tuple[list[tuple[Line, Doc]], list[tuple[Line, Doc]]]:
+    """Insert the new memories in one call, within the scope's quota: the (line, document) of each
+    insert that was a duplicate `_id` (the memory is there), and of each line past the quota (not
+    inserted: stored already, or refused)."""
     if not fresh:
-        return []
+        return [], []
     limit = store.settings.max_per_scope
     try:
         room, _ = await quota.reserve(store.revisions, store.memories, scope, len(fresh), limit, now)
     except PyMongoError as e:
         raise StorageError("could not store the imported memories") from e
-    for line, _ in fresh[room:]:
-        report.bad.append((line.number, f"quota_exceeded: the scope holds {limit} memories"))
+    over = fresh[room:]
     fresh = fresh[:room]
     if not fresh:
-        return []
+        return [], over
     try:
         try:
             await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
@@ -244,11 +282,11 @@ async def _insert(
             raise StorageError("could not store the imported memories") from e
         await quota.release(store.revisions, scope, len(lost))  # those were not created here
         report.created += len(fresh) - len(lost)
-        return [fresh[i][0] for i in sorted(lost)]
+        return [fresh[i] for i in sorted(lost)], over
     except PyMongoError as e:
         raise StorageError("could not store the imported memories") from e
     report.created += len(fresh)
-    return []
+    return [], over
 
 
 async def export_lines(

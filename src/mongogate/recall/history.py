@@ -10,10 +10,11 @@ addresses each entry by `_id` rather than querying `memory_id` (a scan on the em
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 
 from pymongo import DESCENDING
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import NotFound, StorageError
@@ -45,20 +46,21 @@ async def prune(store: RecallRepository, scope: Scope, mid: str, newest: int) ->
         )
 
 
-def _kept(current: int) -> range:
-    """The versions a memory at `current` may have in its history (with one left by an update
-    interrupted between its history entry and its memory write: `current` itself)."""
-    return range(max(1, current - MAX_HISTORY), current + 1)
-
-
 async def erase(store: RecallRepository, scope: Scope, mid: str, current: int | None) -> None:
     """Erase the history of memory `mid` of the caller's scope (checked by the caller), whose last
     version was `current`; None (unknown: the memory is already gone) sweeps by query."""
     if current is None or store.legacy:
         await store.versions.delete_many({"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner})
         return
-    for v in _kept(current):
+    for v in range(max(1, current - MAX_HISTORY), current):
         await store.versions.delete_one({"_id": version_id(mid, v)})
+    # the current version's entry exists only if an update stopped between its history entry and
+    # its memory write; a delete that finds nothing scans on the embedded engine, a duplicate
+    # insert does not: so the entry is probed by inserting a placeholder (no scope fields, read by
+    # no one) and whatever holds the `_id` then is deleted
+    with contextlib.suppress(DuplicateKeyError):
+        await store.versions.insert_one({"_id": version_id(mid, current), "probe": True})
+    await store.versions.delete_one({"_id": version_id(mid, current)})
 
 
 async def set_expiry(

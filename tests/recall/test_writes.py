@@ -245,7 +245,9 @@ async def old_database(ltm: LongTermMemory, n: int = 2) -> list[str]:
                     ("key" if "key" in name else "text_hash", 1),
                 ]
             )
-            extra = {} if coll == "memory_versions" else {"partialFilterExpression": {"keyed": "key" in name}}
+            extra: dict[str, Any] = (
+                {} if coll == "memory_versions" else {"partialFilterExpression": {"keyed": "key" in name}}
+            )
             await ltm.db[coll].create_index(keys, name=name, unique=True, **extra)
     ids = []
     for i in range(n):

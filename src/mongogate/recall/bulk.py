@@ -2,14 +2,14 @@
 
 A line is `{"text", "namespace"?, "key"?, "metadata"?, "ttl_days"?}`, checked like `remember`'s
 arguments. Import works in batches, in the shapes the embedded engine serves flat whatever the
-collection's size (recall/ids.py): each line's memory is read by its derived `_id` (a `find_one`),
-the new ones' texts are embedded in one call, their places reserved in the scope's quota counter at
-once (recall/quota.py), and they are written with one unordered `insert_many` whose duplicates are
-lines another writer created meanwhile. A second import of the same file costs the lookups only
-(nothing embedded, nothing written): all `unchanged`. Anything else (a changed text, a new
-expiry, a line whose memory another writer created meanwhile, the same key twice in a batch)
-goes through `remember` itself, so the rules of versions and history are the store's, not a copy
-of them. A bad line is reported by number and skipped; nothing else is lost.
+collection's size (recall/ids.py): every line's version 1 is built under its derived `_id` (the
+batch's texts embedded in one call), their places reserved in the scope's quota counter at once
+(recall/quota.py), and they are written with one unordered `insert_many`; a duplicate `_id` is a
+memory already there, read by `_id` and compared (a read that finds nothing would scan the
+collection there). A second import of the same file writes nothing: all `unchanged`. Anything
+else (a changed text, a new expiry, a line whose memory another writer created meanwhile, the
+same key twice in a batch) goes through `remember` itself, so the rules of versions and history
+are the store's, not a copy of them. A bad line is reported by number and skipped; nothing else is lost.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def main() -> None:
     p.add_argument("--remember", type=int, default=5)
     args = p.parse_args()
     body = asyncio.run(run(args.count, args.step, args.remember))
-    publish("memory import (issue 26)", body, not args.no_write)
+    publish("memory import at 10,000 (derived ids)", body, not args.no_write)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,11 @@ Filling: memories are inserted in bulk (`insert_many`, the stored shape of a rem
 with the engine's per-insert uniqueness scan off (as benchmarks/memory.py), not through remember.
 
 Run: `.venv/bin/python benchmarks/recall_index.py` (a few minutes) or `--rounds 10`.
+
+`--writes` measures only the writes (issue 26 item 2), over MCP, interleaved round by round, each
+against the same call on an empty scope: `remember` of a new text, `remember` of a new text under
+one key (a new version: a history entry), and `forget` by key (of a memory remembered, untimed,
+just before), with 10,000 memories in the scope.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from pymongo import AsyncMongoClient
 from mongogate.config import load_settings
 from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LocalEmbedder
+from mongogate.recall.ids import memory_id
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.store import text_hash
 from mongogate.recall.vectors import pack
@@ -93,6 +99,7 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
             "text": text,
             "text_hash": text_hash(text),
         }
+        doc["_id"] = memory_id(doc)  # the stored shape: the id derived from the identity
         docs.append(doc | {"embedding": pack(vec)})
     with unchecked_seeding():
         for start in range(0, len(docs), 2000):
@@ -261,17 +268,66 @@ def _new() -> str:
     return uuid.uuid4().hex
 
 
+async def run_writes(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
+    """remember (new), remember (new version of a key), forget by key: 10,000 in scope vs empty."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True)
+    embedder = LocalEmbedder()
+    built = {k: build_server(settings_for(uri, f"w_{k}", tmp, "acme")) for k in ("empty", "full")}
+    out: list[str] = []
+    async with Client(built["empty"], mode="legacy") as empty, Client(built["full"], mode="legacy") as full:
+        await full.call_tool("remember", {"text": "Order ORD-58213 was shipped by DHL on Monday."})
+        template = await client["w_full"]["memories"].find_one({})
+        assert template is not None
+        t0 = time.perf_counter()
+        await fill(client["w_full"]["memories"], template, "acme", 10_000, embedder)
+        held = await client["w_full"]["memories"].count_documents({"tenant": "acme"})
+        out.append(f"Filled {held:,} memories into one scope in {time.perf_counter() - t0:.1f} s.")
+        counter = iter(range(10**6))
+        clients = {"empty scope": empty, "10,000 in scope": full}
+
+        async def forget(c: Any) -> float:
+            key = f"gone-{next(counter)}"
+            await c.call_tool("remember", {"text": f"to forget {key}", "key": key})
+            return await timed(partial(c.call_tool, "forget", {"namespace": "default", "key": key}))
+
+        ops: dict[str, Callable[[Any], Awaitable[float]]] = {
+            "remember (new memory)": lambda c: timed(
+                partial(c.call_tool, "remember", {"text": f"new fact {next(counter)}"})
+            ),
+            "remember (new version of a key)": lambda c: timed(
+                partial(c.call_tool, "remember", {"text": f"standup at {next(counter)}", "key": "standup"})
+            ),
+            "forget by key": forget,
+        }
+        times: dict[tuple[str, str], list[float]] = {(o, w): [] for o in ops for w in clients}
+        for i in range(warmup + rounds):
+            for o, op in ops.items():
+                for w, c in clients.items() if i % 2 else reversed(clients.items()):
+                    ms = await op(c)
+                    if i >= warmup:
+                        times[(o, w)].append(ms)
+    await client.close()
+    out += ["", "| call | empty scope p50 ms | 10,000 in scope p50 ms | ratio |", "|---|---:|---:|---:|"]
+    for o in ops:
+        a = statistics.median(times[(o, "empty scope")])
+        b = statistics.median(times[(o, "10,000 in scope")])
+        out.append(f"| {o} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__.split("\n", 1)[0] if __doc__ else None)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--writes", action="store_true", help="only remember and forget, 10,000 vs empty")
     args = p.parse_args(argv)
     started, load0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime()), loadavg()
     with tempfile.TemporaryDirectory(prefix="mongogate-bench-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "engine")
         uri = engine.start()
         try:
-            lines = asyncio.run(run(uri, tmp, args.rounds, args.warmup))
+            go = run_writes if args.writes else run
+            lines = asyncio.run(go(uri, tmp, args.rounds, args.warmup))
         finally:
             engine.stop()
     head = [
@@ -280,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {load0} at the start, {loadavg()} at the end (a shared machine).",
         "",
     ]
-    publish("recall index (in-process, issue 26)", "\n".join(head + lines) + "\n", not args.no_write)
+    name = "recall index (in-process, issue 26)"
+    name = "recall writes at 10,000 (issue 26 item 2)" if args.writes else name
+    publish(name, "\n".join(head + lines) + "\n", not args.no_write)
     return 0
 
 

@@ -37,6 +37,7 @@ def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str,
         for ln in lines
     )
     assert f"long-term memory vector path: index (memory.long_term.vector_search = {mode})" in r.stdout
+    assert "long-term memory writes: flat (each memory by its derived _id" in r.stdout
     i = next(i for i, ln in enumerate(lines) if ln.startswith("long-term memory vector index"))
     assert "'mongogate_memory_vectors': missing" in lines[i]
     printed = json.loads(lines[i + 1])

@@ -20,18 +20,20 @@ ACME = Scope("acme")
 
 
 def held_after_read(barrier: threading.Barrier) -> Callable[[str], None]:
-    """A failpoint: the first read of each racer waits for the other's (later rounds run free)."""
+    """A failpoint: the first read (or, by derived `_id`, the first create attempt, which is the
+    read) of each racer waits for the other's (later rounds run free)."""
     waited = threading.local()
 
     def fault(point: str) -> None:
-        if point == "remember.after_read" and not getattr(waited, "done", False):
+        first = point in ("remember.after_read", "remember.before_create")
+        if first and not getattr(waited, "done", False):
             waited.done = True
             barrier.wait(timeout=60)
 
     return fault
 
 
-def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]]) -> list[Remembered]:
+def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]], legacy: bool) -> list[Remembered]:
     barrier = threading.Barrier(len(calls))
     fault = held_after_read(barrier)
     results: list[Remembered | BaseException] = [RuntimeError("not run")] * len(calls)
@@ -41,6 +43,7 @@ def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]]) -> list[Rem
         try:
             ltm = LongTermMemory(client[db_name], LongTermSettings(), LocalEmbedder())
             ltm.fault = fault
+            ltm.legacy = legacy  # True: read first (a database with uuid ids left); False: create first
             results[i] = await ltm.remember(ACME, **calls[i])
         except BaseException as e:
             results[i] = e
@@ -58,6 +61,11 @@ def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]]) -> list[Rem
     return [r for r in results if isinstance(r, Remembered)]
 
 
+@pytest.fixture(params=[False, True], ids=["derived-ids", "legacy-ids"])
+def legacy(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
 @pytest.fixture
 async def ltm(mongo: AsyncMongoClient[dict[str, object]], db_name: str) -> LongTermMemory:
     store = LongTermMemory(mongo[db_name], LongTermSettings(), LocalEmbedder())
@@ -67,10 +75,10 @@ async def ltm(mongo: AsyncMongoClient[dict[str, object]], db_name: str) -> LongT
 
 @pytest.mark.anyio
 async def test_two_new_remembers_of_one_key_leave_one_memory_at_version_2(
-    ltm: LongTermMemory, engine_uri: str, db_name: str
+    ltm: LongTermMemory, engine_uri: str, db_name: str, legacy: bool
 ) -> None:
     calls = [{"text": "likes tea", "key": "drink"}, {"text": "likes coffee", "key": "drink"}]
-    got = await anyio.to_thread.run_sync(race, engine_uri, db_name, calls)
+    got = await anyio.to_thread.run_sync(race, engine_uri, db_name, calls, legacy)
     assert sorted(r.status for r in got) == ["created", "updated"]
     assert len({r.id for r in got}) == 1
     assert await ltm.memories.count_documents({}) == 1
@@ -83,11 +91,11 @@ async def test_two_new_remembers_of_one_key_leave_one_memory_at_version_2(
 
 @pytest.mark.anyio
 async def test_two_updates_of_one_key_on_the_same_read_make_versions_2_and_3(
-    ltm: LongTermMemory, engine_uri: str, db_name: str
+    ltm: LongTermMemory, engine_uri: str, db_name: str, legacy: bool
 ) -> None:
     v1 = await ltm.remember(ACME, "version one", key="k")
     calls = [{"text": "text A", "key": "k"}, {"text": "text B", "key": "k"}]
-    got = await anyio.to_thread.run_sync(race, engine_uri, db_name, calls)
+    got = await anyio.to_thread.run_sync(race, engine_uri, db_name, calls, legacy)
     assert [r.status for r in got] == ["updated", "updated"] and sorted(r.version for r in got) == [2, 3]
     assert await ltm.memories.count_documents({}) == 1
     h = await ltm.history(ACME, v1.id)
@@ -103,10 +111,10 @@ async def test_two_updates_of_one_key_on_the_same_read_make_versions_2_and_3(
 @pytest.mark.anyio
 @pytest.mark.parametrize("key", [None, "same"])
 async def test_two_identical_remembers_make_one_memory(
-    ltm: LongTermMemory, engine_uri: str, db_name: str, key: str | None
+    ltm: LongTermMemory, engine_uri: str, db_name: str, key: str | None, legacy: bool
 ) -> None:
     calls = [{"text": "The office wifi is 'guest-5G'.", "key": key}] * 2
-    got = await anyio.to_thread.run_sync(race, engine_uri, db_name, calls)
+    got = await anyio.to_thread.run_sync(race, engine_uri, db_name, calls, legacy)
     assert sorted(r.status for r in got) == ["created", "unchanged"]
     assert got[0].id == got[1].id and {r.version for r in got} == {1}
     assert await ltm.memories.count_documents({}) == 1

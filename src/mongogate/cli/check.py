@@ -89,6 +89,17 @@ async def _check_long_term(settings: Settings, services: AppState) -> int:
     ltm = services.recall
     idx = sorted(await ltm.memories.index_information())
     print(f"long-term memory indexes: ok (memories: {', '.join(idx)})")
+    if ltm.legacy:
+        print(
+            "long-term memory writes: WARNING memories stored by an earlier version keep their uuid "
+            "ids: a remember or forget by key that misses by _id falls back to a query that reads "
+            "the collection, until none is left (docs/long-term-memory.md, 'Upgrading')"
+        )
+    else:
+        print(
+            "long-term memory writes: flat (each memory by its derived _id, quota by counter; "
+            "no unique index but _id)"
+        )
     for line in report:
         print(line)
     s = settings.memory.long_term

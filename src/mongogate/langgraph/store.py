@@ -40,7 +40,7 @@ from mongogate.errors import InvalidInput, StorageError
 from mongogate.recall import checks
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.model import Scope
-from mongogate.recall.store import LongTermMemory
+from mongogate.recall.store import LongTermMemory, identity
 from mongogate.values import Doc
 
 #: most items one search without a query, or one namespace listing, reads
@@ -118,12 +118,15 @@ class MongogateStore(BaseStore):
         return self._memory.scoped(self.scope, namespace, self._memory.clock.now())
 
     async def _get(self, op: GetOp) -> Item | None:
-        query = self._live(None) | {"namespace": namespace_of(op.namespace), "keyed": True, "key": op.key}
-        try:
-            doc = await self._memory.memories.find_one(query, {"embedding": 0})
+        ident = identity(self.scope, namespace_of(op.namespace), op.key, "")
+        try:  # by the memory's derived _id (recall/ids.py), checked against the scope
+            doc = await self._memory.lookup(self.scope, ident, {"embedding": 0})
         except PyMongoError as e:
             raise StorageError("could not read the memory") from e
-        return None if doc is None else _item(doc)
+        exp = None if doc is None else doc.get("expires_at")
+        if doc is None or (exp is not None and as_utc(exp) <= self._memory.clock.now()):
+            return None
+        return _item(doc)
 
     async def _put(self, op: PutOp) -> None:
         ns = namespace_of(op.namespace)

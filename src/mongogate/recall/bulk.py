@@ -1,13 +1,15 @@
 """Bulk import and export of one scope's memories as JSON lines (`mongogate memory import|export`).
 
 A line is `{"text", "namespace"?, "key"?, "metadata"?, "ttl_days"?}`, checked like `remember`'s
-arguments. Import works in batches: the batch's texts are embedded in one call, the memories they
-name are read in one query, and the new ones are written with one unordered `insert_many`, so its
-cost is a few engine calls per batch rather than per line (the embedded engine's insert cost grows
-with the collection). Anything else (a changed text, a new expiry, a line whose memory another
-writer created meanwhile, the same key twice in a batch) goes through `remember` itself, so the
-rules of versions and history are the store's, not a copy of them. A bad line is reported by
-number and skipped; nothing else is lost.
+arguments. Import works in batches, in the shapes the embedded engine serves flat whatever the
+collection's size (recall/ids.py): every line's version 1 is built under its derived `_id` (the
+batch's texts embedded in one call), their places reserved in the scope's quota counter at once
+(recall/quota.py), and they are written with one unordered `insert_many`; a duplicate `_id` is a
+memory already there, read by `_id` and compared (a read that finds nothing would scan the
+collection there). A second import of the same file writes nothing: all `unchanged`. Anything
+else (a changed text, a new expiry, a line whose memory another writer created meanwhile, the
+same key twice in a batch) goes through `remember` itself, so the rules of versions and history
+are the store's, not a copy of them. A bad line is reported by number and skipped; nothing else is lost.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
-from mongogate.recall import checks
+from mongogate.recall import checks, quota
+from mongogate.recall.ids import IDENTITY_FIELDS, memory_id
 from mongogate.recall.model import Scope
-from mongogate.recall.pages import live
 from mongogate.recall.store import LongTermMemory, identity, text_hash
 from mongogate.values import Doc
 
@@ -120,10 +122,6 @@ def parse(number: int, raw: bytes, store: LongTermMemory) -> Line:
     )
 
 
-def _ident_key(ident: Doc) -> tuple[Any, ...]:
-    return (ident["namespace"], ident["keyed"], ident.get("key") if ident["keyed"] else ident["text_hash"])
-
-
 async def import_lines(
     store: LongTermMemory,
     scope: Scope,
@@ -161,39 +159,38 @@ async def import_lines(
 async def _import_batch(
     store: LongTermMemory, scope: Scope, chunk: list[Line], author: str | None, report: ImportReport
 ) -> None:
-    vectors = await store.embedder.embed([line.text for line in chunk])
-    if len(vectors) != len(chunk) or any(len(v) != store.embedder.dimensions for v in vectors):
-        raise StorageError(f"the embedding model {store.embedder.model!r} answered with the wrong shape")
     idents = [identity(scope, ln.namespace, ln.key, text_hash(ln.text)) for ln in chunk]
     now = store.clock.now()
+    firsts: list[tuple[Line, Doc]] = []  # one line per memory; a repeat in the batch through remember
+    slow: list[Line] = []  # through remember: changed, re-expired, repeated in this batch
+    seen: set[str] = set()
+    for line, ident in zip(chunk, idents, strict=True):
+        mid = memory_id(ident)
+        (slow.append(line) if mid in seen else firsts.append((line, ident)))
+        seen.add(mid)
+    if store.legacy:  # uuid ids left: read first (by query), so no second memory is made
+        try:
+            found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
+        except PyMongoError as e:
+            raise StorageError("could not read the memories being imported") from e
+        slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
+        firsts = [pair for pair, d in zip(firsts, found, strict=True) if d is None]
+    # create first: a duplicate `_id` is a memory already there (read by `_id` after, a hit); a
+    # read that finds nothing would scan the collection on the embedded engine
+    held, over = await _insert(store, scope, await _documents(store, firsts, now, author), now, report)
     try:
-        found = await _existing(store, scope, idents, now)
+        found = [await store.lookup(scope, _ident(doc), _FIELDS) for _, doc in held + over]
     except PyMongoError as e:
         raise StorageError("could not read the memories being imported") from e
-    fresh: list[tuple[Line, Doc]] = []
-    slow: list[Line] = []  # through remember: changed, re-expired, repeated in this batch
-    seen: set[tuple[Any, ...]] = set()
-    for line, ident, vector in zip(chunk, idents, vectors, strict=True):
-        k = _ident_key(ident)
-        held = found.get(k)
-        if k in seen:
-            slow.append(line)
-        elif held is None:
-            expires = None if line.ttl_days is None else now + timedelta(days=line.ttl_days)
-            fresh.append(
-                (line, store.new_document(ident, line.text, line.metadata, vector, now, expires, author))
+    for i, ((line, _), doc) in enumerate(zip(held + over, found, strict=True)):
+        if doc is not None:
+            slow += _compare([(line, doc)], report)
+        elif i < len(held):
+            slow.append(line)  # gone since its duplicate insert: through remember
+        else:  # past the quota and not stored: nothing written
+            report.bad.append(
+                (line.number, f"quota_exceeded: the scope holds {store.settings.max_per_scope} memories")
             )
-        elif (
-            held["text_hash"] == text_hash(line.text)
-            and dict(held.get("metadata") or {}) == line.metadata
-            and held.get("expires_at") is None
-            and line.ttl_days is None
-        ):
-            report.unchanged += 1
-        else:
-            slow.append(line)
-        seen.add(k)
-    slow += await _insert(store, scope, fresh, now, report)
     for line in sorted(slow, key=lambda ln: ln.number):
         try:
             r = await store.remember(
@@ -214,42 +211,65 @@ async def _import_batch(
         setattr(report, r.status, getattr(report, r.status) + 1)
 
 
-async def _existing(
-    store: LongTermMemory, scope: Scope, idents: list[Doc], now: Any
-) -> dict[tuple[Any, ...], Doc]:
-    keys = sorted({str(i["key"]) for i in idents if i["keyed"]})
-    hashes = sorted({str(i["text_hash"]) for i in idents if not i["keyed"]})
-    either: list[Doc] = []
-    if keys:
-        either.append({"keyed": True, "key": {"$in": keys}})
-    if hashes:
-        either.append({"keyed": False, "text_hash": {"$in": hashes}})
-    query: Doc = {"tenant": scope.tenant, "owner": scope.owner, "$or": either}
-    fields = {"namespace": 1, "keyed": 1, "key": 1, "text_hash": 1, "metadata": 1, "expires_at": 1}
-    out: dict[tuple[Any, ...], Doc] = {}
-    async for doc in store.memories.find(query, fields):
-        out[_ident_key(doc)] = doc
+_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, "expires_at": 1}
+
+
+def _ident(doc: Doc) -> Doc:
+    """The identity (`store.identity`) of a new memory's document."""
+    return {f: doc[f] for f in ("tenant", "owner", "namespace", "keyed")} | (
+        {"key": doc["key"]} if doc["keyed"] else {"text_hash": doc["text_hash"]}
+    )
+
+
+def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
+    """Lines whose memory is stored: counted `unchanged`, or returned for remember."""
+    slow = []
+    for line, held in pairs:
+        if (
+            held["text_hash"] == text_hash(line.text)
+            and dict(held.get("metadata") or {}) == line.metadata
+            and held.get("expires_at") is None
+            and line.ttl_days is None
+        ):
+            report.unchanged += 1
+        else:
+            slow.append(line)
+    return slow
+
+
+async def _documents(
+    store: LongTermMemory, pairs: list[tuple[Line, Doc]], now: Any, author: str | None
+) -> list[tuple[Line, Doc]]:
+    """Each line's version 1, its text embedded in one call for the batch."""
+    if not pairs:
+        return []
+    vectors = await store.embedder.embed([line.text for line, _ in pairs])
+    if len(vectors) != len(pairs) or any(len(v) != store.embedder.dimensions for v in vectors):
+        raise StorageError(f"the embedding model {store.embedder.model!r} answered with the wrong shape")
+    out = []
+    for (line, ident), vector in zip(pairs, vectors, strict=True):
+        expires = None if line.ttl_days is None else now + timedelta(days=line.ttl_days)
+        out.append((line, store.new_document(ident, line.text, line.metadata, vector, now, expires, author)))
     return out
 
 
 async def _insert(
     store: LongTermMemory, scope: Scope, fresh: list[tuple[Line, Doc]], now: Any, report: ImportReport
-) -> list[Line]:
-    """Insert the new memories in one call, within the scope's quota; the lines whose insert lost
-    to a concurrent writer are returned (for remember), the ones past the quota reported bad."""
+) -> tuple[list[tuple[Line, Doc]], list[tuple[Line, Doc]]]:
+    """Insert the new memories in one call, within the scope's quota: the (line, document) of each
+    insert that was a duplicate `_id` (the memory is there), and of each line past the quota (not
+    inserted: stored already, or refused)."""
     if not fresh:
-        return []
-    held = await store.memories.count_documents(
-        {"tenant": scope.tenant, "owner": scope.owner, **live(now)}, limit=store.settings.max_per_scope
-    )
-    room = max(store.settings.max_per_scope - held, 0)
-    for line, _ in fresh[room:]:
-        report.bad.append(
-            (line.number, f"quota_exceeded: the scope holds {store.settings.max_per_scope} memories")
-        )
+        return [], []
+    limit = store.settings.max_per_scope
+    try:
+        room, _ = await quota.reserve(store.revisions, store.memories, scope, len(fresh), limit, now)
+    except PyMongoError as e:
+        raise StorageError("could not store the imported memories") from e
+    over = fresh[room:]
     fresh = fresh[:room]
     if not fresh:
-        return []
+        return [], over
     try:
         try:
             await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
@@ -260,12 +280,13 @@ async def _insert(
         other = [err for err in e.details.get("writeErrors", []) if err.get("code") != 11000]
         if other:
             raise StorageError("could not store the imported memories") from e
+        await quota.release(store.revisions, scope, len(lost))  # those were not created here
         report.created += len(fresh) - len(lost)
-        return [fresh[i][0] for i in sorted(lost)]
+        return [fresh[i] for i in sorted(lost)], over
     except PyMongoError as e:
         raise StorageError("could not store the imported memories") from e
     report.created += len(fresh)
-    return []
+    return [], over
 
 
 async def export_lines(

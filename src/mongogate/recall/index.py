@@ -41,16 +41,17 @@ def scope_key(scope: Scope) -> str:
     return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
 
 
-async def bump(revisions: AsyncCollection[Doc], scope: Scope, *memory_ids: str) -> None:
+async def bump(revisions: AsyncCollection[Doc], scope: Scope, *memory_ids: str, held: int = 0) -> None:
     """The scope's revision + 1 per memory that changed, naming each (one change per revision is
     what a refresh patches from). A bulk import names many in one write; more than `CHANGES` of
-    them make every index of the scope rebuild."""
+    them make every index of the scope rebuild. `held` is added to the scope's quota counter in
+    the same update (-1 after a memory was deleted; `recall/quota.py`)."""
     if not memory_ids:
         return
     await revisions.update_one(
         {"_id": scope_key(scope)},
         {
-            "$inc": {"rev": len(memory_ids)},
+            "$inc": {"rev": len(memory_ids), **({"held": held} if held else {})},
             "$push": {"changes": {"$each": list(memory_ids), "$slice": -CHANGES}},
         },
         upsert=True,

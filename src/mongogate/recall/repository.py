@@ -47,6 +47,9 @@ class RecallRepository:
         self.revisions: AsyncCollection[Doc] = db[REVISIONS]
         #: this process's copies of the scopes' memories, bounded by `index_budget_mb`
         self.index = IndexCache(settings.index_budget_mb * 1024 * 1024)
+        #: memories stored by the previous version under uuid ids are left (`recall/ids.py`):
+        #: identity lookups fall back to a query; True until `ensure_indexes` has looked
+        self.legacy = True
         #: test seam: called at named points between a write and its reply (crash tests)
         self.fault: Callable[[str], None] | None = None
 
@@ -63,9 +66,10 @@ class RecallRepository:
             )
         return vectors[0]
 
-    async def changed(self, scope: Scope, *memory_ids: str) -> None:
-        """After every write of memories: the scope's revision + 1 (every process's index sees it)."""
-        await bump(self.revisions, scope, *memory_ids)
+    async def changed(self, scope: Scope, *memory_ids: str, held: int = 0) -> None:
+        """After every write of memories: the scope's revision + 1 (every process's index sees it),
+        and `held` added to its quota counter (-1 after a delete; `recall/quota.py`)."""
+        await bump(self.revisions, scope, *memory_ids, held=held)
 
     def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
         query: Doc = {"tenant": scope.tenant, "owner": scope.owner}

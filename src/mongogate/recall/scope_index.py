@@ -2,9 +2,9 @@
 index scored with BM25 (Okapi, k1 = 1.2, b = 0.75).
 
 The database stays the only truth: the index is a copy labelled with the scope's revision
-(`recall/index.py` keeps it fresh), and `recall` reads the ranked memories back from the
-database with the full scope filter, so a memory the index still holds but the database no
-longer does never comes back.
+(`recall/index.py` keeps it fresh, and says when a write is in flight). It holds what a result
+shows (text, namespace, key, version, author, dates), so a recall of a settled scope answers
+from it; while a write is in flight, `recall` reads the ranked memories back from the database.
 
 Scores (`Ranked`): `similarity` is the cosine of the query and the memory; `text` is the memory's
 BM25 over the query divided by the BM25 a memory of average length holding each query token once
@@ -34,11 +34,19 @@ B = 0.75
 #: the text side counts as text ** TEXT_POWER; 2 (a one-word overlap counts little) kept fewer
 #: answers above a floor that empties unrelated questions than 1 did (docs/decisions/recall-index.md)
 TEXT_POWER = 1.0
-#: fields the index keeps of a memory (everything a recall filters or ranks on)
-INDEX_FIELDS = {"text": 1, "embedding": 1, "embedding_model": 1, "ns_path": 1, "metadata": 1, "expires_at": 1}
+#: what a result shows of a memory (`pages.item_of` reads these), kept per row
+ITEM_KEYS = ("namespace", "key", "text", "metadata", "version", "author", "created_at", "updated_at")
+#: fields the index keeps of a memory: what a recall filters or ranks on, and what it shows
+INDEX_FIELDS = {
+    "embedding": 1,
+    "embedding_model": 1,
+    "ns_path": 1,
+    "expires_at": 1,
+    **dict.fromkeys(ITEM_KEYS, 1),
+}
 #: a rough byte cost per posting (dict slot, int key and value) and per memory (id, row state)
 _POSTING_BYTES = 100
-_ROW_BYTES = 400
+_ROW_BYTES = 1100  # the row, and its item: a dict of 9 fields, two datetimes
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class _Row:
     metadata: dict[str, Any]
     expires_at: datetime | None
     has_vector: bool
+    #: the memory as a result shows it (`ITEM_KEYS` and `_id`)
+    item: Doc
 
 
 class ScopeIndex:
@@ -82,6 +92,8 @@ class ScopeIndex:
         self.postings: dict[str, dict[int, int]] = {}
         self.total_length = 0
         self.n_postings = 0
+        #: the items' texts (a result shows them), counted in `nbytes`
+        self.text_bytes = 0
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -110,6 +122,7 @@ class ScopeIndex:
                 dict(doc.get("metadata") or {}),
                 None if expires is None else as_utc(expires),
                 vec is not None,
+                {"_id": mid, **{k: doc.get(k) for k in ITEM_KEYS}},
             )
         )
         self.where[mid] = at
@@ -118,6 +131,7 @@ class ScopeIndex:
             self.postings.setdefault(term, {})[at] = tf
         self.total_length += self.rows[at].length
         self.n_postings += len(terms)
+        self.text_bytes += len(str(doc.get("text") or ""))
 
     def remove(self, mid: str) -> None:
         at = self.where.pop(mid, None)
@@ -131,6 +145,7 @@ class ScopeIndex:
                 del self.postings[term]
         self.total_length -= row.length
         self.n_postings -= len(row.terms)
+        self.text_bytes -= len(str(row.item.get("text") or ""))
         last = len(self.rows) - 1
         if at != last:  # the last row moves into the hole
             moved = self.rows[last]
@@ -160,10 +175,16 @@ class ScopeIndex:
 
     def nbytes(self) -> int:
         """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
-        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + len(self.rows) * _ROW_BYTES
+        rows = len(self.rows) * _ROW_BYTES + self.text_bytes
+        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + rows
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def item(self, mid: str) -> Doc | None:
+        """The memory `mid` as a result shows it, as of the index's revision; None if not held."""
+        at = self.where.get(mid)
+        return None if at is None else self.rows[at].item
 
     def rank(
         self,

@@ -143,36 +143,53 @@ class LongTermMemory(RecallRepository):
         vector = await self.embed_one(body)  # before any write: a failure stores nothing
         ident = identity(scope, ns, k, digest)
         try:
-            for _ in range(_ATTEMPTS):
-                now = self.clock.now()
-                expires = None if ttl is None else now + timedelta(days=ttl)
-                found = await self.memories.find_one(ident, {"embedding": 0})
-                self.at("remember.after_read")
-                if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
-                    await self._erase(scope, str(found["_id"]))  # expired: as if it were not there
-                    continue
-                if found is None:
-                    await self._check_quota(scope, now)
-                    doc = self.new_document(ident, body, meta, vector, now, expires, author)
-                    try:
-                        await self.memories.insert_one(doc)
-                    except DuplicateKeyError:
-                        continue  # a concurrent remember created it first: read it again
-                    await self.changed(scope, doc["_id"])
-                    self.at("remember.after_write")
-                    return Remembered(doc["_id"], ns, k, 1, "created")
-                if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
-                    if not await self._set_expiry(scope, found, expires):
-                        continue  # changed by another call since the read: read it again
-                    # bumped even when nothing changed: a retry after a write whose bump was lost
-                    # (a crash between the two) makes every process's index see it
-                    await self.changed(scope, str(found["_id"]))
-                    return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
-                if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
-                    self.at("remember.after_write")
-                    return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
+            async with self.writing(scope):
+                return await self._remember(scope, ident, body, digest, ns, k, meta, vector, ttl, author)
         except PyMongoError as e:
             raise StorageError("could not store the memory") from e
+
+    async def _remember(
+        self,
+        scope: Scope,
+        ident: Doc,
+        body: str,
+        digest: str,
+        ns: str,
+        k: str | None,
+        meta: Doc,
+        vector: list[float],
+        ttl: int | None,
+        author: str | None,
+    ) -> Remembered:
+        """remember's writes, in the scope's `writing` block."""
+        for _ in range(_ATTEMPTS):
+            now = self.clock.now()
+            expires = None if ttl is None else now + timedelta(days=ttl)
+            found = await self.memories.find_one(ident, {"embedding": 0})
+            self.at("remember.after_read")
+            if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
+                await self._erase(scope, str(found["_id"]))  # expired: as if it were not there
+                continue
+            if found is None:
+                await self._check_quota(scope, now)
+                doc = self.new_document(ident, body, meta, vector, now, expires, author)
+                try:
+                    await self.memories.insert_one(doc)
+                except DuplicateKeyError:
+                    continue  # a concurrent remember created it first: read it again
+                await self.changed(scope, doc["_id"])
+                self.at("remember.after_write")
+                return Remembered(doc["_id"], ns, k, 1, "created")
+            if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
+                if not await self._set_expiry(scope, found, expires):
+                    continue  # changed by another call since the read: read it again
+                # bumped even when nothing changed: a retry after a write whose bump was lost
+                # (a crash between the two) makes every process's index see it
+                await self.changed(scope, str(found["_id"]))
+                return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
+            if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
+                self.at("remember.after_write")
+                return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
         raise StorageError(
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
@@ -315,12 +332,14 @@ class LongTermMemory(RecallRepository):
                 "forget needs id (from remember, recall or list_memories), or namespace and key"
             )
         try:
-            gone = await self.memories.find_one_and_delete(
-                {"tenant": scope.tenant, "owner": scope.owner, **query}, {"_id": 1, "expires_at": 1}
-            )
-            mid = str(gone["_id"]) if gone is not None else query.get("_id")
-            if gone is not None:
-                await self.changed(scope, str(gone["_id"]))
+            async with self.writing(scope):
+                gone = await self.memories.find_one_and_delete(
+                    {"tenant": scope.tenant, "owner": scope.owner, **query}, {"_id": 1, "expires_at": 1}
+                )
+                self.at("forget.before_bump")
+                mid = str(gone["_id"]) if gone is not None else query.get("_id")
+                if gone is not None:
+                    await self.changed(scope, str(gone["_id"]))
             self.at("forget.after_memory")
             if mid is not None:  # by id: also what a forget interrupted here left behind
                 await self.versions.delete_many(

@@ -133,10 +133,6 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         "beside": settings_for(uri, "b_beside", tmp, "quiet"),
     }
     built = {k: build_server(s) for k, s in servers.items()}
-    for k in ("old1k", "old10k"):  # the read path before: read back, embed every question
-        m = metrics_of(built[k])
-        assert m is not None and m.recall_index is not None
-        m.recall_index.answer_settled = False
     out: list[str] = []
     async with (
         Client(echo_server(), mode="legacy") as echo,
@@ -171,6 +167,10 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         }
         await old1k.call_tool("recall", q)  # their indexes too (not reported)
         await old10k.call_tool("recall", q)
+        for k in ("old1k", "old10k"):  # the read path before: read back, embed every question
+            m = metrics_of(built[k])
+            assert m is not None and m.recall_index is not None
+            m.recall_index.answer_settled = False
         counter = iter(range(10**6))
         ops: dict[str, Callable[[], Awaitable[Any]]] = {
             "echo (bare SDK server)": lambda: echo.call_tool("echo", {"text": "hello"}),

@@ -89,6 +89,11 @@ class ScopeIndex:
         self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
         #: each row's token count, beside the matrix (BM25's length norm, vectorised)
         self.lengths: npt.NDArray[np.float64] = np.zeros(16, dtype=np.float64)
+        #: each row's expiry as a POSIX timestamp (inf: none), beside the matrix
+        self.expiries: npt.NDArray[np.float64] = np.full(16, np.inf, dtype=np.float64)
+        #: a term's posting as arrays (rows, tfs), built at a recall, dropped when it changes
+        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._array_bytes = 0
         self.postings: dict[str, dict[int, int]] = {}
         self.total_length = 0
         self.n_postings = 0
@@ -110,6 +115,9 @@ class ScopeIndex:
             longer = np.zeros(grown.shape[0], dtype=np.float64)
             longer[:at] = self.lengths[:at]
             self.lengths = longer
+            later = np.full(grown.shape[0], np.inf, dtype=np.float64)
+            later[:at] = self.expiries[:at]
+            self.expiries = later
         self.matrix[at] = 0.0 if vec is None else vec
         ns = doc.get("ns_path") or []
         expires = doc.get("expires_at")
@@ -127,8 +135,11 @@ class ScopeIndex:
         )
         self.where[mid] = at
         self.lengths[at] = self.rows[at].length
+        row_expiry = self.rows[at].expires_at
+        self.expiries[at] = np.inf if row_expiry is None else row_expiry.timestamp()
         for term, tf in terms.items():
             self.postings.setdefault(term, {})[at] = tf
+            self._drop_arrays(term)
         self.total_length += self.rows[at].length
         self.n_postings += len(terms)
         self.text_bytes += len(str(doc.get("text") or ""))
@@ -139,6 +150,7 @@ class ScopeIndex:
             return
         row = self.rows[at]
         for term in row.terms:
+            self._drop_arrays(term)
             posting = self.postings[term]
             del posting[at]
             if not posting:
@@ -152,10 +164,13 @@ class ScopeIndex:
             self.rows[at] = moved
             self.matrix[at] = self.matrix[last]
             self.lengths[at] = self.lengths[last]
+            self.expiries[at] = self.expiries[last]
             self.where[moved.id] = at
             for term in moved.terms:
+                self._drop_arrays(term)
                 posting = self.postings[term]
                 posting[at] = posting.pop(last)
+        self.expiries[last] = np.inf
         self.rows.pop()
 
     def _vector(self, doc: Doc) -> npt.NDArray[np.float32] | None:
@@ -176,7 +191,8 @@ class ScopeIndex:
     def nbytes(self) -> int:
         """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
         rows = len(self.rows) * _ROW_BYTES + self.text_bytes
-        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + rows
+        arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes
+        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + rows + arrays
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -219,8 +235,7 @@ class ScopeIndex:
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             upper += idf  # one occurrence in a memory of average length earns idf
             if df:
-                at = np.fromiter(posting.keys(), dtype=np.int64, count=df)
-                tf = np.fromiter(posting.values(), dtype=np.float64, count=df)
+                at, tf = self._posting_arrays(term, posting)
                 text[at] += idf * tf * (K1 + 1.0) / (tf + norms[at])
         if upper > 0:
             text = np.minimum(text / upper, 1.0)
@@ -244,14 +259,35 @@ class ScopeIndex:
             for i in order
         ]
 
+    def _posting_arrays(
+        self, term: str, posting: dict[int, int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The posting's rows and term frequencies as arrays (in the posting's order), kept until
+        a memory holding the term changes."""
+        held = self._arrays.get(term)
+        if held is None:
+            df = len(posting)
+            held = (
+                np.fromiter(posting.keys(), dtype=np.int64, count=df),
+                np.fromiter(posting.values(), dtype=np.float64, count=df),
+            )
+            self._arrays[term] = held
+            self._array_bytes += held[0].nbytes + held[1].nbytes
+        return held
+
+    def _drop_arrays(self, term: str) -> None:
+        held = self._arrays.pop(term, None)
+        if held is not None:
+            self._array_bytes -= held[0].nbytes + held[1].nbytes
+
     def _usable(self, now: datetime, ns_path: str | None, metadata: dict[str, Any]) -> npt.NDArray[np.bool_]:
-        out = np.ones(len(self.rows), dtype=bool)
-        if ns_path is None and not metadata and all(r.expires_at is None for r in self.rows):
+        """Live (expiry after `now`, from the expiry array) and matching the filters."""
+        out: npt.NDArray[np.bool_] = self.expiries[: len(self.rows)] > as_utc(now).timestamp()
+        if ns_path is None and not metadata:
             return out
         for i, row in enumerate(self.rows):
-            expired = row.expires_at is not None and row.expires_at <= now
             elsewhere = ns_path is not None and ns_path not in row.ns_path
-            if expired or elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
+            if elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
                 out[i] = False
         return out
 

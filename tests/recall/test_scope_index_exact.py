@@ -11,11 +11,25 @@ from typing import Any
 
 import numpy as np
 
-from mongogate.recall.scope_index import B, K1, ScopeIndex
+from mongogate.recall.scope_index import K1, B, ScopeIndex
 from mongogate.textrank import query_tokens
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
-WORDS = "invoice garden cat server deploy budget flight hotel dentist report due order refund".split()
+WORDS = [
+    "invoice",
+    "garden",
+    "cat",
+    "server",
+    "deploy",
+    "budget",
+    "flight",
+    "hotel",
+    "dentist",
+    "report",
+    "due",
+    "order",
+    "refund",
+]
 
 
 def doc(i: int, rng: random.Random, dims: int) -> dict[str, Any]:

@@ -6,6 +6,9 @@ for mongogate's `build_server` and for the floor: a bare `MCPServer` with one `e
 benchmarks/startup_floor.py). Interleaved, round by round, after warm-up rounds:
 
 - `recall` p50 with 1,000 and with 10,000 memories in the caller's scope, over the echo p50;
+  beside each, the same recall by a second server with the read path as before the settled
+  answer (`IndexCache.answer_settled = False`: every result read back by `_id`, every question
+  embedded), and at 10,000 a new question each call (the question's embedding not cached);
 - `remember` p50 (a new text each round) with 10,000 memories in the scope, over an empty scope's;
 - a quiet tenant's `recall` (20 memories) beside another tenant's 10,000 in the same collection,
   over the same recall with no one else in the collection;
@@ -130,6 +133,8 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
     servers = {
         "r1k": settings_for(uri, "b_1k", tmp, "acme"),
         "r10k": settings_for(uri, "b_10k", tmp, "acme"),
+        "old1k": settings_for(uri, "b_1k", tmp, "acme"),
+        "old10k": settings_for(uri, "b_10k", tmp, "acme"),
         "empty": settings_for(uri, "b_empty", tmp, "acme"),
         "alone": settings_for(uri, "b_alone", tmp, "quiet"),
         "beside": settings_for(uri, "b_beside", tmp, "quiet"),
@@ -143,6 +148,8 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         Client(built["empty"], mode="legacy") as empty,
         Client(built["alone"], mode="legacy") as alone,
         Client(built["beside"], mode="legacy") as beside,
+        Client(built["old1k"], mode="legacy") as old1k,
+        Client(built["old10k"], mode="legacy") as old10k,
     ):
         # a template in the stored shape, then the bulk fills
         await r1k.call_tool("remember", {"text": "Order ORD-58213 was shipped by DHL on Monday."})
@@ -165,14 +172,25 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
                 ("quiet alone", alone),
             )
         }
+        await old1k.call_tool("recall", q)  # their indexes too (not reported)
+        await old10k.call_tool("recall", q)
+        for k in ("old1k", "old10k"):  # the read path before: read back, embed every question
+            m = metrics_of(built[k])
+            assert m is not None and m.recall_index is not None
+            m.recall_index.answer_settled = False
+        counter = iter(range(10**6))
         ops: dict[str, Callable[[], Awaitable[Any]]] = {
             "echo (bare SDK server)": lambda: echo.call_tool("echo", {"text": "hello"}),
             "recall, 1,000 in scope": lambda: r1k.call_tool("recall", q),
+            "recall, 1,000, read path before": lambda: old1k.call_tool("recall", q),
             "recall, 10,000 in scope": lambda: r10k.call_tool("recall", q),
+            "recall, 10,000, read path before": lambda: old10k.call_tool("recall", q),
+            "recall, 10,000, a new question each call": lambda: r10k.call_tool(
+                "recall", {"query": f"when is invoice {next(counter)} for the garden due?"}
+            ),
             "recall, quiet tenant alone": lambda: alone.call_tool("recall", q),
             "recall, quiet tenant beside 10,000": lambda: beside.call_tool("recall", q),
         }
-        counter = iter(range(10**6))
         ops["remember, empty scope"] = lambda: empty.call_tool(
             "remember", {"text": f"fresh fact {next(counter)}"}
         )
@@ -191,6 +209,9 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         ratio_of = {
             "recall, 1,000 in scope": ("echo", floor),
             "recall, 10,000 in scope": ("echo", floor),
+            "recall, 1,000, read path before": ("echo", floor),
+            "recall, 10,000, read path before": ("echo", floor),
+            "recall, 10,000, a new question each call": ("echo", floor),
             "recall, quiet tenant beside 10,000": ("alone", p50["recall, quiet tenant alone"]),
             "remember, 10,000 in scope": ("empty scope", p50["remember, empty scope"]),
         }

@@ -25,7 +25,7 @@ from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongogate.clock import as_utc
-from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
+from mongogate.errors import InvalidInput, MongogateError, QuotaExceeded, StorageError
 from mongogate.recall import checks, quota
 from mongogate.recall.ids import IDENTITY_FIELDS, memory_id
 from mongogate.recall.model import Scope
@@ -271,10 +271,11 @@ async def _insert(
     if not fresh:
         return [], over
     try:
-        try:
-            await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
-        finally:  # whatever landed is named to every process's index (recall/index.py)
-            await store.changed(scope, *(str(doc["_id"]) for _, doc in fresh))
+        async with store.writing(scope, ends_on=(MongogateError, PyMongoError)):  # bumped in `finally`
+            try:
+                await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
+            finally:  # whatever landed is named to every process's index (recall/index.py)
+                await store.changed(scope, *(str(doc["_id"]) for _, doc in fresh))
     except BulkWriteError as e:
         lost = {int(err["index"]) for err in e.details.get("writeErrors", []) if err.get("code") == 11000}
         other = [err for err in e.details.get("writeErrors", []) if err.get("code") != 11000]

@@ -1,9 +1,14 @@
 """The in-process scope indexes, kept coherent across server processes by the database.
 
 Every write of a scope's memories (remember, forget, an expiry set, an expired memory erased)
-bumps the scope's revision document in `memory_revisions` right after the memory write, before
-the call answers: `{_id: scope, rev: n, changes: [the ids written, last CHANGES of them]}`, one
-update by `_id` (flat on the embedded engine). A recall reads that document by `_id` first, then:
+is bracketed by the scope's revision document in `memory_revisions` (`_id` = the scope), each
+step one update by `_id` (flat on the embedded engine):
+
+- `begin` before the memory write: `pending.<token>: now` (a write in flight);
+- `bump` after it, before the call answers: `rev + 1` per memory written, `changes` (the last
+  CHANGES ids written), and the token unset (`bump(..., token=)`).
+
+A recall reads that document by `_id` first, then:
 
 - same revision as its index: the index answers;
 - newer, and every change since is still in `changes`: the index re-reads only those memories
@@ -11,8 +16,12 @@ update by `_id` (flat on the embedded engine). A recall reads that document by `
 - else (first use, evicted, too far behind, another model): the scope is read whole.
 
 The revision is read BEFORE the memories, so an index is never labelled newer than what it
-holds; a write between the two shows as a newer revision at the next recall. A write another
-process made and answered is always seen by the next recall anywhere.
+holds. With no write in flight at that read, every memory write that happened before it has
+bumped the revision, so the index, once patched, holds every memory as the database does:
+the recall answers from it (`Fresh.settled`). With a write in flight (between its `begin` and
+its `bump`, or its process died there), the recall reads its results back by `_id` and the
+database decides. A token older than LEASE (by the injectable clock) is taken as abandoned: it
+is unset and the revision jumped past CHANGES, so every process's index is read whole once.
 
 Indexes live in one LRU map bounded by `[memory.long_term] index_budget_mb`; the least recently
 used scope is dropped past the budget (the one being used stays, even alone larger).
@@ -21,11 +30,14 @@ used scope is dropped past the budget (the one being used stays, even alone larg
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from pymongo.asynchronous.collection import AsyncCollection
 
+from mongogate.clock import as_utc
 from mongogate.recall.model import Scope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.values import Doc
@@ -35,27 +47,41 @@ log = logging.getLogger(__name__)
 #: changes kept in a revision document (an index further behind is rebuilt)
 CHANGES = 256
 REVISIONS = "memory_revisions"
+#: question embeddings kept (`IndexCache.query_vector`): 256 floats each, about 10 KiB as a list
+QUERIES = 256
+#: a write in flight longer than this is taken as abandoned (its process died between its
+#: memory write and its bump); far longer than any write takes
+LEASE = timedelta(minutes=5)
 
 
 def scope_key(scope: Scope) -> str:
     return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
 
 
-async def bump(revisions: AsyncCollection[Doc], scope: Scope, *memory_ids: str, held: int = 0) -> None:
+async def begin(revisions: AsyncCollection[Doc], scope: Scope, now: datetime) -> str:
+    """Before a write of the scope's memories: the write is in flight (recalls read their results
+    back until it ends). Returns the token to pass to `bump`."""
+    token = uuid.uuid4().hex
+    await revisions.update_one({"_id": scope_key(scope)}, {"$set": {f"pending.{token}": now}}, upsert=True)
+    return token
+
+
+async def bump(
+    revisions: AsyncCollection[Doc], scope: Scope, *memory_ids: str, token: str | None = None, held: int = 0
+) -> None:
     """The scope's revision + 1 per memory that changed, naming each (one change per revision is
-    what a refresh patches from). A bulk import names many in one write; more than `CHANGES` of
-    them make every index of the scope rebuild. `held` is added to the scope's quota counter in
-    the same update (-1 after a memory was deleted; `recall/quota.py`)."""
-    if not memory_ids:
-        return
-    await revisions.update_one(
-        {"_id": scope_key(scope)},
-        {
-            "$inc": {"rev": len(memory_ids), **({"held": held} if held else {})},
-            "$push": {"changes": {"$each": list(memory_ids), "$slice": -CHANGES}},
-        },
-        upsert=True,
-    )
+    what a refresh patches from), and the write `token` (from `begin`) no longer in flight. A
+    bulk import names many in one write; more than `CHANGES` of them make every index of the
+    scope rebuild. `held` is added to the scope's quota counter in the same update (-1 after a
+    memory was deleted; `recall/quota.py`)."""
+    update: Doc = {}
+    if memory_ids:
+        update["$inc"] = {"rev": len(memory_ids), **({"held": held} if held else {})}
+        update["$push"] = {"changes": {"$each": list(memory_ids), "$slice": -CHANGES}}
+    if token is not None:
+        update["$unset"] = {f"pending.{token}": ""}
+    if update:
+        await revisions.update_one({"_id": scope_key(scope)}, update, upsert=True)
 
 
 async def read_by_id(memories: AsyncCollection[Doc], ids: list[str], fields: Doc) -> dict[str, Doc]:
@@ -70,12 +96,25 @@ async def read_by_id(memories: AsyncCollection[Doc], ids: list[str], fields: Doc
     return out
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """A scope's index as of the revision just read, and whether a write was in flight then."""
+
+    index: ScopeIndex
+    #: no write in flight: the index holds what the database does (no read-back needed)
+    settled: bool
+
+
 @dataclass
 class IndexStats:
     rebuilds: int = 0
     patches: int = 0
     fresh: int = 0
     evictions: int = 0
+    #: recalls that read their results back (a write in flight when the revision was read)
+    readbacks: int = 0
+    #: writes in flight past LEASE, taken as abandoned (every index of the scope read whole)
+    abandoned: int = 0
 
 
 class IndexCache:
@@ -85,6 +124,23 @@ class IndexCache:
         self.budget_bytes = budget_bytes
         self._indexes: OrderedDict[str, ScopeIndex] = OrderedDict()
         self.stats = IndexStats()
+        #: (model, question) -> its embedding, the last QUERIES asked (a question asked again,
+        #: as agents do, skips the model: 0.6 ms of a recall)
+        self._queries: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        #: False: every recall reads its results back and embeds its question, as before the
+        #: settled path (benchmarks/recall_index.py measures both in one run)
+        self.answer_settled = True
+
+    def query_vector(self, model: str, text: str) -> list[float] | None:
+        vec = self._queries.get((model, text)) if self.answer_settled else None
+        if vec is not None:
+            self._queries.move_to_end((model, text))
+        return vec
+
+    def keep_query_vector(self, model: str, text: str, vector: list[float]) -> None:
+        self._queries[(model, text)] = vector
+        while len(self._queries) > QUERIES:
+            self._queries.popitem(last=False)
 
     def nbytes(self) -> int:
         return sum(i.nbytes() for i in self._indexes.values())
@@ -101,9 +157,38 @@ class IndexCache:
         dims: int,
     ) -> ScopeIndex:
         """The scope's index, fresh as of the revision read now."""
+        return (await self.fresh(memories, revisions, scope, model, dims)).index
+
+    async def fresh(
+        self,
+        memories: AsyncCollection[Doc],
+        revisions: AsyncCollection[Doc],
+        scope: Scope,
+        model: str,
+        dims: int,
+        now: datetime | None = None,
+    ) -> Fresh:
+        """The scope's index, fresh as of the revision read now, and whether it is settled.
+        `now` (the injectable clock) ages the writes in flight; None never takes one as abandoned."""
         key = scope_key(scope)
-        head = await revisions.find_one({"_id": key}, {"rev": 1, "changes": 1})
-        rev = int(head["rev"]) if head else 0
+        head = await revisions.find_one({"_id": key}, {"rev": 1, "changes": 1, "pending": 1})
+        pending = head.get("pending") if head else None
+        pending = pending if isinstance(pending, dict) else {}
+        abandoned = [
+            t
+            for t, at in pending.items()
+            if now is not None and isinstance(at, datetime) and as_utc(at) + LEASE <= now
+        ]
+        if abandoned:  # every process's index read whole once, then trusted again
+            self.stats.abandoned += len(abandoned)
+            log.warning("recall index: %d write(s) in scope %s never ended; rebuilding", len(abandoned), key)
+            await revisions.update_one(
+                {"_id": key},
+                {"$unset": {f"pending.{t}": "" for t in abandoned}, "$inc": {"rev": CHANGES + 1}},
+            )
+            head = await revisions.find_one({"_id": key}, {"rev": 1, "changes": 1, "pending": 1})
+            pending = (head.get("pending") if head else None) or {}
+        rev = int(head.get("rev") or 0) if head else 0
         changes: list[str] = [str(c) for c in (head.get("changes") or [])] if head else []
         idx = self._indexes.get(key)
         if idx is not None and (idx.model != model or idx.dims != dims or idx.rev > rev):
@@ -133,7 +218,7 @@ class IndexCache:
         self._indexes[key] = idx
         self._indexes.move_to_end(key)
         self._evict(keep=key)
-        return idx
+        return Fresh(idx, not pending and self.answer_settled)
 
     def _evict(self, keep: str) -> None:
         total = self.nbytes()

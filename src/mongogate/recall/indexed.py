@@ -4,8 +4,11 @@
 Each memory's `score` is `TEXT_WEIGHT * text + (1 - TEXT_WEIGHT) * max(similarity, 0)`
 (`scope_index.Ranked.score`), in [0, 1] and comparable across queries (`scope_index.py` says
 what `text` is). Memories under `min_score` are left out, so a question about something never
-stored returns none. Ranked ids are read back from the database with the full scope filter:
-the database decides what exists.
+stored returns none. A settled scope (no write in flight when its revision was read:
+`recall/index.py`) answers from the index, which holds what a result shows; expiry, namespace
+and metadata are checked there with the injectable clock. While a write is in flight, the ranked
+ids are read back from the database by `_id` and checked against the full scope filter
+(`visible`): the database decides what exists.
 """
 
 from __future__ import annotations
@@ -50,7 +53,10 @@ async def recall_indexed(
     path = "scan"  # an exact scan, of the in-process matrix
     if method in ("fused", "vector"):
         try:
-            vector = await store.embed_one(text)
+            vector = store.index.query_vector(store.embedder.model, text)
+            if vector is None:
+                vector = await store.embed_one(text)
+                store.index.keep_query_vector(store.embedder.model, text, vector)
         except EmbeddingUnavailable:
             if method == "vector":
                 raise
@@ -61,13 +67,15 @@ async def recall_indexed(
     if path == "unavailable":
         wt = 1.0
     try:
-        idx = await store.index.get(
-            store.memories, store.revisions, scope, store.embedder.model, store.embedder.dimensions
+        now = store.clock.now()
+        fresh = await store.index.fresh(
+            store.memories, store.revisions, scope, store.embedder.model, store.embedder.dimensions, now
         )
+        idx = fresh.index
         ranked = idx.rank(
             vector,
             qt,
-            now=store.clock.now(),
+            now=now,
             ns_path=ns_path,
             metadata=metadata,
             depth=n,
@@ -77,10 +85,14 @@ async def recall_indexed(
         scored = [(r, r.score(wt)) for r in ranked]
         # a match by terms or by meaning (however weak, when min_score is 0); nothing else
         scored = [(r, s) for r, s in scored if (r.text > 0 or r.has_vector) and s >= min_score]
-        now = store.clock.now()
-        fields = {k: v for k, v in ITEM_FIELDS.items() if k != "ns_path"}  # ns_path: for `visible`
-        read = await read_by_id(store.memories, [r.id for r, _ in scored], fields)
-        docs = {i: d for i, d in read.items() if visible(d, scope, now, ns_path, metadata)}
+        if fresh.settled:  # read now, before any await: the index as of its revision
+            held = ((r.id, idx.item(r.id)) for r, _ in scored)
+            docs = {i: d for i, d in held if d is not None}
+        else:
+            store.index.stats.readbacks += 1
+            fields = {k: v for k, v in ITEM_FIELDS.items() if k != "ns_path"}  # ns_path: for `visible`
+            read = await read_by_id(store.memories, [r.id for r, _ in scored], fields)
+            docs = {i: d for i, d in read.items() if visible(d, scope, now, ns_path, metadata)}
     except PyMongoError as e:
         raise StorageError("could not recall memories") from e
     items: list[MemoryItem] = []

@@ -7,7 +7,8 @@ module of `recall/` imports the one that calls it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 
 from pymongo.asynchronous.collection import AsyncCollection
@@ -15,10 +16,10 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import LimitsSettings, LongTermSettings
-from mongogate.errors import EmbeddingUnavailable
+from mongogate.errors import EmbeddingUnavailable, MongogateError
 from mongogate.recall import checks
 from mongogate.recall.embedding import Embedder
-from mongogate.recall.index import REVISIONS, IndexCache, bump
+from mongogate.recall.index import REVISIONS, IndexCache, begin, bump
 from mongogate.recall.model import Scope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
@@ -70,6 +71,25 @@ class RecallRepository:
         """After every write of memories: the scope's revision + 1 (every process's index sees it),
         and `held` added to its quota counter (-1 after a delete; `recall/quota.py`)."""
         await bump(self.revisions, scope, *memory_ids, held=held)
+
+    @asynccontextmanager
+    async def writing(
+        self, scope: Scope, ends_on: tuple[type[BaseException], ...] = (MongogateError,)
+    ) -> AsyncIterator[None]:
+        """Around every write of the scope's memories (each followed by `changed` inside): the
+        write is in flight for every process's recall until the block ends (`recall/index.py`),
+        so a recall in between reads its results back from the database. Ended on success and
+        on a refusal (a `MongogateError`: raised before a write, or after its `changed`); any other
+        exception (a lost connection, the process stopped) leaves it in flight, which a recall
+        takes as abandoned after `index.LEASE`; `ends_on` adds the exceptions after which the
+        block's writes are known to be bumped (a `changed` in a `finally`)."""
+        token = await begin(self.revisions, scope, self.clock.now())
+        try:
+            yield
+        except ends_on:
+            await bump(self.revisions, scope, token=token)
+            raise
+        await bump(self.revisions, scope, token=token)
 
     def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
         query: Doc = {"tenant": scope.tenant, "owner": scope.owner}

@@ -2,9 +2,9 @@
 index scored with BM25 (Okapi, k1 = 1.2, b = 0.75).
 
 The database stays the only truth: the index is a copy labelled with the scope's revision
-(`recall/index.py` keeps it fresh), and `recall` reads the ranked memories back from the
-database with the full scope filter, so a memory the index still holds but the database no
-longer does never comes back.
+(`recall/index.py` keeps it fresh, and says when a write is in flight). It holds what a result
+shows (text, namespace, key, version, author, dates), so a recall of a settled scope answers
+from it; while a write is in flight, `recall` reads the ranked memories back from the database.
 
 Scores (`Ranked`): `similarity` is the cosine of the query and the memory; `text` is the memory's
 BM25 over the query divided by the BM25 a memory of average length holding each query token once
@@ -34,11 +34,19 @@ B = 0.75
 #: the text side counts as text ** TEXT_POWER; 2 (a one-word overlap counts little) kept fewer
 #: answers above a floor that empties unrelated questions than 1 did (docs/decisions/recall-index.md)
 TEXT_POWER = 1.0
-#: fields the index keeps of a memory (everything a recall filters or ranks on)
-INDEX_FIELDS = {"text": 1, "embedding": 1, "embedding_model": 1, "ns_path": 1, "metadata": 1, "expires_at": 1}
+#: what a result shows of a memory (`pages.item_of` reads these), kept per row
+ITEM_KEYS = ("namespace", "key", "text", "metadata", "version", "author", "created_at", "updated_at")
+#: fields the index keeps of a memory: what a recall filters or ranks on, and what it shows
+INDEX_FIELDS = {
+    "embedding": 1,
+    "embedding_model": 1,
+    "ns_path": 1,
+    "expires_at": 1,
+    **dict.fromkeys(ITEM_KEYS, 1),
+}
 #: a rough byte cost per posting (dict slot, int key and value) and per memory (id, row state)
 _POSTING_BYTES = 100
-_ROW_BYTES = 400
+_ROW_BYTES = 1100  # the row, and its item: a dict of 9 fields, two datetimes
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class _Row:
     metadata: dict[str, Any]
     expires_at: datetime | None
     has_vector: bool
+    #: the memory as a result shows it (`ITEM_KEYS` and `_id`)
+    item: Doc
 
 
 class ScopeIndex:
@@ -79,9 +89,16 @@ class ScopeIndex:
         self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
         #: each row's token count, beside the matrix (BM25's length norm, vectorised)
         self.lengths: npt.NDArray[np.float64] = np.zeros(16, dtype=np.float64)
+        #: each row's expiry as a POSIX timestamp (inf: none), beside the matrix
+        self.expiries: npt.NDArray[np.float64] = np.full(16, np.inf, dtype=np.float64)
+        #: a term's posting as arrays (rows, tfs), built at a recall, dropped when it changes
+        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._array_bytes = 0
         self.postings: dict[str, dict[int, int]] = {}
         self.total_length = 0
         self.n_postings = 0
+        #: the items' texts (a result shows them), counted in `nbytes`
+        self.text_bytes = 0
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -98,6 +115,9 @@ class ScopeIndex:
             longer = np.zeros(grown.shape[0], dtype=np.float64)
             longer[:at] = self.lengths[:at]
             self.lengths = longer
+            later = np.full(grown.shape[0], np.inf, dtype=np.float64)
+            later[:at] = self.expiries[:at]
+            self.expiries = later
         self.matrix[at] = 0.0 if vec is None else vec
         ns = doc.get("ns_path") or []
         expires = doc.get("expires_at")
@@ -110,14 +130,19 @@ class ScopeIndex:
                 dict(doc.get("metadata") or {}),
                 None if expires is None else as_utc(expires),
                 vec is not None,
+                {"_id": mid, **{k: doc.get(k) for k in ITEM_KEYS}},
             )
         )
         self.where[mid] = at
         self.lengths[at] = self.rows[at].length
+        row_expiry = self.rows[at].expires_at
+        self.expiries[at] = np.inf if row_expiry is None else row_expiry.timestamp()
         for term, tf in terms.items():
             self.postings.setdefault(term, {})[at] = tf
+            self._drop_arrays(term)
         self.total_length += self.rows[at].length
         self.n_postings += len(terms)
+        self.text_bytes += len(str(doc.get("text") or ""))
 
     def remove(self, mid: str) -> None:
         at = self.where.pop(mid, None)
@@ -125,22 +150,27 @@ class ScopeIndex:
             return
         row = self.rows[at]
         for term in row.terms:
+            self._drop_arrays(term)
             posting = self.postings[term]
             del posting[at]
             if not posting:
                 del self.postings[term]
         self.total_length -= row.length
         self.n_postings -= len(row.terms)
+        self.text_bytes -= len(str(row.item.get("text") or ""))
         last = len(self.rows) - 1
         if at != last:  # the last row moves into the hole
             moved = self.rows[last]
             self.rows[at] = moved
             self.matrix[at] = self.matrix[last]
             self.lengths[at] = self.lengths[last]
+            self.expiries[at] = self.expiries[last]
             self.where[moved.id] = at
             for term in moved.terms:
+                self._drop_arrays(term)
                 posting = self.postings[term]
                 posting[at] = posting.pop(last)
+        self.expiries[last] = np.inf
         self.rows.pop()
 
     def _vector(self, doc: Doc) -> npt.NDArray[np.float32] | None:
@@ -160,10 +190,17 @@ class ScopeIndex:
 
     def nbytes(self) -> int:
         """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
-        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + len(self.rows) * _ROW_BYTES
+        rows = len(self.rows) * _ROW_BYTES + self.text_bytes
+        arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes
+        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + rows + arrays
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def item(self, mid: str) -> Doc | None:
+        """The memory `mid` as a result shows it, as of the index's revision; None if not held."""
+        at = self.where.get(mid)
+        return None if at is None else self.rows[at].item
 
     def rank(
         self,
@@ -198,8 +235,7 @@ class ScopeIndex:
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             upper += idf  # one occurrence in a memory of average length earns idf
             if df:
-                at = np.fromiter(posting.keys(), dtype=np.int64, count=df)
-                tf = np.fromiter(posting.values(), dtype=np.float64, count=df)
+                at, tf = self._posting_arrays(term, posting)
                 text[at] += idf * tf * (K1 + 1.0) / (tf + norms[at])
         if upper > 0:
             text = np.minimum(text / upper, 1.0)
@@ -223,14 +259,35 @@ class ScopeIndex:
             for i in order
         ]
 
+    def _posting_arrays(
+        self, term: str, posting: dict[int, int]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The posting's rows and term frequencies as arrays (in the posting's order), kept until
+        a memory holding the term changes."""
+        held = self._arrays.get(term)
+        if held is None:
+            df = len(posting)
+            held = (
+                np.fromiter(posting.keys(), dtype=np.int64, count=df),
+                np.fromiter(posting.values(), dtype=np.float64, count=df),
+            )
+            self._arrays[term] = held
+            self._array_bytes += held[0].nbytes + held[1].nbytes
+        return held
+
+    def _drop_arrays(self, term: str) -> None:
+        held = self._arrays.pop(term, None)
+        if held is not None:
+            self._array_bytes -= held[0].nbytes + held[1].nbytes
+
     def _usable(self, now: datetime, ns_path: str | None, metadata: dict[str, Any]) -> npt.NDArray[np.bool_]:
-        out = np.ones(len(self.rows), dtype=bool)
-        if ns_path is None and not metadata and all(r.expires_at is None for r in self.rows):
+        """Live (expiry after `now`, from the expiry array) and matching the filters."""
+        out: npt.NDArray[np.bool_] = self.expiries[: len(self.rows)] > as_utc(now).timestamp()
+        if ns_path is None and not metadata:
             return out
         for i, row in enumerate(self.rows):
-            expired = row.expires_at is not None and row.expires_at <= now
             elsewhere = ns_path is not None and ns_path not in row.ns_path
-            if expired or elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
+            if elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
                 out[i] = False
         return out
 

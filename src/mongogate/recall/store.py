@@ -161,37 +161,54 @@ class LongTermMemory(RecallRepository):
         vector = await self.embed_one(body)  # before any write: a failure stores nothing
         ident = identity(scope, ns, k, digest)
         try:
-            for _ in range(_ATTEMPTS):
-                now = self.clock.now()
-                expires = None if ttl is None else now + timedelta(days=ttl)
-                doc = self.new_document(ident, body, meta, vector, now, expires, author)
-                if not self.legacy:
-                    # create first: on the embedded engine a read by `_id` that finds nothing scans
-                    # the collection (0.2-1.4 s at 10,000), a duplicate insert does not
-                    self.at("remember.before_create")
-                    if await self.create(scope, doc, now, refuse=False):
-                        return await self._created(scope, doc, ns, k)
-                found = await self.lookup(scope, ident, {"embedding": 0})
-                self.at("remember.after_read")
-                if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
-                    await self._erase(scope, found)  # expired: as if it were not there
-                    continue
-                if found is None:  # (after a create above: gone since, or the scope was full)
-                    if await self.create(scope, doc, now):
-                        return await self._created(scope, doc, ns, k)
-                    continue  # a concurrent remember created it first: read it again
-                if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
-                    if not await self._set_expiry(scope, found, expires):
-                        continue  # changed by another call since the read: read it again
-                    # bumped even when nothing changed: a retry after a write whose bump was lost
-                    # (a crash between the two) makes every process's index see it
-                    await self.changed(scope, str(found["_id"]))
-                    return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
-                if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
-                    self.at("remember.after_write")
-                    return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
+            async with self.writing(scope):
+                return await self._remember(scope, ident, body, digest, ns, k, meta, vector, ttl, author)
         except PyMongoError as e:
             raise StorageError("could not store the memory") from e
+
+    async def _remember(
+        self,
+        scope: Scope,
+        ident: Doc,
+        body: str,
+        digest: str,
+        ns: str,
+        k: str | None,
+        meta: Doc,
+        vector: list[float],
+        ttl: int | None,
+        author: str | None,
+    ) -> Remembered:
+        """remember's writes, in the scope's `writing` block."""
+        for _ in range(_ATTEMPTS):
+            now = self.clock.now()
+            expires = None if ttl is None else now + timedelta(days=ttl)
+            doc = self.new_document(ident, body, meta, vector, now, expires, author)
+            if not self.legacy:
+                # create first: on the embedded engine a read by `_id` that finds nothing scans
+                # the collection (0.2-1.4 s at 10,000), a duplicate insert does not
+                self.at("remember.before_create")
+                if await self.create(scope, doc, now, refuse=False):
+                    return await self._created(scope, doc, ns, k)
+            found = await self.lookup(scope, ident, {"embedding": 0})
+            self.at("remember.after_read")
+            if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
+                await self._erase(scope, found)  # expired: as if it were not there
+                continue
+            if found is None:  # (after a create above: gone since, or the scope was full)
+                if await self.create(scope, doc, now):
+                    return await self._created(scope, doc, ns, k)
+                continue  # a concurrent remember created it first: read it again
+            if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
+                if not await self._set_expiry(scope, found, expires):
+                    continue  # changed by another call since the read: read it again
+                # bumped even when nothing changed: a retry after a write whose bump was lost
+                # (a crash between the two) makes every process's index see it
+                await self.changed(scope, str(found["_id"]))
+                return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
+            if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
+                self.at("remember.after_write")
+                return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
         raise StorageError(
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
@@ -371,10 +388,12 @@ class LongTermMemory(RecallRepository):
         scope: it is derived from the scope, or a uuid); the deleted document, or None when it was
         already gone. The revision and the quota counter follow in one update."""
         mid = str(found["_id"])
-        gone = await self.memories.find_one_and_delete(
-            {"_id": mid}, {"_id": 1, "expires_at": 1, "version": 1}
-        )
-        await self.changed(scope, mid, held=-1 if gone is not None else 0)
+        async with self.writing(scope):
+            gone = await self.memories.find_one_and_delete(
+                {"_id": mid}, {"_id": 1, "expires_at": 1, "version": 1}
+            )
+            self.at("forget.before_bump")
+            await self.changed(scope, mid, held=-1 if gone is not None else 0)
         return gone
 
     async def _erase(self, scope: Scope, found: Doc) -> None:

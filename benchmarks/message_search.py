@@ -23,7 +23,7 @@ from mongogate.memory.search import search_messages
 from mongogate.memory.store import MemoryStore
 from mongogate.recall.embedding import LocalEmbedder
 
-WORDS = "deploy invoice lisbon fern report server budget meeting parcel weather car trip".split()
+WORDS = "deploy invoice lisbon fern report server budget meeting parcel weather car trip".split()  # noqa: SIM905
 
 
 async def bench(n: int, rounds: int = 5) -> str:
@@ -66,7 +66,10 @@ async def bench(n: int, rounds: int = 5) -> str:
                     )
                     out.append((time.perf_counter() - t) * 1000)
             p, f = statistics.median(plain), statistics.median(fused)
-            return f"{n} messages: BM25 p50 {p:.0f} ms, fused (warm) p50 {f:.0f} ms (x{f / p:.2f}), first fused (cold) {cold:.0f} ms"
+            return (
+                f"{n} messages: BM25 p50 {p:.0f} ms, fused (warm) p50 {f:.0f} ms (x{f / p:.2f}), "
+                f"first fused (cold) {cold:.0f} ms"
+            )
         finally:
             engine.stop()
 

@@ -22,6 +22,7 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import NotFound
+from mongogate.memory.message_vectors import MessageVectors
 from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
@@ -87,6 +88,8 @@ def build_services(
         limits=settings.limits,
     )
     recall.fault = faults.at
+    found = settings.memory.search
+    vectors = MessageVectors(recall.embedder, found.cache_messages) if found.embed_messages else None
     return AppState(
         settings=settings,
         db=db,
@@ -97,6 +100,7 @@ def build_services(
         audit=audit if audit is not None else unwritten_audit(settings),
         runs=Runs(db.memory, settings.memory),
         recall=recall,
+        message_vectors=vectors,
     )
 
 

@@ -23,7 +23,7 @@ from pydantic_settings import (
 from mongogate.compat.settings import PostReadToml
 from mongogate.config_auth import ApiKeyEntry, AuthSettings
 from mongogate.config_errors import env_problem, format_errors
-from mongogate.config_memory import EmbeddingSettings, LongTermSettings, MemorySettings
+from mongogate.config_memory import EmbeddingSettings, LongTermSettings, MemorySettings, MessageSearchSettings
 from mongogate.config_sections import (
     AuditSettings,
     DatabaseSettings,
@@ -60,6 +60,7 @@ __all__ = [
     "LimitsSettings",
     "LongTermSettings",
     "MemorySettings",
+    "MessageSearchSettings",
     "PolicySettings",
     "SchedulerSettings",
     "Section",

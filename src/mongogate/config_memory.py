@@ -111,6 +111,21 @@ class LongTermSettings(Section):
     required_scopes: list[str] = Field(default_factory=list, max_length=32)
 
 
+class MessageSearchSettings(Section):
+    """`[memory.search]`: how `search_messages` ranks conversation messages."""
+
+    #: rank by meaning too: each message's embedding (`[memory.embedding]`'s model, computed when a
+    #: search first reads the message and kept in the server process) fused with its term score;
+    #: off: term matches only (BM25). An embedder that fails falls back to term matches, no error
+    embed_messages: bool = True
+    #: a message that shares no term with the query is returned only when its fused score is at
+    #: least this (0 to 1); a term match is always returned
+    min_score: float = Field(default=0.15, ge=0.0, le=1.0)
+    #: the most message embeddings kept in the server process (about 1 KB each for the local
+    #: model; the least recently searched are dropped first)
+    cache_messages: int = Field(default=50_000, ge=0, le=10_000_000)
+
+
 class MemorySettings(Section):
     max_message_bytes: int = Field(default=256 * 1024, ge=1)
     default_context_limit: int = Field(default=40, ge=1)
@@ -128,4 +143,5 @@ class MemorySettings(Section):
     #: "subject", per tenant under "tenant"); "tenant": always the tenant's (the older behaviour)
     conversations: Literal["scope", "tenant"] = "scope"
     long_term: LongTermSettings = Field(default_factory=LongTermSettings)
+    search: MessageSearchSettings = Field(default_factory=MessageSearchSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)

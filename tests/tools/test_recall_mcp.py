@@ -93,7 +93,7 @@ async def test_search_messages_finds_words_of_earlier_sessions(
             await ok(c, "end_turn", session_id=sid, turn_id="t1", lease_id=t["lease_id"], reply="noted")
         found = await ok(c, "search_messages", query="PX-4410")
         assert [(m["session_id"], m["seq"], m["role"]) for m in found["messages"]] == [(s1, 1, "user")]
-        assert set(found["messages"][0]) == {"session_id", "seq", "role", "content", "created_at"}
+        assert set(found["messages"][0]) == {"session_id", "seq", "role", "content", "created_at", "score"}
         assert "untrusted" in found["notice"]
         assert (await ok(c, "search_messages", query="PX-4410", session_id=s2))["messages"] == []
         assert len((await ok(c, "search_messages", query="noted", limit=5))["messages"]) == 2

@@ -8,24 +8,36 @@ never cut before ranking, on every engine.
 Messages are the tenant's, like sessions: every query filters on `tenant`, so another tenant's
 session id finds nothing and is `not_found`, exactly like one that never existed. Only messages of
 a session that still exists are returned: a deleted conversation is not found again. The result is
-ranked by score, then newest first, and cut to a byte cap (`truncated`). The text index on
+ranked by score, then newest first, and cut to a byte cap (`truncated`).
+
+By meaning too, when `vectors` is given (`[memory.search] embed_messages`, `message_vectors.py`):
+each message's score is `scoring.blend(bm25, cosine)`, the same score long-term recall's index
+ranks by; every term match is kept, and a message sharing no term with the query is kept when its
+score reaches `min_score`. An embedder that fails leaves the term ranking alone (a warning in the
+log, no error): the call answers exactly as without `vectors`. The text index on
 `content` is still created (older deployments' queries; `check` lists it) but no longer read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
-from mongogate.errors import InvalidInput, StorageError
+from mongogate.errors import EmbeddingUnavailable, InvalidInput, StorageError
+from mongogate.memory.message_vectors import MessageVectors
 from mongogate.memory.model import session_not_found
 from mongogate.memory.repository import SessionRepository
+from mongogate.scoring import blend_many
 from mongogate.textrank import bm25, query_tokens, tokens
 from mongogate.values import Doc, check_int
+
+log = logging.getLogger(__name__)
 
 MESSAGE_TEXT_INDEX = "message_content_text"
 SEARCH_DEFAULT = 10
@@ -73,6 +85,8 @@ async def search_messages(
     limit: object = None,
     max_bytes: int = 256 * 1024,
     scan_max: int = SCAN_MAX,
+    vectors: MessageVectors | None = None,
+    min_score: float = 0.15,
 ) -> Hits:
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query must be a non-empty string: the words or identifier to find")
@@ -101,6 +115,9 @@ async def search_messages(
         rows = [d for d in read[:scan_max] if isinstance(d.get("content"), str)]
         scores = bm25(words, [tokens(d["content"]) for d in rows])
         ranked = [(d["_id"], sc) for d, sc in zip(rows, scores, strict=True) if sc > 0]
+        if vectors is not None and rows:
+            fused = await _by_meaning(vectors, query, rows, scores, min_score)
+            ranked = ranked if fused is None else fused
         docs: dict[object, Doc] = {d["_id"]: d for d in rows}
         alive: set[object] = set()
         if ranked:
@@ -132,3 +149,19 @@ async def search_messages(
         if total > max_bytes and i > 0:  # the best hit always, even alone larger than the cap
             return Hits(hits[:i], len(hits) - i, partial)
     return Hits(hits, partial=partial)
+
+
+async def _by_meaning(
+    vectors: MessageVectors, query: str, rows: list[Doc], scores: list[float], min_score: float
+) -> list[tuple[object, float]] | None:
+    """(id, fused score) of every term match and every message scoring at least `min_score`;
+    None when the embedder failed (the caller keeps the term ranking)."""
+    try:
+        sims = await vectors.similarities(query, [(d["_id"], str(d["content"])) for d in rows])
+    except EmbeddingUnavailable as e:
+        log.warning("search_messages: the embedder failed (%s); term ranking only", e)
+        return None
+    text = np.asarray(scores, dtype=np.float64)
+    fused = np.clip(blend_many(text, sims), 0.0, 1.0)
+    keep = np.flatnonzero((text > 0) | (fused >= min_score))
+    return [(rows[i]["_id"], float(fused[i])) for i in keep.tolist()]

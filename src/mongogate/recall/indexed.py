@@ -25,14 +25,11 @@ from mongogate.recall.model import MemoryItem, RecallMethod, Scope
 from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_index import Ranked, matches
+from mongogate.scoring import TEXT_WEIGHT
 from mongogate.textrank import fold, query_tokens
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
-
-#: the text side's share of the score (chosen on benchmarks/recall_set.py's tuning half:
-#: docs/decisions/recall-index.md)
-TEXT_WEIGHT = 0.5
 
 
 async def recall_indexed(

@@ -26,14 +26,12 @@ import numpy.typing as npt
 
 from mongogate.clock import as_utc
 from mongogate.recall.vectors import unpack
+from mongogate.scoring import blend, blend_many
 from mongogate.textrank import tokens
 from mongogate.values import Doc
 
 K1 = 1.2
 B = 0.75
-#: the text side counts as text ** TEXT_POWER; 2 (a one-word overlap counts little) kept fewer
-#: answers above a floor that empties unrelated questions than 1 did (docs/decisions/recall-index.md)
-TEXT_POWER = 1.0
 #: what a result shows of a memory (`pages.item_of` reads these), kept per row
 ITEM_KEYS = ("namespace", "key", "text", "metadata", "version", "author", "created_at", "updated_at")
 #: fields the index keeps of a memory: what a recall filters or ranks on, and what it shows
@@ -60,8 +58,7 @@ class Ranked:
 
     def score(self, weight_text: float) -> float:
         """What `rank` orders by, in [0, 1]."""
-        s = weight_text * float(self.text**TEXT_POWER) + (1.0 - weight_text) * max(self.similarity, 0.0)
-        return min(1.0, max(0.0, s))
+        return blend(self.text, self.similarity, weight_text)
 
 
 @dataclass
@@ -239,7 +236,7 @@ class ScopeIndex:
                 text[at] += idf * tf * (K1 + 1.0) / (tf + norms[at])
         if upper > 0:
             text = np.minimum(text / upper, 1.0)
-        combined = weight_text * text**TEXT_POWER + weight_vector * np.clip(sims, 0.0, 1.0)
+        combined = blend_many(text, sims, weight_text, weight_vector)
         usable = self._usable(now, ns_path, metadata)
         combined = np.where(usable, combined, -np.inf)
         k = min(depth, int(usable.sum()))

@@ -15,6 +15,7 @@ from mongogate.audit.log import AuditLog
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import StorageError
+from mongogate.memory.message_vectors import MessageVectors
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.principal import Principal
@@ -37,6 +38,8 @@ class AppState:
     runs: Runs
     #: long-term memory (remember / recall), with its indexes
     recall: LongTermMemory
+    #: search_messages' message embeddings, in process; None: `[memory.search] embed_messages` off
+    message_vectors: MessageVectors | None
     #: whether the database refuses this server's writes for good (disk full); read by /readyz
     writes: WriteHealth = field(default_factory=WriteHealth)
 

@@ -1,11 +1,12 @@
 """`recall` through the in-process scope index (`recall/index.py`): where no search index serves
 `$vectorSearch` (the embedded engine, or MongoDB without one).
 
-Each memory's `score` is `TEXT_WEIGHT * text + (1 - TEXT_WEIGHT) * max(similarity, 0)`
-(`scope_index.Ranked.score`), in [0, 1] and comparable across queries (`scope_index.py` says
-what `text` is). Memories under `min_score` are left out, so a question about something never
-stored returns none. Ranked ids are read back from the database with the full scope filter:
-the database decides what exists.
+Each memory's `score` is the fused score of `recall/fusion.py` (`TEXT_WEIGHT * text +
+(1 - TEXT_WEIGHT) * max(similarity, 0)`, or a discounted hop from the best match when higher),
+in [0, 1] and comparable across queries (`scope_index.py` says what `text` is). Memories
+under `min_score` are left out, so a question about something never stored returns none.
+Ranked ids are read back from the database with the full scope filter: the database decides
+what exists.
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ async def recall_indexed(
             weight_text=wt,
             weight_vector=1.0 - wt,
         )
-        scored = [(r, r.score(wt)) for r in ranked]
-        # a match by terms or by meaning (however weak, when min_score is 0); nothing else
-        scored = [(r, s) for r, s in scored if (r.text > 0 or r.has_vector) and s >= min_score]
+        scored = [(r, r.score) for r in ranked]
+        # a match by terms, by a hop or by meaning (however weak, when min_score is 0); nothing else
+        scored = [(r, s) for r, s in scored if (s > 0 or r.has_vector) and s >= min_score]
         now = store.clock.now()
         fields = {k: v for k, v in ITEM_FIELDS.items() if k != "ns_path"}  # ns_path: for `visible`
         read = await read_by_id(store.memories, [r.id for r, _ in scored], fields)

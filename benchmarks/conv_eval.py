@@ -1,5 +1,6 @@
 """Retrieval quality on the conversation set of `convset.py`: hit@1/5/10 and evidence found@10 for
-BM25, vector-only (wordllama), RRF(BM25, vector) and mongogate's `recall`, in the same run.
+BM25, vector-only (wordllama), RRF(BM25, vector) and mongogate's `recall` (its ranking, at
+`min_score` 0, and again at the configured default floor), in the same run.
 
     python benchmarks/conv_eval.py            # all four, both halves, writes RESULTS.md
     python benchmarks/conv_eval.py --only bm25,rrf --no-write
@@ -296,7 +297,9 @@ class MongogateRecall:
 
     name = "mongogate"
 
-    def __init__(self) -> None:
+    def __init__(self, min_score: float | None = 0.0) -> None:
+        #: 0: the ranking itself (what item 3 compares); None: the configured default floor
+        self.min_score = min_score
         self.tmp = tempfile.TemporaryDirectory()
         self.db: Any = None
         self.settings: Any = None
@@ -335,7 +338,27 @@ class MongogateRecall:
     async def search(self, conv_id: str, query: str, k: int) -> list[str]:
         from mongogate.recall.model import Scope
 
-        found = await self.stores[conv_id].recall(Scope(conv_id), query, limit=k)
+        found = await self.stores[conv_id].recall(Scope(conv_id), query, limit=k, min_score=self.min_score)
+        return [str(m.key) for m in found.memories]
+
+
+class AtDefaultFloor:
+    """The same stores as `MongogateRecall`, recalled at the configured `min_score` (what an agent
+    gets without asking for a floor: answers under it are left out, so found evidence drops)."""
+
+    name = "mongogate, default floor"
+
+    def __init__(self, mg: MongogateRecall) -> None:
+        self.mg = mg
+
+    async def index(self, conv_id: str, docs: Sequence[Doc]) -> None:
+        if conv_id not in self.mg.stores:
+            await self.mg.index(conv_id, docs)
+
+    async def search(self, conv_id: str, query: str, k: int) -> list[str]:
+        from mongogate.recall.model import Scope
+
+        found = await self.mg.stores[conv_id].recall(Scope(conv_id), query, limit=k)
         return [str(m.key) for m in found.memories]
 
 
@@ -377,6 +400,7 @@ async def run(only: set[str]) -> str:
     if "mongogate" in only:
         async with MongogateRecall() as mg:
             reports.append(await evaluate(mg, convs))
+            reports.append(await evaluate(AtDefaultFloor(mg), convs))
     turns = sum(len(c.turns) for c in convs)
     qs = sum(len(c.questions) for c in convs)
     head = f"convset seed 26: {len(convs)} conversations, {turns} turns, {qs} questions"

@@ -105,7 +105,7 @@ class LongTermSettings(Section):
     #: bytes (MB) the in-process recall indexes of all scopes may hold; least recently used out first
     index_budget_mb: int = Field(default=256, ge=1, le=1_000_000)
     #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides
-    min_score: float = Field(default=0.25, ge=0.0, le=1.0)
+    min_score: float = Field(default=0.2, ge=0.0, le=1.0)
     #: scopes the caller's token or API key must grant for every long-term memory tool, checked like
     #: a query tool's `required_scopes` (`[unauthorized]` naming the missing ones); empty: none
     required_scopes: list[str] = Field(default_factory=list, max_length=32)

@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mongogate.clock import as_utc
+from mongogate.recall import fusion
 from mongogate.recall.vectors import unpack
-from mongogate.scoring import blend, blend_many
 from mongogate.textrank import tokens
 from mongogate.values import Doc
 
@@ -55,10 +55,13 @@ class Ranked:
     matched: frozenset[str]
     #: the memory has a vector of the query's model (a meaning match, however weak)
     has_vector: bool = False
+    #: what `rank` ordered by, in [0, 1] (`recall/fusion.py`)
+    fused: float = 0.0
 
-    def score(self, weight_text: float) -> float:
-        """What `rank` orders by, in [0, 1]."""
-        return blend(self.text, self.similarity, weight_text)
+    @property
+    def score(self) -> float:
+        """The memory's score, in [0, 1]: what `rank` orders by."""
+        return min(1.0, max(0.0, self.fused))
 
 
 @dataclass
@@ -211,8 +214,9 @@ class ScopeIndex:
         weight_text: float,
         weight_vector: float,
     ) -> list[Ranked]:
-        """The `depth` best live memories matching the filters, by `weight_text * text ** TEXT_POWER
-        + weight_vector * max(similarity, 0)` (`Ranked.score`), best first (ties by id)."""
+        """The `depth` best live memories matching the filters, best first (ties by id), by the
+        fused score of `recall/fusion.py`: the direct score, or a hop from the best direct match
+        when that is higher; memories holding the same tokens as a better one left out."""
         n = len(self.rows)
         if n == 0:
             return []
@@ -222,6 +226,42 @@ class ScopeIndex:
             qn = float(np.linalg.norm(q))
             if qn > 0 and math.isfinite(qn):
                 sims = self.matrix[:n] @ (q / qn)
+        text = self.text_scores(query_tokens)
+        usable = self._usable(now, ns_path, metadata)
+        if not usable.any():
+            return []
+        direct = fusion.direct(text, sims, weight_text, weight_vector)
+        scores = np.where(usable, direct, -np.inf)
+        if weight_text > 0 and query_tokens:
+            start = self._best(scores)
+            if scores[start] > 0:
+                held = self.rows[start].terms
+                words = fusion.hop_terms(held, query_tokens, self._df)
+                if words:
+                    hopped = fusion.second_hop(scores, start, self.text_scores(words))
+                    scores = np.where(usable, hopped, -np.inf)
+        k = min(depth * 4 + 16, int(usable.sum()))  # room for the memories `distinct` leaves out
+        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+        order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), self.rows[i].id))
+        order = [i for i in order if scores[i] > -np.inf]
+        kept = fusion.distinct(order, lambda i: frozenset(self.rows[i].terms.items()), depth)
+        qset = set(query_tokens)
+        return [
+            Ranked(
+                self.rows[i].id,
+                float(sims[i]) if self.rows[i].has_vector else 0.0,
+                float(text[i]),
+                frozenset(t for t in qset if t in self.rows[i].terms),
+                self.rows[i].has_vector and vector is not None and weight_vector > 0,
+                fused=float(scores[i]),
+            )
+            for i in kept
+        ]
+
+    def text_scores(self, query_tokens: list[str]) -> npt.NDArray[np.float64]:
+        """Each row's BM25 over the query's tokens divided by the sum of their idf (what a memory
+        of average length holding each once would earn), capped at 1."""
+        n = len(self.rows)
         text = np.zeros(n, dtype=np.float64)
         avg = (self.total_length / n) or 1.0
         norms = K1 * (1.0 - B + B * self.lengths[:n] / avg)
@@ -236,25 +276,15 @@ class ScopeIndex:
                 text[at] += idf * tf * (K1 + 1.0) / (tf + norms[at])
         if upper > 0:
             text = np.minimum(text / upper, 1.0)
-        combined = blend_many(text, sims, weight_text, weight_vector)
-        usable = self._usable(now, ns_path, metadata)
-        combined = np.where(usable, combined, -np.inf)
-        k = min(depth, int(usable.sum()))
-        if k <= 0:
-            return []
-        top = np.argpartition(-combined, k - 1)[:k] if k < n else np.arange(n)
-        order = sorted(top.tolist(), key=lambda i: (-float(combined[i]), self.rows[i].id))
-        qset = set(query_tokens)
-        return [
-            Ranked(
-                self.rows[i].id,
-                float(sims[i]) if self.rows[i].has_vector else 0.0,
-                float(text[i]),
-                frozenset(t for t in qset if t in self.rows[i].terms),
-                self.rows[i].has_vector and vector is not None and weight_vector > 0,
-            )
-            for i in order
-        ]
+        return text
+
+    def _df(self, term: str) -> int:
+        return len(self.postings.get(term, {}))
+
+    def _best(self, scores: npt.NDArray[np.float64]) -> int:
+        """The row with the highest score (ties by id, as the ranking breaks them)."""
+        top = float(np.max(scores))
+        return min(np.flatnonzero(scores == top).tolist(), key=lambda i: self.rows[i].id)
 
     def _posting_arrays(
         self, term: str, posting: dict[int, int]

@@ -1,0 +1,72 @@
+"""How the in-process index (`scope_index.ScopeIndex.rank`) turns a memory's two sides into one
+score, chosen by measurement (docs/decisions/recall-ranking.md).
+
+1. **Direct score**: `weight_text * text + weight_vector * max(similarity, 0)` (`direct`), where
+   `text` is BM25 over the query's tokens divided by what a memory of average length holding each
+   of them once would earn (capped at 1), so both sides are in [0, 1] and mean the same for every
+   query.
+2. **One hop** (`second_hop`): the best direct match's rarest words that other memories hold too
+   (`HOP_TERMS` of them, not in the query) are searched as a second query; a memory they find scores
+   `HOP_DISCOUNT * best direct score * its text score over those words`. "What colour was the car
+   I sold?" finds "I sold the Volvo V60", whose words find "I bought a used Volvo V60, navy blue".
+   A hop never scores above the memory it started from, so a question about something never
+   stored (a weak best match) gets weak hops too: the floor (`min_score`) still empties it.
+   A memory's score is the better of its direct score and its hop score.
+3. **Distinct words** (`distinct`): a memory whose tokens are exactly those of a better-ranked one
+   (the same text said again) is left out of the ranking; it adds nothing to the answer and takes
+   a place from one that might.
+
+Scores stay in [0, 1], comparable across queries, and the order is the score order (ties by id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+#: how many of the best direct match's words the hop searches for
+HOP_TERMS = 3
+#: a hop's score is at most this share of the score of the memory it started from
+HOP_DISCOUNT = 0.8
+
+Scores = npt.NDArray[np.float64]
+
+
+def direct(text: Scores, sims: npt.NDArray[np.floating], weight_text: float, weight_vector: float) -> Scores:
+    """Each memory's direct score in [0, 1]: the weighted text and (non-negative) cosine sides."""
+    mixed = weight_text * text + weight_vector * np.clip(sims.astype(np.float64), 0.0, 1.0)
+    return np.asarray(np.clip(mixed, 0.0, 1.0), dtype=np.float64)
+
+
+def hop_terms(held: Iterable[str], query: Iterable[str], df: Callable[[str], int]) -> list[str]:
+    """The `HOP_TERMS` tokens of the memory a hop starts from that link it to others: held by
+    at least one other memory (`df`, the memories holding a token, at least 2), not in the query,
+    rarest first (ties by token, so a hop is deterministic)."""
+    asked = set(query)
+    linking = [t for t in held if t not in asked and df(t) >= 2]
+    return sorted(linking, key=lambda t: (df(t), t))[:HOP_TERMS]
+
+
+def second_hop(scores: Scores, start: int, hop_text: Scores) -> Scores:
+    """The better of each memory's score and its hop score from memory `start` (the text score
+    of the start's words, `hop_text`, discounted by the start's own score)."""
+    hop = HOP_DISCOUNT * float(scores[start]) * hop_text
+    hop[start] = 0.0
+    return np.maximum(scores, hop)
+
+
+def distinct(order: Iterable[int], key: Callable[[int], Hashable], limit: int) -> list[int]:
+    """The first `limit` of `order` whose `key` (the memory's tokens) no earlier one had."""
+    out: list[int] = []
+    seen: set[Hashable] = set()
+    for i in order:
+        k = key(i)
+        if k in seen:
+            continue
+        seen.add(k)
+        out.append(i)
+        if len(out) == limit:
+            break
+    return out

@@ -40,9 +40,9 @@ from results import command_line, parser, publish
 
 from mongogate.recall import fusion
 from mongogate.recall.embedding import LOCAL_DIMENSIONS, LOCAL_MODEL, LocalEmbedder
-from mongogate.recall.indexed import TEXT_WEIGHT
 from mongogate.recall.scope_index import Ranked, ScopeIndex
 from mongogate.recall.vectors import pack
+from mongogate.scoring import TEXT_WEIGHT
 from mongogate.textrank import query_tokens
 
 #: questions about nothing in recall_set's facts (written before any ranking ran on them); the

@@ -223,7 +223,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
     except StorageError as e:
         log.warning("worker %s: could not record that it claims (%s)", s.worker_id, e)
     part: Partition | None = None
-    split_at = last_beat
+    # the split's age in monotonic seconds, not the injectable clock: a clock that stands still
+    # (a test's, or a paused VM's) must not freeze a stale split in which every worker leaves an
+    # agent to another and none claims it (seen with four workers started on one busy core)
+    split_at = anyio.current_time()
     due_per_s = due_rate(a.schedule.seconds if isinstance(a.schedule, Every) else None for a in s.agents)
     after: tuple[datetime, object] | None = None
 
@@ -277,10 +280,10 @@ async def run_loop(s: LoopHost, stop: anyio.Event, duration_s: float | None) -> 
                     last_beat, beat_claimed = now, stats.claimed
                 # the workers collection is as small as the fleet: read it at most once a second,
                 # so a worker that joins or leaves moves the partition at once
-                if part is None or now - split_at >= _SPLIT_EVERY:
+                if part is None or anyio.current_time() - split_at >= _SPLIT_EVERY.total_seconds():
                     live = await fleet.read_fleet(s.db, now, s.settings.worker_ttl_s)
                     part = partition(s.worker_id, claiming(live.claimers, now, takeover_s), takeover_s)
-                    split_at = now
+                    split_at = anyio.current_time()
                 found = await scan(s, now, batch, after, part)
                 stats.scans += 1
                 unknown = [d for d in found.due if s.agents.get(str(d.get("agent_key", ""))) is None]

@@ -310,11 +310,12 @@ def floor_table(embed: Embed, model: str, dims: int) -> list[str]:
     default = RULES[3][1]
     for f in FLOORS:
         rs_t, rs_h = (at_floor(cases[k], default, f)[0] for k in ("rs tuning", "rs held-out"))
-        un = at_floor(cases["rs unrelated"], default, f)[0]
+        emptied = at_floor(cases["rs unrelated"], default, f)[0]
         cv = at_floor(cases["cv held-out"], default, f)
         cu = at_floor(cases["cv unrelated tuning"] + cases["cv unrelated held-out"], default, f)[0]
         out.append(
-            f"    min_score {f:<6} {rs_t:5.1f} {rs_h:5.1f} {un:5.1f}% | {cv[0]:5.1f} {cv[1]:5.1f} {cu:5.1f}%"
+            f"    min_score {f:<6} {rs_t:5.1f} {rs_h:5.1f} {emptied:5.1f}%"
+            f" | {cv[0]:5.1f} {cv[1]:5.1f} {cu:5.1f}%"
         )
     top = max(default(c)[0] for c in cases["rs unrelated"] if c.got)
     low = min(

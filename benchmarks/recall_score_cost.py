@@ -19,9 +19,8 @@ from types import ModuleType
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from results import command_line, parser
 
@@ -30,6 +29,7 @@ from mongogate.recall.vectors import pack
 from mongogate.textrank import query_tokens
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def base_module(rev: str) -> ModuleType:

@@ -6,11 +6,12 @@ The database stays the only truth: the index is a copy labelled with the scope's
 shows (text, namespace, key, version, author, dates), so a recall of a settled scope answers
 from it; while a write is in flight, `recall` reads the ranked memories back from the database.
 
-Scores (`Ranked`; what a recall shows is `Ranked.score`, `recall/fusion.py`): `similarity` is the cosine of the query and the memory; `text` is the memory's
-BM25 over the query divided by the BM25 a memory of average length holding each query token once
-would earn (the sum of the tokens' idf), capped at 1: 1.0 means "holds every query word", and it
-means the same for every query. Query words the scope never saw count in the denominator (at the
-idf of a word no memory holds), so a question about something never stored scores low.
+Scores (`Ranked`; a recall shows `Ranked.score`, `recall/fusion.py`): `similarity` is the
+cosine of the query and the memory; `text` is the memory's BM25 over the query divided by the
+BM25 a memory of average length holding each query token once would earn (the sum of the tokens'
+idf), capped at 1: 1.0 means "holds every query word", and it means the same for every query.
+Query words the scope never saw count in the denominator (at the idf of a word no memory holds),
+so a question about something never stored scores low.
 """
 
 from __future__ import annotations

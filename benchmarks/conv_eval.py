@@ -349,7 +349,10 @@ class AtDefaultFloor:
     name = "mongogate, default floor"
 
     def __init__(self, mg: MongogateRecall) -> None:
+        from mongogate.config import LongTermSettings
+
         self.mg = mg
+        self.name = f"mongogate, floor {LongTermSettings().min_score}"
 
     async def index(self, conv_id: str, docs: Sequence[Doc]) -> None:
         if conv_id not in self.mg.stores:

@@ -95,7 +95,7 @@ def ranked(idx: ScopeIndex, query: str, vec: list[float], depth: int = 10) -> li
         weight_text=TEXT_WEIGHT,
         weight_vector=1.0 - TEXT_WEIGHT,
     )
-    return [r for r in got if r.score > 0 or r.has_vector]
+    return [r for r in got if r.fused > 0 or r.has_vector]
 
 
 class Variant:
@@ -193,38 +193,139 @@ def _metrics(rows: list[tuple[int | None, float]]) -> tuple[float, float, float]
     )
 
 
-FLOORS = [0.0, 0.15, 0.2, 0.225, 0.25, 0.275, 0.3, 0.35]
+FLOORS = [0.0, 0.1, 0.11, 0.12, 0.125, 0.13, 0.14, 0.15, 0.2]
+
+
+class Case:
+    """One question's top 10 (`ranked`), what answers it (None: nothing stored does) and the
+    query's cosine over its whole scope (mean, standard deviation: the background)."""
+
+    def __init__(self, want: set[str] | None, got: list[Ranked], idx: ScopeIndex, vec: list[float]) -> None:
+        self.want, self.got = want, got
+        q = np.asarray(vec, dtype=np.float32)
+        sims = idx.matrix[: len(idx)] @ (q / np.linalg.norm(q))
+        self.mu, self.sd = float(sims.mean()), float(sims.std()) or 1.0
+
+
+def floor_cases(embed: Embed, model: str, dims: int) -> dict[str, list[Case]]:
+    """recall_set's halves and its unrelated questions; the conversation set's halves, and the
+    unrelated questions asked of each of its conversations."""
+    out: dict[str, list[Case]] = {}
+    idx = index_of(recall_set.FACTS, embed, model, dims)
+    for half in recall_set.HALVES:
+        qs = recall_set.split(half)
+        vecs = embed([q for _, q, _ in qs])
+        out[f"rs {half}"] = [
+            Case({want}, ranked(idx, q, v), idx, v) for (_, q, want), v in zip(qs, vecs, strict=True)
+        ]
+    un = embed(UNRELATED)
+    out["rs unrelated"] = [Case(None, ranked(idx, q, v), idx, v) for q, v in zip(UNRELATED, un, strict=True)]
+    for c in build():
+        half = "tuning" if c.tuning else "held-out"
+        cidx = index_of([(d.id, d.text) for d in docs_of(c)], embed, model, dims)
+        vecs = embed([q.text for q in c.questions])
+        out.setdefault(f"cv {half}", []).extend(
+            Case(set(q.evidence), ranked(cidx, q.text, v), cidx, v)
+            for q, v in zip(c.questions, vecs, strict=True)
+        )
+        out.setdefault(f"cv unrelated {half}", []).extend(
+            Case(None, ranked(cidx, q, v), cidx, v) for q, v in zip(UNRELATED, un, strict=True)
+        )
+    return out
+
+
+Rule = Callable[[Case], list[float]]
+
+
+def listed(share: float, best: Callable[[Case], float] = lambda c: c.got[0].fused) -> Rule:
+    """`share` x a list-level score (default: the best fused score) + the rest x the memory's own."""
+    return lambda c: [share * best(c) + (1 - share) * r.fused for r in c.got] if c.got else []
+
+
+RULES: list[tuple[str, Rule]] = [
+    ("own fused score (before)", lambda c: [r.fused for r in c.got]),
+    ("best x 0.5 + own x 0.5", listed(0.5)),
+    ("best x 0.8 + own x 0.2", listed(0.8)),
+    ("best x 0.9 + own x 0.1 (default)", lambda c: [r.score for r in c.got]),
+    ("best alone (flat list)", listed(1.0)),
+    ("best - mean cosine / 2, x 0.9", listed(0.9, lambda c: max(0.0, c.got[0].fused - c.mu / 2))),
+    (
+        "z of best cosine / 10, x 0.9",
+        listed(0.9, lambda c: min(1.0, (c.got[0].similarity - c.mu) / c.sd / 10)),
+    ),
+]
+
+
+def at_floor(cases: list[Case], rule: Rule, floor: float) -> tuple[float, float]:
+    """(hit@10, ev@10) of answerable questions, or (share emptied, 0) of unrelated ones, in %."""
+    hit = ev = 0.0
+    for c in cases:
+        kept = {r.id for r, s in zip(c.got, rule(c), strict=True) if s >= floor}
+        if c.want is None:
+            hit += not kept
+        else:
+            hit += bool(kept & c.want)
+            ev += len(kept & c.want) / len(c.want)
+    return 100 * hit / len(cases), 100 * ev / len(cases)
+
+
+def tuned_floor(cases: dict[str, list[Case]], rule: Rule) -> float:
+    """The highest floor (steps of 0.005) at which no tuning half loses more than 3 points of
+    hit@10 (recall_set, conversation set) or ev@10 (conversation set) against no floor."""
+    keys = ("rs tuning", "cv tuning")
+    base = {k: at_floor(cases[k], rule, 0.0) for k in keys}
+    floor = 0.0
+    for step in range(1, 121):
+        got = {k: at_floor(cases[k], rule, step / 200) for k in keys}
+        if any(got[k][0] < base[k][0] - 3 for k in keys) or got["cv tuning"][1] < base["cv tuning"][1] - 3:
+            break
+        floor = step / 200
+    return floor
 
 
 def floor_table(embed: Embed, model: str, dims: int) -> list[str]:
-    idx = index_of(recall_set.FACTS, embed, model, dims)
-    out = [f"recall_set floor, model {model}: hit@10 at each min_score (answerable) / unrelated emptied"]
-    unrelated = [(q, ranked(idx, q, v)) for q, v in zip(UNRELATED, embed(UNRELATED), strict=True)]
-    for v in VARIANTS[:1] + VARIANTS[2:3]:
-        with v:
-            halves = {}
-            for half in recall_set.HALVES:
-                qs = recall_set.split(half)
-                vecs = embed([q for _, q, _ in qs])
-                halves[half] = [
-                    (want, ranked(idx, q, vec)) for (_, q, want), vec in zip(qs, vecs, strict=True)
-                ]
-            un = [(q, ranked(idx, q, vec)) for q, vec in zip(UNRELATED, embed(UNRELATED), strict=True)]
-            out.append(f"  {v.name}")
-            for f in FLOORS:
-                cells = []
-                for half, rows in halves.items():
-                    hit = sum(1 for want, rs in rows if want in [r.id for r in rs if r.score >= f]) / len(
-                        rows
-                    )
-                    cells.append(f"{half} {100 * hit:5.1f}")
-                empty = sum(1 for _, rs in un if not [r for r in rs if r.score >= f]) / len(un)
-                top = max((r.score for _, rs in un for r in rs[:1]), default=0.0)
-                out.append(
-                    f"    min_score {f:<6} " + "  ".join(cells) + f"  unrelated emptied {100 * empty:5.1f}%"
-                )
-            out.append(f"    highest unrelated score {top:.3f}")
-    del unrelated
+    cases = floor_cases(embed, model, dims)
+    out = [
+        f"score and floor, model {model}: each rule's floor chosen on the tuning halves (no half loses"
+        " > 3 points hit@10, nor convset ev@10); held-out at that floor (at 0); unrelated emptied",
+        f"  {'rule':<34} floor | recall_set hit@10 held-out, unrelated emptied"
+        " | convset held-out hit@10 ev@10, unrelated emptied tuning/held-out",
+    ]
+    for name, rule in RULES:
+        f = tuned_floor(cases, rule)
+        rs0, rs = at_floor(cases["rs held-out"], rule, 0.0), at_floor(cases["rs held-out"], rule, f)
+        cv0, cv = at_floor(cases["cv held-out"], rule, 0.0), at_floor(cases["cv held-out"], rule, f)
+        un = [
+            at_floor(cases[k], rule, f)[0]
+            for k in ("rs unrelated", "cv unrelated tuning", "cv unrelated held-out")
+        ]
+        out.append(
+            f"  {name:<34} {f:5.3f} | {rs[0]:5.1f} ({rs0[0]:5.1f})  {un[0]:5.1f}%"
+            f" | {cv[0]:5.1f} {cv[1]:5.1f} ({cv0[0]:5.1f} {cv0[1]:5.1f})  {un[1]:5.1f}% / {un[2]:5.1f}%"
+        )
+    out.append(
+        "  the default rule at each min_score: recall_set hit@10 tuning held-out, unrelated emptied"
+        " | convset hit@10 ev@10 held-out, unrelated emptied (both halves)"
+    )
+    default = RULES[3][1]
+    for f in FLOORS:
+        rs_t, rs_h = (at_floor(cases[k], default, f)[0] for k in ("rs tuning", "rs held-out"))
+        emptied = at_floor(cases["rs unrelated"], default, f)[0]
+        cv = at_floor(cases["cv held-out"], default, f)
+        cu = at_floor(cases["cv unrelated tuning"] + cases["cv unrelated held-out"], default, f)[0]
+        out.append(
+            f"    min_score {f:<6} {rs_t:5.1f} {rs_h:5.1f} {emptied:5.1f}%"
+            f" | {cv[0]:5.1f} {cv[1]:5.1f} {cu:5.1f}%"
+        )
+    top = max(default(c)[0] for c in cases["rs unrelated"] if c.got)
+    low = min(
+        max(s for r, s in zip(c.got, default(c), strict=True) if r.id in (c.want or ()))
+        for c in cases["rs held-out"]
+        if c.want and c.want & {r.id for r in c.got}
+    )
+    out.append(
+        f"    highest unrelated score {top:.3f}; lowest score of a held-out answer in the top 10 {low:.3f}"
+    )
     return out
 
 
@@ -254,7 +355,7 @@ def main() -> None:
         lines.append(f"({model}: {time.perf_counter() - started:.0f} s in all)")
     body = "\n".join(["```", command_line("recall_quality.py", None), *lines, "```", ""])
     print(body)
-    publish("recall ranking and floor (issue 26, branch rquality)", body, not args.no_write)
+    publish("recall score and floor (issue 26 item 4, branch floor)", body, not args.no_write)
 
 
 if __name__ == "__main__":

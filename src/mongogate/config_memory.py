@@ -104,8 +104,11 @@ class LongTermSettings(Section):
     max_ttl_days: int = Field(default=36_500, ge=1, le=36_500)
     #: bytes (MB) the in-process recall indexes of all scopes may hold; least recently used out first
     index_budget_mb: int = Field(default=256, ge=1, le=1_000_000)
-    #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides
-    min_score: float = Field(default=0.2, ge=0.0, le=1.0)
+    #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides.
+    #: A memory's score is mostly its recall's best match (0.9 x the best fused score + 0.1 x its own),
+    #: so the floor asks "is anything stored about this question?": 0.125 empties most questions
+    #: about nothing stored and costs answerable ones no hit@10 on benchmarks/recall_quality.py
+    min_score: float = Field(default=0.125, ge=0.0, le=1.0)
     #: scopes the caller's token or API key must grant for every long-term memory tool, checked like
     #: a query tool's `required_scopes` (`[unauthorized]` naming the missing ones); empty: none
     required_scopes: list[str] = Field(default_factory=list, max_length=32)

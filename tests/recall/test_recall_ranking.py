@@ -110,8 +110,11 @@ async def test_a_fact_linked_to_the_best_match_is_found_through_it(ltm: LongTerm
     assert [m.id for m in got] == [ids["gift"], ids["sister"]]
     first, hop = got
     assert first.score is not None and hop.score is not None
-    # a hop scores at most HOP_DISCOUNT of the memory it started from: it never outranks it
-    assert 0 < hop.score <= fusion.HOP_DISCOUNT * first.score + 1e-6
+    # a hop's own (fused) score is at most HOP_DISCOUNT of the memory it started from, so it never
+    # outranks it; the shown score is LIST_SHARE x the best's + the rest x its own (fusion.shown)
+    own_first = first.score  # the best memory's shown score is its own fused score
+    assert hop.score <= fusion.shown(fusion.HOP_DISCOUNT * own_first, own_first) + 1e-6
+    assert fusion.LIST_SHARE * own_first <= hop.score < first.score
 
 
 async def test_a_memory_said_again_takes_no_second_place(ltm: LongTermMemory) -> None:

@@ -16,7 +16,17 @@ score, chosen by measurement (docs/decisions/recall-ranking.md).
    (the same text said again) is left out of the ranking; it adds nothing to the answer and takes
    a place from one that might.
 
-Scores stay in [0, 1], comparable across queries, and the order is the score order (ties by id).
+The order is the fused score's order (ties by id).
+
+4. **The score a recall shows** (`shown`), the one `min_score` compares:
+   `LIST_SHARE * best + (1 - LIST_SHARE) * own`, where `best` is the fused score of the recall's
+   best match and `own` the memory's fused score. Measured on benchmarks/recall_quality.py: whether
+   a question is about anything stored is told by its *best* match (an answer ranked 5th or 9th
+   often has a cosine no higher than an unrelated question's best match), so a floor on each
+   memory's own score cut answerable questions' answers long before it emptied unrelated ones.
+   The shown score is in [0, 1], the same for every query (the best match's evidence), and
+   follows the fused order exactly (`best` is one number per recall); `own`'s tenth keeps each
+   memory's own match visible in it.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ import numpy.typing as npt
 HOP_TERMS = 3
 #: a hop's score is at most this share of the score of the memory it started from
 HOP_DISCOUNT = 0.8
+#: the share of a memory's shown score that is its recall's best fused score (`shown`)
+LIST_SHARE = 0.9
 
 Scores = npt.NDArray[np.float64]
 
@@ -38,6 +50,12 @@ def direct(text: Scores, sims: npt.NDArray[np.floating], weight_text: float, wei
     """Each memory's direct score in [0, 1]: the weighted text and (non-negative) cosine sides."""
     mixed = weight_text * text + weight_vector * np.clip(sims.astype(np.float64), 0.0, 1.0)
     return np.asarray(np.clip(mixed, 0.0, 1.0), dtype=np.float64)
+
+
+def shown(own: float, best: float) -> float:
+    """The score a recall shows for a memory whose fused score is `own`, when the recall's best
+    fused score is `best` (>= own): in [0, 1], ordered as `own` is."""
+    return min(1.0, max(0.0, LIST_SHARE * best + (1.0 - LIST_SHARE) * own))
 
 
 def hop_terms(held: Iterable[str], query: Iterable[str], df: Callable[[str], int]) -> list[str]:

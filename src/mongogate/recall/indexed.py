@@ -1,10 +1,12 @@
 """`recall` through the in-process scope index (`recall/index.py`): where no search index serves
 `$vectorSearch` (the embedded engine, or MongoDB without one).
 
-Each memory's `score` is the fused score of `recall/fusion.py` (`TEXT_WEIGHT * text +
-(1 - TEXT_WEIGHT) * max(similarity, 0)`, or a discounted hop from the best match when higher),
-in [0, 1] and comparable across queries (`scope_index.py` says what `text` is). Memories
-under `min_score` are left out, so a question about something never stored returns none.
+Memories are ranked by the fused score of `recall/fusion.py` (`TEXT_WEIGHT * text +
+(1 - TEXT_WEIGHT) * max(similarity, 0)`, or a discounted hop from the best match when higher;
+`scope_index.py` says what `text` is). Each memory's `score` is `fusion.shown`: 0.9 x the best
+match's fused score + 0.1 x its own, in [0, 1], comparable across queries and in rank order.
+Memories under `min_score` are left out, so a question about something never stored (whose best
+match is weak) returns none.
 A settled scope (no write in flight when its revision was read:
 `recall/index.py`) answers from the index, which holds what a result shows; expiry, namespace
 and metadata are checked there with the injectable clock. While a write is in flight, the ranked
@@ -82,7 +84,7 @@ async def recall_indexed(
         )
         scored = [(r, r.score) for r in ranked]
         # a match by terms, by a hop or by meaning (however weak, when min_score is 0); nothing else
-        scored = [(r, s) for r, s in scored if (s > 0 or r.has_vector) and s >= min_score]
+        scored = [(r, s) for r, s in scored if (r.fused > 0 or r.has_vector) and s >= min_score]
         if fresh.settled:  # read now, before any await: the index as of its revision
             held = ((r.id, idx.item(r.id)) for r, _ in scored)
             docs = {i: d for i, d in held if d is not None}

@@ -6,11 +6,12 @@ The database stays the only truth: the index is a copy labelled with the scope's
 shows (text, namespace, key, version, author, dates), so a recall of a settled scope answers
 from it; while a write is in flight, `recall` reads the ranked memories back from the database.
 
-Scores (`Ranked`): `similarity` is the cosine of the query and the memory; `text` is the memory's
-BM25 over the query divided by the BM25 a memory of average length holding each query token once
-would earn (the sum of the tokens' idf), capped at 1: 1.0 means "holds every query word", and it
-means the same for every query. Query words the scope never saw count in the denominator (at the
-idf of a word no memory holds), so a question about something never stored scores low.
+Scores (`Ranked`; a recall shows `Ranked.score`, `recall/fusion.py`): `similarity` is the
+cosine of the query and the memory; `text` is the memory's BM25 over the query divided by the
+BM25 a memory of average length holding each query token once would earn (the sum of the tokens'
+idf), capped at 1: 1.0 means "holds every query word", and it means the same for every query.
+Query words the scope never saw count in the denominator (at the idf of a word no memory holds),
+so a question about something never stored scores low.
 """
 
 from __future__ import annotations
@@ -55,13 +56,16 @@ class Ranked:
     matched: frozenset[str]
     #: the memory has a vector of the query's model (a meaning match, however weak)
     has_vector: bool = False
-    #: what `rank` ordered by, in [0, 1] (`recall/fusion.py`)
+    #: what `rank` ordered by, in [0, 1] (`recall/fusion.py`): the memory's own evidence
     fused: float = 0.0
+    #: the best fused score of the same ranking (its first memory's `fused`)
+    best: float = 0.0
 
     @property
     def score(self) -> float:
-        """The memory's score, in [0, 1]: what `rank` orders by."""
-        return min(1.0, max(0.0, self.fused))
+        """The score a recall shows and `min_score` compares, in [0, 1], in `rank`'s order:
+        mostly the ranking's best fused score, a tenth the memory's own (`fusion.shown`)."""
+        return fusion.shown(self.fused, max(self.best, self.fused))
 
 
 @dataclass
@@ -246,6 +250,7 @@ class ScopeIndex:
         order = [i for i in order if scores[i] > -np.inf]
         kept = fusion.distinct(order, lambda i: frozenset(self.rows[i].terms.items()), depth)
         qset = set(query_tokens)
+        best = float(scores[kept[0]]) if kept else 0.0
         return [
             Ranked(
                 self.rows[i].id,
@@ -254,6 +259,7 @@ class ScopeIndex:
                 frozenset(t for t in qset if t in self.rows[i].terms),
                 self.rows[i].has_vector and vector is not None and weight_vector > 0,
                 fused=float(scores[i]),
+                best=best,
             )
             for i in kept
         ]

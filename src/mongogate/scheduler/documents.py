@@ -65,6 +65,10 @@ CLAIM_FIELDS: Final = {AGENT_KEY: 1, NEXT_RUN_AT: 1, DUE_AT: 1, OPEN: 1, PAUSED:
 CLAIM_RESULT: Final = {LAST_CLAIM: 1}
 
 
+#: an open claim's deadline (`OpenClaimDoc`): past it and `slots.REPORT_GRACE`, the claim is abandoned
+OPEN_DEADLINE: Final = "deadline"
+
+
 class OpenClaimDoc(TypedDict):
     """One claim under `open`: who runs it, which slot, since when, cancelled at `deadline`."""
 
@@ -155,7 +159,7 @@ class OpenClaim:
             worker=None if worker is None else str(worker),
             slot=utc_or_none(d.get("slot")),
             claimed_at=utc_or_none(d.get("claimed_at")),
-            deadline=utc_or_none(d.get("deadline")),
+            deadline=utc_or_none(d.get(OPEN_DEADLINE)),
         )
 
 
@@ -186,6 +190,10 @@ TENANT: Final = "tenant"
 TRIGGER_SIGNATURE: Final = "trigger_signature"
 STATUS: Final = "status"
 OPENED_AT: Final = "opened_at"
+TITLE: Final = "title"
+DETAILS: Final = "details"
+CLOSED_AT: Final = "closed_at"
+RESOLUTION: Final = "resolution"
 
 
 class InvestigationDoc(TypedDict):

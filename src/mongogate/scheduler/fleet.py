@@ -26,7 +26,6 @@ from mongogate.scheduler import documents as sd
 from mongogate.scheduler.documents import WORKERS_COLLECTION, WorkerDoc
 from mongogate.values import Doc
 
-
 #: worker documents not seen for this long are deleted when a worker starts
 FORGET_AFTER = timedelta(days=7)
 #: worker documents read to decide what is registered (the newest first)

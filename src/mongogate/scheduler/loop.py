@@ -1,11 +1,9 @@
 """The worker loop: scan a bounded batch of due ticks, claim them, run them within the concurrency limit.
 
-The scan asks for at most a batch of schedule documents in due order (`next_run_at`, on the
-`due_scan` index, with a limit), so its cost follows the batch, not the fleet. Documents that
-cannot be claimed now (another worker's agent, `max_running` ticks in flight) do not block the
-ones behind them: when a whole batch is like that, the next pass starts after it. A due
-document of an agent no worker registers is an orphan and is parked (`next_run_at` null), so
-it leaves the scan for good.
+Each pass reads a bounded batch in due order (`scan.py`). Documents that cannot be claimed now
+(another worker's agent, `max_running` ticks in flight) do not block the ones behind them: when a
+whole batch is like that, the next pass starts after it. Due documents of agents no worker
+registers are parked.
 
 The loop (`WorkerLoop`) drives the lower pieces it is given: the claim store (`store.ClaimStore`:
 registration, claims, parking) and the tick runner (`ticks.TickRunner`). A concurrency slot is
@@ -20,8 +18,7 @@ import contextlib
 import logging
 import math
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import anyio
@@ -39,6 +36,7 @@ from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.kinds import Every
 from mongogate.scheduler.partition import Partition, claiming, partition
+from mongogate.scheduler.scan import EPOCH, Scan, park_orphans, scan
 from mongogate.scheduler.slots import Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.store import ClaimStore
@@ -47,8 +45,6 @@ from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
 
-#: before any real date: the scan's lower bound, which also leaves out null (parked) documents
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: how often the loop re-reads which workers claim (the split of the agents)
 _SPLIT_EVERY = timedelta(seconds=1)
 #: what a claim attempt reports when the loop was stopped while it waited for a slot
@@ -65,68 +61,6 @@ class LoopObserver(Protocol):
     def finished(
         self, agent: str, status: str, seconds: float, next_run_at: datetime | None, now: datetime
     ) -> None: ...
-
-
-@dataclass
-class Scan:
-    """One bounded read: due documents (as read), the next due time, and where the next pass starts."""
-
-    due: list[Doc]
-    next_at: datetime | None
-    full: bool
-
-
-async def scan(
-    store: ClaimStore,
-    now: datetime,
-    batch: int,
-    after: tuple[datetime, object] | None,
-    part: Partition | None = None,
-) -> Scan:
-    """At most `batch` documents in (next_run_at, _id) order, from just after `after` or the start.
-
-    With `part`, the documents of the batch not due yet are read on (the batch is sent anyway) so
-    that `next_at` is when this worker next has something to claim: its own agent's time, another
-    worker's plus the takeover wait. A worker then wakes for its share, not for every due time."""
-    filt: Doc = {sd.NEXT_RUN_AT: {"$gte": _EPOCH}}
-    if after is not None:
-        at, key = after
-        filt = {"$or": [{sd.NEXT_RUN_AT: {"$gt": at}}, {sd.NEXT_RUN_AT: at, sd.ID: {"$gt": key}}]}
-    cursor = store.coll.find(
-        filt, sd.CLAIM_FIELDS, sort=[(sd.NEXT_RUN_AT, ASCENDING), (sd.ID, ASCENDING)], limit=batch
-    )
-    due: list[Doc] = []
-    n = 0
-    next_at: datetime | None = None
-    async with cursor:
-        async for d in cursor:
-            n += 1
-            when = sd.next_run_at(d)
-            if when is None:
-                continue
-            if when > now:
-                if part is None:
-                    return Scan(due, when, full=False)
-                at = when if part.owns(sd.agent_key(d)) else when + timedelta(seconds=part.takeover_s)
-                next_at = at if next_at is None else min(next_at, at)
-                continue
-            due.append(d)
-    return Scan(due, next_at, full=n >= batch and len(due) == n)
-
-
-async def park_orphans(store: ClaimStore, docs: list[Doc], now: datetime) -> int:
-    """Park due documents of agents that no live worker registers (read fresh: a worker records
-    its agents before it creates their documents, so a new agent is never mistaken for one)."""
-    known = await fleet.read_fleet(store.db, now, store.settings.worker_ttl_s)
-    parked = await store.park([d for d in docs if known.is_orphan(sd.agent_key(d))], now)
-    if parked:
-        log.warning(
-            "worker %s: parked %d schedule document(s) of agents no worker registers "
-            "(`mongogate schedule prune` removes them)",
-            store.worker_id,
-            parked,
-        )
-    return parked
 
 
 async def nap(clock: Clock, seconds: float, stop: anyio.Event) -> None:
@@ -318,7 +252,7 @@ class WorkerLoop:
         store = self.store
         known = await fleet.read_fleet(store.db, now, store.settings.worker_ttl_s)
         oldest = await store.coll.find_one(
-            {sd.NEXT_RUN_AT: {"$gte": _EPOCH, "$lte": now}},
+            {sd.NEXT_RUN_AT: {"$gte": EPOCH, "$lte": now}},
             {sd.DUE_AT: 1},
             sort=[(sd.NEXT_RUN_AT, ASCENDING)],
         )

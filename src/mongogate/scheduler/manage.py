@@ -25,7 +25,6 @@ from mongogate.scheduler.fleet import last_seen_with, read_fleet
 from mongogate.scheduler.slots import live_and_expired
 from mongogate.values import Doc
 
-
 #: documents one `prune` deletes at most (run it again for more)
 PRUNE_MAX = 100_000
 

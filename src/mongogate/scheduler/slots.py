@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from mongogate.clock import truncate_ms, utc_or_none
-from mongogate.scheduler.documents import CLAIM_FIELDS, OPEN
+from mongogate.scheduler.documents import CLAIM_FIELDS, OPEN, OPEN_DEADLINE
 from mongogate.scheduler.kinds import Schedule, step
 from mongogate.values import Doc
 
@@ -126,7 +126,7 @@ def open_claims(doc: Doc) -> dict[str, Doc]:
 
 
 def claim_expiry(c: Doc) -> datetime | None:
-    deadline = utc_or_none(c.get("deadline"))
+    deadline = utc_or_none(c.get(OPEN_DEADLINE))
     return None if deadline is None else truncate_ms(deadline + REPORT_GRACE)
 
 

@@ -23,16 +23,21 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_no_more_ticks_run_at_once_than_the_concurrency(mongo: Client, db_name: str) -> None:
+    """Two slots: the first tick waits for a second to run beside it (a loop that allowed only one
+    would hang here), and no claim starts while two ticks hold both slots."""
     stop = anyio.Event()
-    running = peak = 0
+    both = anyio.Event()
+    running = peak = claims_over = 0
     done: set[str] = set()
 
     async def tick(ctx: TickContext) -> None:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        for _ in range(20):  # stay in flight while the loop claims on
-            await anyio.sleep(0)
+        if running == 2:
+            both.set()
+        await both.wait()
+        await anyio.sleep(0)
         running -= 1
         done.add(ctx.agent_key)
         if len(done) == 6:
@@ -40,11 +45,19 @@ async def test_no_more_ticks_run_at_once_than_the_concurrency(mongo: Client, db_
 
     agents = [Agent(f"a{i}", tick, 60) for i in range(6)]
     s = Scheduler(mongo[db_name], agents, cfg(concurrency=2), "w", clock=ManualClock(T0))
+    real = s.store.claim
+
+    async def counted(agent: Agent, now: datetime | None = None, seen: Doc | None = None) -> Claim | None:
+        nonlocal claims_over
+        claims_over += running >= 2  # a third slot: both are held by running ticks
+        return await real(agent, now, seen)
+
+    s.store.claim = counted  # type: ignore[method-assign]
     with anyio.fail_after(60):  # a hang guard only
         stats = await s.run(stop=stop)
 
     assert done == {f"a{i}" for i in range(6)}
-    assert peak == 2, peak  # both slots used, never a third
+    assert peak == 2 and claims_over == 0, (peak, claims_over)
     assert stats.claimed == 6 and stats.ok == 6
 
 

@@ -141,4 +141,4 @@ def test_server_log_level_and_format_are_honoured(
         json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")
     ]
     [tick] = [x for x in lines if "agent pinger tick" in x["message"]]
-    assert tick["level"] == "INFO" and tick["logger"] == "mongogate.scheduler.core"
+    assert tick["level"] == "INFO" and tick["logger"] == "mongogate.scheduler.loop"

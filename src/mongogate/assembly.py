@@ -1,9 +1,12 @@
-"""One assembly of a server's services: settings + an open database -> the AppState tools reach.
+"""One assembly of a server's services: settings + an open database -> the AppState tools reach;
+and of a worker's scheduler: settings + an open database + agents -> the `Scheduler` it runs.
 
 `build_server`'s lifespan (`serve`), `mongogate try --execute --demo` and `mongogate check`
 build their stores here, so each service is constructed once and the same way (long-term memory
 with the server's limits, the fault hook wired to both stores, one clock). `build_server` keeps
-only auth, middleware and the lifespan (server/app.py).
+only auth, middleware and the lifespan (server/app.py). `mongogate worker` runs through
+`run_worker` here, which builds its scheduler with `build_scheduler` (the scheduler package is
+imported only then: `serve`'s start-up does not pay for it).
 
 Test hooks are arguments (``clock``, ``faults``), never read from the environment: production
 code has no switch a stray variable could turn on. Crash and race tests pass them through the
@@ -13,9 +16,12 @@ public API (tests/fault_harness.py runs `mongogate` with them in a real process)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from mongogate.audit.log import AuditLog
 from mongogate.clock import SYSTEM_CLOCK, Clock
@@ -32,6 +38,12 @@ from mongogate.recall.search import path_report
 from mongogate.recall.store import LongTermMemory
 from mongogate.runs import Runs
 from mongogate.tools.state import AppState
+
+if TYPE_CHECKING:
+    from mongogate.scheduler.agents import Agent, AgentRegistry
+    from mongogate.scheduler.core import Scheduler
+    from mongogate.scheduler.loop import LoopObserver
+    from mongogate.scheduler.worker import WorkerReport
 
 log = logging.getLogger(__name__)
 
@@ -142,3 +154,70 @@ async def open_services(
     if run_tools:  # checkpoints need their unique index before any call
         await state.runs.ensure_indexes()
     return state
+
+
+def build_scheduler(
+    settings: Settings,
+    db: Database,
+    agents: Iterable[Agent] | AgentRegistry,
+    *,
+    worker_id: str | None = None,
+    concurrency: int | None = None,
+    observer: LoopObserver | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    rng: random.Random | None = None,
+) -> Scheduler:
+    """A worker's scheduler over ``db`` (no I/O): its agents, `scheduler.*`, checkpoints with the
+    memory settings, one clock; ``observer`` is what the loop reports to (worker metrics)."""
+    from mongogate.scheduler.core import Scheduler
+
+    scheduler = Scheduler(
+        db.memory,
+        agents,
+        settings.scheduler,
+        worker_id,
+        concurrency=concurrency,
+        rng=rng,
+        memory=settings.memory,
+        clock=clock,
+    )
+    scheduler.observer = observer
+    return scheduler
+
+
+async def run_worker(
+    settings: Settings,
+    agents: Iterable[Agent] | AgentRegistry,
+    *,
+    duration_s: float | None = None,
+    status_only: bool = False,
+    worker_id: str | None = None,
+    stop: anyio.Event | None = None,
+    concurrency: int | None = None,
+    metrics: LoopObserver | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> WorkerReport:
+    """`mongogate worker`: open the database, build the scheduler, run the agents until `stop`,
+    `duration_s`, or SIGINT/SIGTERM (`scheduler/worker.py` `run_scheduler`); or only read their status."""
+    from mongogate.scheduler.agents import AgentRegistry
+    from mongogate.scheduler.worker import require_agents, run_scheduler
+
+    registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+    if not status_only:
+        require_agents(registry)
+    db = Database(settings.database, settings.server.data_dir)
+    await db.open()
+    try:
+        await db.ping()
+        scheduler = build_scheduler(
+            settings,
+            db,
+            registry,
+            worker_id=worker_id,
+            concurrency=concurrency,
+            observer=None if status_only else metrics,
+            clock=clock,
+        )
+        return await run_scheduler(scheduler, duration_s=duration_s, status_only=status_only, stop=stop)
+    finally:
+        await db.close()

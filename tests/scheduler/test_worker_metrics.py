@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from mongogate.assembly import run_worker
 from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
-from mongogate.scheduler.worker import run_worker
 from mongogate.scheduler.worker_metrics import WorkerMetrics
 from tests.conftest import make_settings
 

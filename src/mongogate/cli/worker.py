@@ -26,7 +26,7 @@ import anyio
 from mongogate.cli.common import settings_from
 from mongogate.errors import ConfigError
 
-log = logging.getLogger("mongogate.worker")
+log = logging.getLogger(__name__)
 
 
 def register(
@@ -97,9 +97,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from mongogate.assembly import run_worker
+    from mongogate.clock import SYSTEM_CLOCK
     from mongogate.scheduler.agents import AgentRegistry
     from mongogate.scheduler.status import print_status, select
-    from mongogate.scheduler.worker import collect_agents, run_worker
+    from mongogate.scheduler.worker import collect_agents
     from mongogate.scheduler.worker_metrics import WorkerMetrics
 
     settings = settings_from(args)
@@ -128,6 +130,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                 worker_id=args.worker_id,
                 concurrency=args.concurrency,
                 metrics=metrics,
+                clock=getattr(args, "clock", None) or SYSTEM_CLOCK,
             )
         )
     finally:

@@ -10,9 +10,9 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
-from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
+from mongogate.runs import documents as rd
 from mongogate.runs.model import (
     EventPage,
     RunEvent,
@@ -57,27 +57,27 @@ async def read_events(
     """
     n = check_limit(limit)
     after = check_after_seq(after_seq)
-    query: Doc = {"tenant": tenant, "run_id": rid}
+    query: Doc = {rd.TENANT: tenant, rd.RUN_ID: rid}
     if after is not None:
-        query["seq"] = {"$gt": after}
-    projection: Doc = {"seq": 1, "version": 1, "status": 1, "at": 1, "_id": 0}
+        query[rd.SEQ] = {"$gt": after}
+    projection: Doc = {rd.SEQ: 1, rd.VERSION: 1, rd.STATUS: 1, rd.AT: 1, rd.ID: 0}
     if include_state:
-        projection["state"] = 1
+        projection[rd.STATE] = 1
     budget = ByteBudget(max_bytes) if max_bytes is not None else None
     largest = runs.settings.max_state_bytes + 256 if include_state else 256
     batch = reply_batch(largest, n + 1, wire_bytes(runs.db))
     events: list[RunEvent] = []
     more = truncated = False
     try:
-        cursor = runs.events.find(query, projection, sort=[("seq", ASCENDING)], limit=n + 1, batch_size=batch)
+        cursor = runs.events.find(
+            query, projection, sort=[(rd.SEQ, ASCENDING)], limit=n + 1, batch_size=batch
+        )
         try:
             async for d in cursor:
                 if len(events) == n:
                     more = True
                     break
-                event = RunEvent(
-                    int(d["seq"]), int(d["version"]), d["status"], as_utc(d["at"]), d.get("state")
-                )
+                event = RunEvent.from_doc(d)
                 if budget is not None and not budget.take(event_shape(event)):
                     if events:  # the page ends here; the next one starts with this event
                         more = truncated = True
@@ -88,8 +88,8 @@ async def read_events(
         finally:
             await cursor.close()
         if not events:
-            match = {"_id": run_key(tenant, rid), "tenant": tenant}
-            if await runs.runs.find_one(match, {"_id": 1}) is None:
+            match = {rd.ID: run_key(tenant, rid), rd.TENANT: tenant}
+            if await runs.runs.find_one(match, {rd.ID: 1}) is None:
                 raise run_not_found(rid)
     except PyMongoError as e:
         raise StorageError(f"could not read the events of run {rid!r}") from e

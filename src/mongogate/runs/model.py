@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, NotFound
+from mongogate.runs import documents as rd
 from mongogate.values import MAX_INT64, Doc, check_finite, check_int
 
 RunStatus = Literal["running", "paused", "completed", "failed"]
@@ -60,6 +62,11 @@ class RunEvent:
     status: str
     at: datetime
     state: Doc | None = None
+
+    @classmethod
+    def from_doc(cls, d: Doc) -> RunEvent:
+        """An event from its stored document (`documents.RunEventDoc`; `state` when projected)."""
+        return cls(int(d[rd.SEQ]), int(d[rd.VERSION]), d[rd.STATUS], as_utc(d[rd.AT]), d.get(rd.STATE))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.keyed import keyed_id, retire_unique
 from mongogate.memory.keys import check_id
+from mongogate.runs import documents as rd
+from mongogate.runs.documents import RunDoc, RunEventDoc
 from mongogate.runs.events import read_events
 from mongogate.runs.model import (
     Checkpoint,
@@ -46,7 +48,7 @@ from mongogate.values import ByteBudget, Doc, json_size
 #: the previous version's unique (tenant, run_id, seq) index of `run_events`
 LEGACY_EVENTS_UNIQUE = "run_seq_unique"
 #: what a checkpoint save returns: whether it applied (`save_nonce`), and the seq and status
-SAVE_FIELDS = {"next_seq": 1, "save_nonce": 1, "status_before": 1}
+SAVE_FIELDS = {rd.NEXT_SEQ: 1, rd.SAVE_NONCE: 1, rd.STATUS_BEFORE: 1}
 
 
 def event_id(tenant: str, rid: str, seq: int) -> str:
@@ -61,20 +63,20 @@ def save_update(tenant: str, lid: str, ver: int, values: Doc, now: datetime, non
     whether this call's save is the one in the returned document. Otherwise nothing changes."""
     ok = {
         "$and": [
-            leases.same("tenant", tenant),
-            leases.same("locked_by", lid),
-            {"$lt": [{"$ifNull": ["$version", 0]}, ver]},
+            leases.same(rd.TENANT, tenant),
+            leases.same(rd.LOCKED_BY, lid),
+            {"$lt": [{"$ifNull": [f"${rd.VERSION}", 0]}, ver]},
         ]
     }
     lit = leases.literal
     fields = {
-        "version": lit(ver),
+        rd.VERSION: lit(ver),
         **{k: lit(v) for k, v in values.items()},
-        "status_before": leases.field_or_null("status"),
-        "updated_at": lit(now),
-        "written_by": lit(lid),
-        "next_seq": {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]},
-        "save_nonce": lit(nonce),
+        rd.STATUS_BEFORE: leases.field_or_null(rd.STATUS),
+        rd.UPDATED_AT: lit(now),
+        rd.WRITTEN_BY: lit(lid),
+        rd.NEXT_SEQ: {"$add": [{"$ifNull": [f"${rd.NEXT_SEQ}", 0]}, 1]},
+        rd.SAVE_NONCE: lit(nonce),
     }
     return [leases.keep_unless(ok, fields)]
 
@@ -86,8 +88,8 @@ class Runs:
         self.db = db
         self.settings = settings
         self.clock = clock
-        self.runs: AsyncCollection[Doc] = db["runs"]
-        self.events: AsyncCollection[Doc] = db["run_events"]
+        self.runs: AsyncCollection[Doc] = db[rd.RUNS_COLLECTION]
+        self.events: AsyncCollection[Doc] = db[rd.EVENTS_COLLECTION]
         #: test seam: called at named points between a write and its acknowledgement
         self.fault: Callable[[str], None] | None = None
         #: events with ObjectId `_id`s (the previous version's) may exist; `ensure_indexes` settles it
@@ -95,18 +97,20 @@ class Runs:
 
     async def ensure_indexes(self) -> None:
         try:
-            await self.runs.create_index([("tenant", ASCENDING), ("status", ASCENDING)], name="tenant_status")
+            await self.runs.create_index(
+                [(rd.TENANT, ASCENDING), (rd.STATUS, ASCENDING)], name="tenant_status"
+            )
             # Uniqueness is the derived `_id` (`event_id`). The previous version's unique index
             # serves reads while its events remain; then a plain index on the same fields does.
             self.legacy_events = await retire_unique(self.events, LEGACY_EVENTS_UNIQUE)
             if not self.legacy_events:
                 await self.events.create_index(
-                    [("tenant", ASCENDING), ("run_id", ASCENDING), ("seq", ASCENDING)], name="run_seq"
+                    [(rd.TENANT, ASCENDING), (rd.RUN_ID, ASCENDING), (rd.SEQ, ASCENDING)], name="run_seq"
                 )
             if self.settings.completed_run_ttl_s is not None:
                 # expire_at is set only on completed runs (and their events); other values are ignored.
-                await self.runs.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
-                await self.events.create_index("expire_at", expireAfterSeconds=0, name="expire_at_ttl")
+                await self.runs.create_index(rd.EXPIRE_AT, expireAfterSeconds=0, name="expire_at_ttl")
+                await self.events.create_index(rd.EXPIRE_AT, expireAfterSeconds=0, name="expire_at_ttl")
         except PyMongoError as e:
             raise StorageError("could not create run indexes") from e
 
@@ -145,13 +149,13 @@ class Runs:
         rid = self._id(run_id, "run_id")
         ttl = self._lease_ms(lease_ms)
         key = run_key(tenant, rid)
-        match = {"_id": key, "tenant": tenant}
+        match = {rd.ID: key, rd.TENANT: tenant}
         lease_id = leases.new_lease_id()
         try:
             created = await self._create(tenant, rid)
             taken = await leases.acquire(self.runs, match, lease_id, ttl, self.clock.now())
             if taken is None:
-                current = await self.runs.find_one(match, {"locked_until": 1})
+                current = await self.runs.find_one(match, {rd.LOCKED_UNTIL: 1})
                 if current is None:  # pragma: no cover - only if the run expired in between
                     raise run_not_found(rid)
                 until, left = leases.remaining_ms(current, self.clock.now())
@@ -159,12 +163,13 @@ class Runs:
             await self._repair_last_event(taken)
         except PyMongoError as e:
             raise StorageError(f"could not take the lease of run {rid!r}") from e
-        until = as_utc(taken["locked_until"])
-        return RunLease(rid, lease_id, until, int(taken["version"]), taken["status"], created)
+        until = as_utc(taken[rd.LOCKED_UNTIL])
+        return RunLease(rid, lease_id, until, int(taken[rd.VERSION]), taken[rd.STATUS], created)
 
     async def _create(self, tenant: str, rid: str) -> bool:
         now = self.clock.now()
-        doc: Doc = {
+        doc: RunDoc = {
+            "_id": run_key(tenant, rid),
             "tenant": tenant,
             "run_id": rid,
             "version": 0,
@@ -178,7 +183,7 @@ class Runs:
             "expire_at": None,
         }
         try:  # an insert, not an upsert: an upsert matching nothing scans on the embedded engine
-            await self.runs.insert_one({"_id": run_key(tenant, rid), **doc})
+            await self.runs.insert_one(dict(doc))
         except DuplicateKeyError:
             return False  # created before (or by a concurrent first acquire)
         return True
@@ -190,7 +195,7 @@ class Runs:
         rid = self._id(run_id, "run_id")
         lid = self._id(lease_id, "lease_id")
         ttl = self._lease_ms(lease_ms)
-        match = {"_id": run_key(tenant, rid), "tenant": tenant}
+        match = {rd.ID: run_key(tenant, rid), rd.TENANT: tenant}
         try:
             doc = await leases.extend(self.runs, match, lid, ttl, self.clock.now())
             if doc is None:
@@ -198,24 +203,24 @@ class Runs:
         except PyMongoError as e:
             raise StorageError(f"could not extend the lease of run {rid!r}") from e
         assert doc is not None
-        return as_utc(doc["locked_until"])
+        return as_utc(doc[rd.LOCKED_UNTIL])
 
     async def release(self, tenant: str, run_id: object, lease_id: object) -> bool:
         """Release only if this lease owns the run; False if it no longer did (nothing changed)."""
         rid = self._id(run_id, "run_id")
         lid = self._id(lease_id, "lease_id")
-        match = {"_id": run_key(tenant, rid), "tenant": tenant}
+        match = {rd.ID: run_key(tenant, rid), rd.TENANT: tenant}
         try:
             if await leases.release(self.runs, match, lid):
                 return True
-            if await self.runs.find_one(match, {"_id": 1}) is None:
+            if await self.runs.find_one(match, {rd.ID: 1}) is None:
                 raise run_not_found(rid)
         except PyMongoError as e:
             raise StorageError(f"could not release run {rid!r}") from e
         return False
 
     async def _raise_missing_or_lost(self, match: Doc, rid: str, lid: str) -> None:
-        if await self.runs.find_one(match, {"_id": 1}) is None:
+        if await self.runs.find_one(match, {rd.ID: 1}) is None:
             raise run_not_found(rid)
         raise LeaseLost(
             f"lease {lid!r} no longer owns run {rid!r} (it expired and was taken, was released, or was "
@@ -240,32 +245,32 @@ class Runs:
         ver = check_version(version)
         st = self._state(state)
         stat = check_status(status)
-        match = {"_id": run_key(tenant, rid), "tenant": tenant}
+        match = {rd.ID: run_key(tenant, rid), rd.TENANT: tenant}
         now = self.clock.now()
         ttl = self.settings.completed_run_ttl_s
         expire_at = now + timedelta(seconds=ttl) if stat == "completed" and ttl is not None else None
         nonce = leases.new_lease_id()
         update = save_update(
-            tenant, lid, ver, {"state": st, "status": stat, "expire_at": expire_at}, now, nonce
+            tenant, lid, ver, {rd.STATE: st, rd.STATUS: stat, rd.EXPIRE_AT: expire_at}, now, nonce
         )
         try:  # by `_id` alone, the conditions in the pipeline; the nonce says whether it applied
             after = await self.runs.find_one_and_update(
-                {"_id": match["_id"]},
+                {rd.ID: match[rd.ID]},
                 update,
                 projection=SAVE_FIELDS,
                 return_document=ReturnDocument.AFTER,
             )
-            if after is None or after.get("save_nonce") != nonce:
+            if after is None or after.get(rd.SAVE_NONCE) != nonce:
                 return await self._not_applied(match, rid, lid, ver)
-            before = {"status": after.get("status_before")}
-            seq = int(after["next_seq"])
+            before = after.get(rd.STATUS_BEFORE)
+            seq = int(after[rd.NEXT_SEQ])
             if self.fault is not None:
                 self.fault("save_checkpoint.after_run_write")
             await self._append_event(tenant, rid, seq, ver, stat, st, lid, now, expire_at)
-            if expire_at is not None or before.get("status") == "completed":
+            if expire_at is not None or before == "completed":
                 # The log expires with its run, and stops expiring if the run is reopened.
                 await self.events.update_many(
-                    {"tenant": tenant, "run_id": rid}, {"$set": {"expire_at": expire_at}}
+                    {rd.TENANT: tenant, rd.RUN_ID: rid}, {"$set": {rd.EXPIRE_AT: expire_at}}
                 )
         except PyMongoError as e:
             raise StorageError(f"could not save the checkpoint of run {rid!r}") from e
@@ -275,13 +280,13 @@ class Runs:
         doc = await self.runs.find_one(match)
         if doc is None:
             raise run_not_found(rid)
-        if doc.get("locked_by") != lid:
+        if doc.get(rd.LOCKED_BY) != lid:
             await self._raise_missing_or_lost(match, rid, lid)
-        stored = int(doc["version"])
-        if stored == ver and doc.get("written_by") == lid:
+        stored = int(doc[rd.VERSION])
+        if stored == ver and doc.get(rd.WRITTEN_BY) == lid:
             # This lease already wrote this version: a retry after a lost acknowledgement.
             await self._repair_last_event(doc)
-            return SaveResult(applied=False, stale=False, version=stored, seq=int(doc["next_seq"]))
+            return SaveResult(applied=False, stale=False, version=stored, seq=int(doc[rd.NEXT_SEQ]))
         if stored >= ver:
             return SaveResult(applied=False, stale=True, version=stored, seq=None)
         # Unreachable while lease ids are unique: only the owner writes, and versions only grow.
@@ -299,7 +304,8 @@ class Runs:
         at: datetime,
         expire_at: datetime | None,
     ) -> None:
-        event: Doc = {
+        event: RunEventDoc = {
+            "_id": event_id(tenant, rid, seq),
             "tenant": tenant,
             "run_id": rid,
             "seq": seq,
@@ -313,32 +319,32 @@ class Runs:
         # An insert by the derived `_id`: an event, once written, is never changed; a duplicate
         # key is a repeat, or a concurrent repair that wrote the same event.
         with contextlib.suppress(DuplicateKeyError):
-            await self.events.insert_one({"_id": event_id(tenant, rid, seq), **event})
+            await self.events.insert_one(dict(event))
 
     async def _repair_last_event(self, doc: Doc) -> None:
         """A writer that died between the run update and the event insert left no event: add it."""
-        seq = int(doc.get("next_seq", 0))
+        seq = int(doc.get(rd.NEXT_SEQ, 0))
         if seq == 0:
             return
-        tenant, rid = doc["tenant"], doc["run_id"]
-        if await self.events.find_one({"_id": event_id(tenant, rid, seq)}, {"_id": 1}) is not None:
+        tenant, rid = doc[rd.TENANT], doc[rd.RUN_ID]
+        if await self.events.find_one({rd.ID: event_id(tenant, rid, seq)}, {rd.ID: 1}) is not None:
             return
-        legacy = {"tenant": tenant, "run_id": rid, "seq": seq}  # an ObjectId copy of the previous version
-        if self.legacy_events and await self.events.find_one(legacy, {"_id": 1}) is not None:
+        legacy = {rd.TENANT: tenant, rd.RUN_ID: rid, rd.SEQ: seq}  # an ObjectId copy of the previous version
+        if self.legacy_events and await self.events.find_one(legacy, {rd.ID: 1}) is not None:
             return
-        full = doc if "state" in doc else await self.runs.find_one({"_id": doc["_id"]})
-        if full is None or int(full.get("next_seq", 0)) != seq:
+        full = doc if rd.STATE in doc else await self.runs.find_one({rd.ID: doc[rd.ID]})
+        if full is None or int(full.get(rd.NEXT_SEQ, 0)) != seq:
             return  # moved on meanwhile; the newer writer appends its own event
         await self._append_event(
             tenant,
             rid,
             seq,
-            int(full["version"]),
-            full["status"],
-            full.get("state"),
-            full.get("written_by"),
-            as_utc(full["updated_at"] or self.clock.now()),
-            full.get("expire_at"),
+            int(full[rd.VERSION]),
+            full[rd.STATUS],
+            full.get(rd.STATE),
+            full.get(rd.WRITTEN_BY),
+            as_utc(full[rd.UPDATED_AT] or self.clock.now()),
+            full.get(rd.EXPIRE_AT),
         )
 
     async def load_checkpoint(self, tenant: str, run_id: object, max_bytes: int | None = None) -> Checkpoint:
@@ -348,25 +354,25 @@ class Runs:
         out: `state` None, `truncated`, and its size in `state_bytes`."""
         rid = self._id(run_id, "run_id")
         try:
-            doc = await self.runs.find_one({"_id": run_key(tenant, rid), "tenant": tenant})
+            doc = await self.runs.find_one({rd.ID: run_key(tenant, rid), rd.TENANT: tenant})
         except PyMongoError as e:
             raise StorageError(f"could not load run {rid!r}") from e
         if doc is None:
             raise run_not_found(rid)
-        until: datetime | None = doc.get("locked_until")
+        until: datetime | None = doc.get(rd.LOCKED_UNTIL)
         if until is not None:
             until = as_utc(until)
-        held = until is not None and doc.get("locked_by") is not None and until > self.clock.now()
-        state = doc.get("state")
+        held = until is not None and doc.get(rd.LOCKED_BY) is not None and until > self.clock.now()
+        state = doc.get(rd.STATE)
         state_bytes = None
         if max_bytes is not None and state is not None and not ByteBudget(max_bytes).take(state):
-            state, state_bytes = None, json_size(doc["state"])
+            state, state_bytes = None, json_size(doc[rd.STATE])
         return Checkpoint(
             run_id=rid,
-            version=int(doc["version"]),
-            status=doc["status"],
+            version=int(doc[rd.VERSION]),
+            status=doc[rd.STATUS],
             state=state,
-            updated_at=as_utc(doc["updated_at"]) if doc.get("updated_at") else None,
+            updated_at=as_utc(doc[rd.UPDATED_AT]) if doc.get(rd.UPDATED_AT) else None,
             lease_expires_at=until if held else None,
             truncated=state_bytes is not None,
             state_bytes=state_bytes,

@@ -1,62 +1,52 @@
 """A scheduler for agents on MongoDB alone: no broker, no leader, any number of workers.
 
-Each agent has one schedule document: `due_at` (the slot the next tick answers), `next_run_at`
-(when it may be claimed: the slot, later after start-up jitter, now after `schedule run-now`,
-null while paused, orphaned or done) and `open` (the claims whose tick has not reported, by
-claim id, each with its worker and deadline). Claiming is one conditional update on the
-`next_run_at` and `due_at` a worker read, so of all the workers that see a tick due exactly one
-wins it; the same update advances the schedule, adds the claim to `open`, and removes (and
-counts as abandoned) open claims whose deadline and grace passed. A tick is claimed before it
-runs, so a worker that dies mid-tick loses that tick (at most once per slot) rather than
-running it twice, and every such tick is counted: its claim stays in `open` until it expires.
+`Scheduler` is the public face of three lower pieces it composes: the claim store
+(`store.ClaimStore`: registration, claims and outcomes over the schedule collection, and the
+per-agent rules), the tick runner (`ticks.TickRunner`: one claimed tick under its deadline) and
+the worker loop (`loop.WorkerLoop`, built by `run`). The loop and the ticks depend on the store,
+never on this class. A tick is claimed before it runs, so a worker that dies mid-tick loses that
+tick (at most once per slot) rather than running it twice, and every such tick is counted: its
+claim stays in the schedule document's `open` until it expires (`store.py`).
 """
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import anyio
-from pymongo import ASCENDING, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError, PyMongoError
 
-from mongogate.clock import SYSTEM_CLOCK, Clock, truncate_ms, utc_or_none
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings, SchedulerSettings
-from mongogate.errors import ConfigError, StorageError
+from mongogate.errors import ConfigError
 from mongogate.logs import default_instance_id
 from mongogate.runs import Runs
-from mongogate.scheduler import fleet, writes
+from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.capacity import Capacity, assess
-from mongogate.scheduler.host import LoopObserver
+from mongogate.scheduler.documents import SCHEDULE_COLLECTION
 from mongogate.scheduler.investigations import Investigations
-from mongogate.scheduler.kinds import Every, stable_offset_s
-from mongogate.scheduler.loop import run_loop
-from mongogate.scheduler.slots import CLAIM_FIELDS, Claim, jitter_bound, live_and_expired, new_claim_id, plan
+from mongogate.scheduler.loop import LoopObserver, WorkerLoop
+from mongogate.scheduler.slots import Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.status import AgentStatus, read_status
-from mongogate.scheduler.ticks import run_tick
+from mongogate.scheduler.store import ClaimStore
+from mongogate.scheduler.ticks import TickRunner
 from mongogate.values import Doc
 
-SCHEDULE_COLLECTION = "agent_schedule"
-#: schedule documents written per bulk request (register, jitter)
-_BULK = 500
-#: what register reads of every schedule document
-_REGISTER_FIELDS = {"schedule": 1, "interval_s": 1, "due_at": 1, "next_run_at": 1, "paused": 1}
-_REGISTER_FIELDS |= {"orphaned_at": 1}
-
-log = logging.getLogger(__name__)
-
+__all__ = ["SCHEDULE_COLLECTION", "Scheduler", "default_worker_id"]
 
 #: host:pid:random, the server's instance id shape (`logs.default_instance_id`): one per process
 default_worker_id = default_instance_id
 
 
 class Scheduler:
+    """A worker's scheduler: its agents over one database (`store`), how it runs ticks (`ticks`),
+    and `run`, the loop that claims them."""
+
     def __init__(
         self,
         db: AsyncDatabase[Doc],
@@ -69,289 +59,108 @@ class Scheduler:
         memory: MemorySettings | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.db = db
-        self.agents = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
-        self.settings = settings
-        self.worker_id = worker_id or default_worker_id()
+        registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
         #: `scheduler.concurrency`, unless the caller (--concurrency) overrides it
         self.concurrency = settings.concurrency if concurrency is None else concurrency
         if self.concurrency < 1:
             raise ConfigError("scheduler concurrency must be at least 1")
-        self.rng = rng or random.Random()
-        self.clock = clock
-        self.coll: AsyncCollection[Doc] = db[SCHEDULE_COLLECTION]
-        self.investigations = Investigations(db, clock=clock)
-        self.runs = Runs(db, memory or MemorySettings(), clock=clock)
+        self.store = ClaimStore(
+            db, registry, settings, worker_id or default_worker_id(), rng=rng or random.Random(), clock=clock
+        )
+        investigations = Investigations(db, clock=clock)
+        self.ticks = TickRunner(self.store, investigations, Runs(db, memory or MemorySettings(), clock=clock))
         #: what the loop reports lag, claims and ticks to (`mongogate worker --metrics-port`)
         self.observer: LoopObserver | None = None
 
-    # ---------------------------------------------------------------- per-agent rules
+    # ---------------------------------------------------------------- what it runs on
+
+    @property
+    def db(self) -> AsyncDatabase[Doc]:
+        return self.store.db
+
+    @property
+    def coll(self) -> AsyncCollection[Doc]:
+        return self.store.coll
+
+    @property
+    def agents(self) -> AgentRegistry:
+        return self.store.agents
+
+    @property
+    def settings(self) -> SchedulerSettings:
+        return self.store.settings
+
+    @property
+    def worker_id(self) -> str:
+        return self.store.worker_id
+
+    @property
+    def clock(self) -> Clock:
+        return self.store.clock
+
+    @property
+    def rng(self) -> random.Random:
+        return self.store.rng
+
+    @property
+    def investigations(self) -> Investigations:
+        return self.ticks.investigations
+
+    @property
+    def runs(self) -> Runs:
+        return self.ticks.runs
+
+    # ---------------------------------------------------------------- per-agent rules (the store's)
 
     def timeout_s(self, agent: Agent) -> float:
-        return agent.timeout_s or self.settings.tick_timeout_s
+        return self.store.timeout_s(agent)
 
     def grace_s(self, agent: Agent) -> float | None:
-        return agent.misfire_grace_s or self.settings.misfire_grace_s
+        return self.store.grace_s(agent)
 
     def coalesce(self, agent: Agent) -> bool:
-        return agent.coalesce if agent.coalesce is not None else self.settings.catch_up == "skip"
+        return self.store.coalesce(agent)
 
     def max_running(self, agent: Agent) -> int:
-        return agent.max_running or self.settings.max_running
+        return self.store.max_running(agent)
 
     def busy(self, agent: Agent, doc: Doc, now: datetime) -> bool:
         """Whether `max_running` ticks of this agent are in flight (by the document as read)."""
-        live, _ = live_and_expired(doc, now)
-        return len(live) >= self.max_running(agent)
-
-    # ---------------------------------------------------------------- set-up
-
-    async def ensure_indexes(self) -> None:
-        try:
-            # Serves the claim lookup: one agent's document, only when due.
-            await self.coll.create_index(
-                [("agent_key", ASCENDING), ("next_run_at", ASCENDING)], name="agent_next_run"
-            )
-            # Serves the loop's bounded scan: a batch of documents in due order (ties by key).
-            await self.coll.create_index([("next_run_at", ASCENDING), ("_id", ASCENDING)], name="due_scan")
-        except PyMongoError as e:
-            raise StorageError(f"could not create scheduler indexes: {e}") from e
-        await self.investigations.ensure_indexes()
-        await self.runs.ensure_indexes()
-
-    async def register(self, now: datetime | None = None) -> int:
-        """Record this worker's agents, then one schedule document per agent (`_id` = key).
-
-        A new interval agent is due at its phase (`first_slot`), a cron agent at its first slot,
-        a one-off at its time. Writes only what is missing or changed, in the shapes the embedded
-        engine serves flat: one read of the schedule, the missing documents inserted in batches by
-        their `_id` (a duplicate is another worker's insert: already there), each changed one
-        updated by `_id` alone, conditional on what was read. So the cost is linear in the number
-        of agents, and restarting a fleet costs one read. A changed schedule of another kind
-        starts over at its first slot; an interval change keeps the current slot. An orphan that
-        is registered again is un-parked. Returns the number of schedule documents written.
-        """
-        now = now or self.clock.now()
-        await fleet.announce(self.db, self.worker_id, self.agents.keys(), now)
-        try:
-            stored = {d["_id"]: d async for d in self.coll.find({}, _REGISTER_FIELDS)}
-        except PyMongoError as e:
-            raise StorageError(f"could not read the schedule: {e}") from e
-        new = [self._new_doc(a, now) for a in self.agents if a.key not in stored]
-        changed = [
-            op for a in self.agents if a.key in stored and (op := self._change_op(a, stored[a.key], now))
-        ]
-        await self._insert(new)
-        await self._bulk(changed, "register agents")
-        return len(new) + len(changed)
+        return self.store.busy(agent, doc, now)
 
     def first_slot(self, a: Agent, now: datetime) -> datetime:
-        """A new agent's first slot: an interval agent's on its own phase (`Agent.offset_s`, else a
-        stable hash of its key when `scheduler.spread`), so agents sharing an interval are spread
-        over it instead of all falling due at once; other kinds at their own first slot."""
-        sched = a.schedule
-        if isinstance(sched, Every) and (a.offset_s is not None or self.settings.spread):
-            offset = a.offset_s if a.offset_s is not None else stable_offset_s(a.key, sched.seconds)
-            return sched.first_at_offset(now, offset)
-        return sched.first(now)
+        return self.store.first_slot(a, now)
 
-    def _fields(self, a: Agent) -> Doc:
-        sched = a.schedule
-        interval = sched.seconds if isinstance(sched, Every) else None
-        return {"schedule": sched.spec, "kind": sched.kind, "interval_s": interval}
+    # ---------------------------------------------------------------- set-up, claims, ticks
 
-    def _new_doc(self, a: Agent, now: datetime) -> Doc:
-        first = self.first_slot(a, now)
-        counters = {"ticks": 0, "missed_slots": 0, "misfired": 0, "abandoned": 0}
-        return {
-            "_id": a.key,
-            "agent_key": a.key,
-            "next_run_at": first,
-            "due_at": first,
-            "created_at": now,
-            "open": {},
-            **counters,
-            **self._fields(a),
-        }
+    async def ensure_indexes(self) -> None:
+        """The schedule's indexes, and those of what ticks write (investigations, runs)."""
+        await self.store.ensure_indexes()
+        await self.ticks.ensure_indexes()
 
-    def _change_op(self, a: Agent, d: Doc, now: datetime) -> UpdateOne | None:
-        sched = a.schedule
-        old = d.get("schedule")
-        legacy_same = old is None and isinstance(sched, Every) and d.get("interval_s") == sched.seconds
-        sets: Doc = {}
-        unset: tuple[str, ...] = ()
-        if old != sched.spec and not legacy_same:
-            sets.update(self._fields(a))
-            was_interval = old is None or str(old).startswith("every ")
-            if not (isinstance(sched, Every) and was_interval):
-                first = self.first_slot(a, now)  # another kind of schedule starts over at its first slot
-                sets["due_at"] = first
-                sets["next_run_at"] = None if d.get("paused") else first
-        elif old is None:
-            sets.update(self._fields(a))  # a document from before schedule kinds: record the spec
-        if d.get("orphaned_at") is not None:
-            unset = ("orphaned_at",)  # registered again: back on the schedule
-            if "next_run_at" not in sets and not d.get("paused"):
-                sets["next_run_at"] = d.get("due_at")
-        if not sets and not unset:
-            return None
-        # by `_id` alone, conditional on what was read, so it never races a claim (a claim moves
-        # next_run_at)
-        ok = writes.unchanged(d, "next_run_at")
-        return UpdateOne({"_id": a.key}, writes.when(ok, writes.moved(sets, unset)))
-
-    async def _insert(self, docs: list[Doc]) -> None:
-        """Insert new schedule documents in batches; one that exists is another worker's: kept."""
-        for i in range(0, len(docs), _BULK):
-            try:
-                await self.coll.insert_many(docs[i : i + _BULK], ordered=False)
-            except BulkWriteError as e:
-                errors = e.details.get("writeErrors", [])
-                if not errors or any(err.get("code") != 11000 for err in errors):
-                    raise StorageError(f"could not register agents: {e}") from e
-            except PyMongoError as e:
-                raise StorageError(f"could not register agents: {e}") from e
-
-    async def _bulk(self, ops: list[UpdateOne], what: str) -> None:
-        for i in range(0, len(ops), _BULK):
-            try:
-                await self.coll.bulk_write(ops[i : i + _BULK], ordered=False)
-            except PyMongoError as e:
-                raise StorageError(f"could not {what}: {e}") from e
+    async def register(self, now: datetime | None = None) -> int:
+        """Record this worker's agents and their schedule documents (`ClaimStore.register`)."""
+        return await self.store.register(now)
 
     async def jitter_overdue(self, now: datetime | None = None) -> int:
-        """Spread overdue ticks over a random delay, so a restart does not fire the whole backlog
-        at once. The delay is at most `jitter_max_s` and never reaches the agent's next slot (that
-        slot would be lost) nor its misfire grace (the run would be skipped).
-
-        Only `next_run_at` moves: `due_at` keeps the slot, so status shows the real lag. Each
-        move is conditional on the value read, so workers starting together do not stack jitter.
-        """
-        if self.settings.jitter_max_s <= 0 or not len(self.agents):
-            return 0
-        now = now or self.clock.now()
-        ops: list[UpdateOne] = []
-        try:
-            async for d in self.coll.find({"next_run_at": {"$lte": now}}, CLAIM_FIELDS):
-                agent = self.agents.get(d["_id"])
-                if agent is None or d.get("run_now"):
-                    continue
-                slot = utc_or_none(d.get("due_at")) or utc_or_none(d["next_run_at"]) or now
-                bound = jitter_bound(
-                    self.settings.jitter_max_s, agent.schedule, slot, now, self.grace_s(agent)
-                )
-                at = truncate_ms(now + timedelta(seconds=self.rng.uniform(0, bound)))
-                ok = writes.unchanged(d, "next_run_at")
-                ops.append(
-                    UpdateOne(
-                        {"_id": d["_id"]}, writes.when(ok, writes.moved({"next_run_at": at, "due_at": slot}))
-                    )
-                )
-        except PyMongoError as e:
-            raise StorageError(f"could not read the schedule: {e}") from e
-        await self._bulk(ops, "spread overdue ticks")
-        if ops:
-            log.info(
-                "worker %s: spread %d overdue agents over at most %g s (each before its next slot)",
-                self.worker_id,
-                len(ops),
-                self.settings.jitter_max_s,
-            )
-        return len(ops)
-
-    # ---------------------------------------------------------------- claims
+        """Spread overdue ticks over a random delay (`ClaimStore.jitter_overdue`)."""
+        return await self.store.jitter_overdue(now)
 
     async def claim(self, agent: Agent, now: datetime | None = None, seen: Doc | None = None) -> Claim | None:
         """Take the agent's due tick; None if it is not due, `max_running` ticks are in flight,
-        or another worker won. A claim whose due slots were all past the misfire grace comes
-        back with `skipped` (the slots are counted, nothing runs).
-
-        `seen` is the schedule document as the caller last read it (the loop's scan); without
-        it the document is read first. The update matches only that read, so one worker wins.
-        """
-        now = now or self.clock.now()
-        try:
-            doc = seen or await self.coll.find_one({"_id": agent.key}, CLAIM_FIELDS)
-            ready = utc_or_none(doc.get("next_run_at")) if doc else None
-            if doc is None or ready is None or ready > now or self.busy(agent, doc, now):
-                return None
-            claim, fields = self._claim_update(agent, doc, ready, now)
-            # by `_id` alone, conditional in the pipeline (the engine's flat path; `writes`)
-            after = await self.coll.find_one_and_update(
-                {"_id": doc["_id"]},
-                writes.when(writes.unchanged(doc, "next_run_at", "due_at"), fields),
-                projection=writes.CLAIM_RESULT,
-                return_document=ReturnDocument.AFTER,
-            )
-        except PyMongoError as e:
-            raise StorageError(f"could not claim a tick of agent {agent.key!r}: {e}") from e
-        if not writes.won(after, claim.claim_id):
-            return None
-        if claim.abandoned:
-            log.warning(
-                "agent %s: %d claimed tick(s) abandoned (no outcome by deadline + grace: the worker died)",
-                agent.key,
-                claim.abandoned,
-            )
-        if claim.skipped:
-            log.info("agent %s: %d slot(s) past the misfire grace skipped", agent.key, claim.missed_slots)
-        elif claim.missed_slots:
-            log.info("agent %s: skipped %d missed slot(s) to catch up", agent.key, claim.missed_slots)
-        return claim
-
-    def _claim_update(self, agent: Agent, doc: Doc, ready: datetime, now: datetime) -> tuple[Claim, Doc]:
-        """The claim and its fields as pipeline expressions (`writes.claim_fields`): the schedule,
-        one open claim, counters only when they move."""
-        slot = utc_or_none(doc.get("due_at"))
-        paused = bool(doc.get("paused"))
-        manual = bool(doc.get("run_now"))
-        if manual:  # an operator's run-now: an extra tick now; the schedule's own slots are kept
-            run: datetime | None = ready
-            nxt_due, missed, misfired = slot, 0, 0
-        else:
-            p = plan(agent.schedule, slot or ready, now, self.coalesce(agent), self.grace_s(agent))
-            run, nxt_due, missed, misfired = p.run, p.next, p.missed, p.misfired
-        _, expired = live_and_expired(doc, now)
-        answered = run or slot or ready
-        deadline = truncate_ms(now + timedelta(seconds=self.timeout_s(agent)))
-        claim = Claim(
-            scheduled_at=answered,
-            claimed_at=now,
-            next_run_at=nxt_due,
-            deadline=deadline,
-            claim_id=new_claim_id(answered),
-            missed_slots=missed,
-            skipped=run is None,
-            manual=manual,
-            abandoned=len(expired),
-        )
-        sets: Doc = {"next_run_at": None if paused else nxt_due, "due_at": nxt_due}
-        inc: dict[str, int] = {}
-        open_add: tuple[str, Doc] | None = None
-        if run is not None:
-            open_add = (
-                claim.claim_id,
-                {"worker": self.worker_id, "slot": run, "claimed_at": now, "deadline": deadline},
-            )
-            inc["ticks"] = 1
-        if missed:
-            inc["missed_slots"] = missed
-        if misfired:
-            inc["misfired"] = misfired
-        if expired:
-            inc["abandoned"] = len(expired)
-            sets["last_abandoned"] = max(expired.items())[1]
-        unset = ("run_now",) if manual else ()
-        fields = writes.claim_fields(claim.claim_id, sets, inc, open_add, sorted(expired), unset)
-        return claim, fields
+        or another worker won (`ClaimStore.claim`)."""
+        return await self.store.claim(agent, now, seen)
 
     async def run_tick(self, agent: Agent, claim: Claim, stats: SchedulerStats | None = None) -> str:
         """Run one claimed tick under its hard deadline; returns "ok", "error" or "timeout". Never raises."""
-        return await run_tick(self, agent, claim, stats)
+        return await self.ticks.run(agent, claim, stats)
 
     async def run(self, stop: anyio.Event | None = None, duration_s: float | None = None) -> SchedulerStats:
         """Claim and run due ticks until `stop` is set or `duration_s` passes; running ticks then finish."""
-        return await run_loop(self, stop or anyio.Event(), duration_s)
+        loop = WorkerLoop(self.store, self.ticks, concurrency=self.concurrency, observer=self.observer)
+        return await loop.run(stop or anyio.Event(), duration_s)
+
+    # ---------------------------------------------------------------- reading
 
     async def capacity(self, statuses: list[AgentStatus], now: datetime | None = None) -> Capacity:
         """Ticks due/s (from the schedule) against ticks run/s (the live workers' heartbeats)."""

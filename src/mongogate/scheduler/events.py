@@ -20,7 +20,7 @@ import anyio
 
 Outcome = Literal["success", "failure", "missed"]
 
-log = logging.getLogger("mongogate.scheduler.events")
+log = logging.getLogger(__name__)
 
 #: how long a listener may take before it is cancelled (it must not hold the worker's slot)
 LISTENER_TIMEOUT_S = 10.0

@@ -22,9 +22,10 @@ from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import StorageError
+from mongogate.scheduler import documents as sd
+from mongogate.scheduler.documents import WORKERS_COLLECTION, WorkerDoc
 from mongogate.values import Doc
 
-WORKERS_COLLECTION = "agent_workers"
 #: worker documents not seen for this long are deleted when a worker starts
 FORGET_AFTER = timedelta(days=7)
 #: worker documents read to decide what is registered (the newest first)
@@ -49,6 +50,27 @@ class Fleet:
         return self.known and key not in self.registered
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A worker document as read: who, when last seen, its agents, its claim rate (None: it only
+    registered, or stopped claiming)."""
+
+    worker_id: str
+    seen_at: datetime
+    agents: tuple[str, ...]
+    ticks_per_s: float | None
+
+    @classmethod
+    def from_doc(cls, d: Doc) -> Seen | None:
+        """None for a document without a `seen_at` date."""
+        at = d.get(sd.SEEN_AT)
+        if not isinstance(at, datetime):
+            return None
+        rate = d.get(sd.TICKS_PER_S)
+        agents = tuple(k for k in d.get(sd.AGENTS) or () if isinstance(k, str))
+        return cls(str(d[sd.ID]), as_utc(at), agents, None if sd.TICKS_PER_S not in d else float(rate or 0.0))
+
+
 def workers(db: AsyncDatabase[Doc]) -> AsyncCollection[Doc]:
     return db[WORKERS_COLLECTION]
 
@@ -57,12 +79,9 @@ async def announce(db: AsyncDatabase[Doc], worker_id: str, keys: Iterable[str], 
     """Record this worker and its agents (before their schedule documents exist); forget old workers."""
     coll = workers(db)
     try:
-        await coll.delete_many({"seen_at": {"$lt": now - FORGET_AFTER}})
-        await coll.update_one(
-            {"_id": worker_id},
-            {"$set": {"agents": sorted(keys), "started_at": now, "seen_at": now}},
-            upsert=True,
-        )
+        await coll.delete_many({sd.SEEN_AT: {"$lt": now - FORGET_AFTER}})
+        doc: WorkerDoc = {"agents": sorted(keys), "started_at": now, "seen_at": now}
+        await coll.update_one({sd.ID: worker_id}, {"$set": doc}, upsert=True)
     except PyMongoError as e:
         raise StorageError(f"could not record worker {worker_id!r}: {e}") from e
 
@@ -71,11 +90,11 @@ async def heartbeat(
     db: AsyncDatabase[Doc], worker_id: str, now: datetime, ticks_per_s: float | None = None
 ) -> None:
     """Refresh `seen_at` (and the rate this worker claimed ticks at since its last heartbeat), by `_id`."""
-    sets: Doc = {"seen_at": now}
+    sets: Doc = {sd.SEEN_AT: now}
     if ticks_per_s is not None:
-        sets["ticks_per_s"] = round(ticks_per_s, 3)
+        sets[sd.TICKS_PER_S] = round(ticks_per_s, 3)
     try:
-        await workers(db).update_one({"_id": worker_id}, {"$set": sets})
+        await workers(db).update_one({sd.ID: worker_id}, {"$set": sets})
     except PyMongoError as e:
         raise StorageError(f"could not refresh worker {worker_id!r}: {e}") from e
 
@@ -83,7 +102,7 @@ async def heartbeat(
 async def leave(db: AsyncDatabase[Doc], worker_id: str) -> None:
     """A stopping worker stops claiming: the others take its share of the agents at their next pass."""
     try:
-        await workers(db).update_one({"_id": worker_id}, {"$unset": {"ticks_per_s": ""}})
+        await workers(db).update_one({sd.ID: worker_id}, {"$unset": {sd.TICKS_PER_S: ""}})
     except PyMongoError as e:
         raise StorageError(f"could not record worker {worker_id!r}: {e}") from e
 
@@ -95,32 +114,32 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
             await workers(db)
             .find(
                 {},
-                {"agents": 1, "seen_at": 1, "ticks_per_s": 1},
-                sort=[("seen_at", DESCENDING)],
+                {sd.AGENTS: 1, sd.SEEN_AT: 1, sd.TICKS_PER_S: 1},
+                sort=[(sd.SEEN_AT, DESCENDING)],
                 limit=MAX_WORKERS_READ,
             )
             .to_list()
         )
     except PyMongoError as e:
         raise StorageError(f"could not read the workers: {e}") from e
-    seen = [(as_utc(d["seen_at"]), d) for d in docs if isinstance(d.get("seen_at"), datetime)]
+    seen = [w for d in docs if (w := Seen.from_doc(d)) is not None]
     if not seen:
         return Fleet(frozenset(), 0, known=False)
-    live = [d for at, d in seen if at >= now - ttl]
-    newest = seen[0][0]
-    counted = live or [d for at, d in seen if at >= newest - ttl]
-    keys = frozenset(k for d in counted for k in d.get("agents") or () if isinstance(k, str))
-    rate = sum(float(d.get("ticks_per_s") or 0.0) for d in live)
+    live = [w for w in seen if w.seen_at >= now - ttl]
+    newest = seen[0].seen_at
+    counted = live or [w for w in seen if w.seen_at >= newest - ttl]
+    keys = frozenset(k for w in counted for k in w.agents)
+    rate = sum(w.ticks_per_s or 0.0 for w in live)
     # a worker that runs the claim loop heartbeats a rate; one that only registered does not
-    claimers = tuple((str(d["_id"]), at) for at, d in seen if at >= now - ttl and "ticks_per_s" in d)
+    claimers = tuple((w.worker_id, w.seen_at) for w in live if w.ticks_per_s is not None)
     return Fleet(keys, len(live), known=True, run_per_s=rate, claimers=claimers)
 
 
 async def last_seen_with(db: AsyncDatabase[Doc], key: str) -> datetime | None:
     """When a worker that registers agent `key` was last seen (None: no worker lists it)."""
     try:
-        doc = await workers(db).find_one({"agents": key}, {"seen_at": 1}, sort=[("seen_at", DESCENDING)])
+        doc = await workers(db).find_one({sd.AGENTS: key}, {sd.SEEN_AT: 1}, sort=[(sd.SEEN_AT, DESCENDING)])
     except PyMongoError as e:
         raise StorageError(f"could not read the workers: {e}") from e
-    seen = doc.get("seen_at") if doc else None
+    seen = doc.get(sd.SEEN_AT) if doc else None
     return as_utc(seen) if isinstance(seen, datetime) else None

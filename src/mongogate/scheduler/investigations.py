@@ -22,6 +22,8 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.errors import InvalidInput, NotFound, StorageError
+from mongogate.scheduler import documents as sd
+from mongogate.scheduler.documents import INVESTIGATIONS_COLLECTION, InvestigationDoc
 from mongogate.values import Doc
 
 ACTIVE_STATUSES: tuple[str, ...] = ("open", "in_progress")
@@ -48,17 +50,18 @@ class Investigation:
 
     @classmethod
     def from_doc(cls, d: Doc) -> Investigation:
+        """An item from its stored document (`documents.InvestigationDoc`)."""
         return cls(
-            id=d["_id"],
-            tenant=d["tenant"],
-            agent_key=d["agent_key"],
-            trigger_signature=d["trigger_signature"],
-            status=d["status"],
-            title=d.get("title", ""),
-            details=d.get("details") or {},
-            opened_at=as_utc(d["opened_at"]),
-            closed_at=as_utc(d["closed_at"]) if d.get("closed_at") else None,
-            resolution=d.get("resolution"),
+            id=d[sd.ID],
+            tenant=d[sd.TENANT],
+            agent_key=d[sd.AGENT_KEY],
+            trigger_signature=d[sd.TRIGGER_SIGNATURE],
+            status=d[sd.STATUS],
+            title=d.get(sd.TITLE, ""),
+            details=d.get(sd.DETAILS) or {},
+            opened_at=as_utc(d[sd.OPENED_AT]),
+            closed_at=as_utc(d[sd.CLOSED_AT]) if d.get(sd.CLOSED_AT) else None,
+            resolution=d.get(sd.RESOLUTION),
         )
 
 
@@ -78,19 +81,19 @@ def _text(value: object, what: str, cap: int, *, empty: bool = False) -> str:
 
 class Investigations:
     def __init__(self, db: AsyncDatabase[Doc], *, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.coll: AsyncCollection[Doc] = db["investigations"]
+        self.coll: AsyncCollection[Doc] = db[INVESTIGATIONS_COLLECTION]
         self.clock = clock
 
     async def ensure_indexes(self) -> None:
         try:
             await self.coll.create_index(
-                [("tenant", ASCENDING), ("agent_key", ASCENDING), ("trigger_signature", ASCENDING)],
+                [(sd.TENANT, ASCENDING), (sd.AGENT_KEY, ASCENDING), (sd.TRIGGER_SIGNATURE, ASCENDING)],
                 unique=True,
-                partialFilterExpression={"status": {"$in": list(ACTIVE_STATUSES)}},
+                partialFilterExpression={sd.STATUS: {"$in": list(ACTIVE_STATUSES)}},
                 name="active_trigger_unique",
             )
             await self.coll.create_index(
-                [("tenant", ASCENDING), ("status", ASCENDING), ("opened_at", DESCENDING)],
+                [(sd.TENANT, ASCENDING), (sd.STATUS, ASCENDING), (sd.OPENED_AT, DESCENDING)],
                 name="tenant_status",
             )
         except PyMongoError as e:
@@ -98,10 +101,10 @@ class Investigations:
 
     def _active_match(self, tenant: str, agent_key: str, signature: str) -> Doc:
         return {
-            "tenant": tenant,
-            "agent_key": agent_key,
-            "trigger_signature": signature,
-            "status": {"$in": list(ACTIVE_STATUSES)},
+            sd.TENANT: tenant,
+            sd.AGENT_KEY: agent_key,
+            sd.TRIGGER_SIGNATURE: signature,
+            sd.STATUS: {"$in": list(ACTIVE_STATUSES)},
         }
 
     async def open(
@@ -123,20 +126,22 @@ class Investigations:
             raise InvalidInput(
                 f"details are larger than {MAX_DETAILS_BYTES} bytes; store a reference instead"
             )
-        doc: Doc = {
-            "tenant": tenant,
-            "agent_key": agent_key,
-            "trigger_signature": sig,
-            "status": "open",
-            "title": title,
-            "details": details or {},
-            "opened_at": self.clock.now(),
-            "closed_at": None,
-            "resolution": None,
-        }
+        now = self.clock.now()
         try:
             for _ in range(_OPEN_ATTEMPTS):
-                doc["_id"] = uuid.uuid4().hex
+                new: InvestigationDoc = {
+                    "_id": uuid.uuid4().hex,
+                    "tenant": tenant,
+                    "agent_key": agent_key,
+                    "trigger_signature": sig,
+                    "status": "open",
+                    "title": title,
+                    "details": details or {},
+                    "opened_at": now,
+                    "closed_at": None,
+                    "resolution": None,
+                }
+                doc = dict(new)
                 try:
                     await self.coll.insert_one(doc)
                     return OpenResult("opened", Investigation.from_doc(doc))
@@ -154,7 +159,7 @@ class Investigations:
         """Move an active item between active statuses (e.g. open -> in_progress)."""
         if status not in ACTIVE_STATUSES:
             raise InvalidInput(f"status must be one of {', '.join(ACTIVE_STATUSES)}; use close() to close")
-        item = await self._update(tenant, investigation_id, {"status": status})
+        item = await self._update(tenant, investigation_id, {sd.STATUS: status})
         if item.status != status:
             raise InvalidInput(f"investigation {investigation_id!r} is closed; open a new one instead")
         return item
@@ -165,19 +170,19 @@ class Investigations:
         return await self._update(
             tenant,
             investigation_id,
-            {"status": CLOSED_STATUS, "closed_at": self.clock.now(), "resolution": resolution},
+            {sd.STATUS: CLOSED_STATUS, sd.CLOSED_AT: self.clock.now(), sd.RESOLUTION: resolution},
         )
 
     async def _update(self, tenant: str, investigation_id: str, changes: Doc) -> Investigation:
         """Apply `changes` to an active item; a closed one is returned unchanged."""
         try:
             doc = await self.coll.find_one_and_update(
-                {"_id": investigation_id, "tenant": tenant, "status": {"$in": list(ACTIVE_STATUSES)}},
+                {sd.ID: investigation_id, sd.TENANT: tenant, sd.STATUS: {"$in": list(ACTIVE_STATUSES)}},
                 {"$set": changes},
                 return_document=ReturnDocument.AFTER,
             )
             if doc is None:
-                current = await self.coll.find_one({"_id": investigation_id, "tenant": tenant})
+                current = await self.coll.find_one({sd.ID: investigation_id, sd.TENANT: tenant})
                 if current is None:
                     raise NotFound(f"investigation {investigation_id!r} not found")
                 return Investigation.from_doc(current)
@@ -197,8 +202,8 @@ class Investigations:
     ) -> list[Investigation]:
         try:
             cursor = self.coll.find(
-                {"tenant": tenant, "status": {"$in": list(statuses)}},
-                sort=[("opened_at", DESCENDING)],
+                {sd.TENANT: tenant, sd.STATUS: {"$in": list(statuses)}},
+                sort=[(sd.OPENED_AT, DESCENDING)],
                 limit=limit,
             )
             return [Investigation.from_doc(d) async for d in cursor]
@@ -209,8 +214,8 @@ class Investigations:
         """The active items one agent opened, across tenants (an agent's own sweep), oldest first."""
         try:
             cursor = self.coll.find(
-                {"agent_key": agent_key, "status": {"$in": list(ACTIVE_STATUSES)}},
-                sort=[("opened_at", 1)],
+                {sd.AGENT_KEY: agent_key, sd.STATUS: {"$in": list(ACTIVE_STATUSES)}},
+                sort=[(sd.OPENED_AT, 1)],
                 limit=limit,
             )
             return [Investigation.from_doc(d) async for d in cursor]

@@ -19,11 +19,12 @@ from pymongo.errors import PyMongoError
 
 from mongogate.clock import iso_z
 from mongogate.errors import InvalidInput, NotFound, StorageError
+from mongogate.scheduler import documents as sd
+from mongogate.scheduler.documents import SCHEDULE_COLLECTION
 from mongogate.scheduler.fleet import last_seen_with, read_fleet
 from mongogate.scheduler.slots import live_and_expired
 from mongogate.values import Doc
 
-SCHEDULE_COLLECTION = "agent_schedule"
 #: documents one `prune` deletes at most (run it again for more)
 PRUNE_MAX = 100_000
 
@@ -46,7 +47,7 @@ class Schedules:
     async def _update(self, key: str, filt: Doc, update: Doc, what: str) -> Doc:
         try:
             doc = await self.coll.find_one_and_update(
-                {"_id": key, **filt}, update, return_document=ReturnDocument.AFTER
+                {sd.ID: key, **filt}, update, return_document=ReturnDocument.AFTER
             )
         except PyMongoError as e:
             raise StorageError(f"could not {what} agent {key!r}: {e}") from e
@@ -56,7 +57,7 @@ class Schedules:
 
     async def _must_exist(self, key: str, what: str) -> None:
         try:
-            found = await self.coll.count_documents({"_id": key}, limit=1)
+            found = await self.coll.count_documents({sd.ID: key}, limit=1)
         except PyMongoError as e:
             raise StorageError(f"could not {what} agent {key!r}: {e}") from e
         if not found:
@@ -69,8 +70,8 @@ class Schedules:
         """Stop claiming new ticks (an in-flight one finishes). False if it was already paused."""
         doc = await self._update(
             key,
-            {"paused": {"$ne": True}},
-            {"$set": {"paused": True, "paused_at": now, "paused_by": by, "next_run_at": None}},
+            {sd.PAUSED: {"$ne": True}},
+            {"$set": {sd.PAUSED: True, sd.PAUSED_AT: now, sd.PAUSED_BY: by, sd.NEXT_RUN_AT: None}},
             "pause",
         )
         return bool(doc)
@@ -79,22 +80,22 @@ class Schedules:
         """Claim again from the slot it stopped at: missed slots follow the agent's misfire rules
         (coalesced into one run, or skipped past the misfire grace). False if it was not paused."""
         try:
-            current = await self.coll.find_one({"_id": key}, {"due_at": 1, "paused": 1, "orphaned_at": 1})
+            current = await self.coll.find_one({sd.ID: key}, {sd.DUE_AT: 1, sd.PAUSED: 1, sd.ORPHANED_AT: 1})
         except PyMongoError as e:
             raise StorageError(f"could not resume agent {key!r}: {e}") from e
         if current is None:
             await self._must_exist(key, "resume")
             return False
-        if not current.get("paused"):
+        if not current.get(sd.PAUSED):
             return False
         # an orphan stays parked (nothing would run it); a one-off that is done stays done
-        nxt = None if current.get("orphaned_at") is not None else current.get("due_at")
+        nxt = None if current.get(sd.ORPHANED_AT) is not None else current.get(sd.DUE_AT)
         doc = await self._update(
             key,
-            {"paused": True, "due_at": current.get("due_at")},
+            {sd.PAUSED: True, sd.DUE_AT: current.get(sd.DUE_AT)},
             {
-                "$set": {"next_run_at": nxt, "paused": False, "resumed_at": now},
-                "$unset": {"paused_at": "", "paused_by": ""},
+                "$set": {sd.NEXT_RUN_AT: nxt, sd.PAUSED: False, sd.RESUMED_AT: now},
+                "$unset": {sd.PAUSED_AT: "", sd.PAUSED_BY: ""},
             },
             "resume",
         )
@@ -111,8 +112,8 @@ class Schedules:
             )
         doc = await self._update(
             key,
-            {"orphaned_at": None},
-            {"$set": {"next_run_at": now, "run_now": {"at": now, "by": by}}},
+            {sd.ORPHANED_AT: None},
+            {"$set": {sd.NEXT_RUN_AT: now, sd.RUN_NOW: {"at": now, "by": by}}},
             "trigger",
         )
         if not doc:
@@ -139,7 +140,7 @@ class Schedules:
                 "remove it from the code first; --force removes the document anyway"
             )
         try:
-            res = await self.coll.delete_one({"_id": key})
+            res = await self.coll.delete_one({sd.ID: key})
         except PyMongoError as e:
             raise StorageError(f"could not remove agent {key!r}: {e}") from e
         if res.deleted_count == 0:
@@ -153,15 +154,15 @@ class Schedules:
         unparked: list[str] = []  # orphans by the fleet documents alone
         busy: list[str] = []
         try:
-            async for d in self.coll.find({}, {"agent_key": 1, "open": 1, "orphaned_at": 1}):
-                key = str(d.get("agent_key", d["_id"]))
-                if not (d.get("orphaned_at") is not None or fleet.is_orphan(key)):
+            async for d in self.coll.find({}, {sd.AGENT_KEY: 1, sd.OPEN: 1, sd.ORPHANED_AT: 1}):
+                key = sd.agent_key(d)
+                if not (d.get(sd.ORPHANED_AT) is not None or fleet.is_orphan(key)):
                     continue
                 live, _ = live_and_expired(d, now)
                 if live:
-                    busy.append(str(d["_id"]))
+                    busy.append(str(d[sd.ID]))
                 else:
-                    (parked if d.get("orphaned_at") is not None else unparked).append(str(d["_id"]))
+                    (parked if d.get(sd.ORPHANED_AT) is not None else unparked).append(str(d[sd.ID]))
                 if len(parked) + len(unparked) >= PRUNE_MAX:
                     break
             if unparked and not dry_run:  # a worker may have started since: read the fleet again
@@ -174,17 +175,17 @@ class Schedules:
                     for i in range(0, len(ids), 1000):
                         await self.coll.delete_many(
                             {
-                                "_id": {"$in": ids[i : i + 1000]},
-                                "open": {"$in": [None, {}]},
-                                "orphaned_at": still,
+                                sd.ID: {"$in": ids[i : i + 1000]},
+                                sd.OPEN: {"$in": [None, {}]},
+                                sd.ORPHANED_AT: still,
                             }
                         )
                 # the report says what was deleted: a document claimed or registered since it was read stays
                 candidates = parked + unparked
                 left: set[str] = set()
                 for i in range(0, len(candidates), 1000):
-                    batch = {"_id": {"$in": candidates[i : i + 1000]}}
-                    left |= {str(d["_id"]) async for d in self.coll.find(batch, {"_id": 1})}
+                    batch = {sd.ID: {"$in": candidates[i : i + 1000]}}
+                    left |= {str(d[sd.ID]) async for d in self.coll.find(batch, {sd.ID: 1})}
                 parked = [k for k in parked if k not in left]
                 unparked = [k for k in unparked if k not in left]
         except PyMongoError as e:

@@ -21,11 +21,9 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from mongogate.clock import truncate_ms, utc_or_none
+from mongogate.scheduler.documents import CLAIM_FIELDS, OPEN, OPEN_DEADLINE
 from mongogate.scheduler.kinds import Schedule, step
 from mongogate.values import Doc
-
-#: what a claim needs to read from a schedule document
-CLAIM_FIELDS = {"agent_key": 1, "next_run_at": 1, "due_at": 1, "open": 1, "paused": 1, "run_now": 1}
 
 CatchUp = Literal["skip", "all"]
 
@@ -34,7 +32,7 @@ CatchUp = Literal["skip", "all"]
 REPORT_GRACE = timedelta(seconds=5)
 _MS = timedelta(milliseconds=1)
 
-__all__ = ["REPORT_GRACE", "CatchUp", "Claim", "Plan", "jitter_bound", "plan", "step"]
+__all__ = ["CLAIM_FIELDS", "REPORT_GRACE", "CatchUp", "Claim", "Plan", "jitter_bound", "plan", "step"]
 
 
 @dataclass(frozen=True)
@@ -123,12 +121,12 @@ def new_claim_id(slot: datetime) -> str:
 
 def open_claims(doc: Doc) -> dict[str, Doc]:
     """The claims of a schedule document whose tick has not reported (by claim id)."""
-    found = doc.get("open")
+    found = doc.get(OPEN)
     return {k: v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
 
 
 def claim_expiry(c: Doc) -> datetime | None:
-    deadline = utc_or_none(c.get("deadline"))
+    deadline = utc_or_none(c.get(OPEN_DEADLINE))
     return None if deadline is None else truncate_ms(deadline + REPORT_GRACE)
 
 

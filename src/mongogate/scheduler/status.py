@@ -24,6 +24,8 @@ from pymongo.errors import PyMongoError
 
 from mongogate.clock import utc_or_none
 from mongogate.errors import StorageError
+from mongogate.scheduler import documents as sd
+from mongogate.scheduler.documents import OpenClaim
 from mongogate.scheduler.fleet import Fleet
 from mongogate.scheduler.slots import live_and_expired
 from mongogate.values import Doc
@@ -73,64 +75,79 @@ class AgentStatus:
     running: int = 0
     paused: bool = False
 
+    @classmethod
+    def from_doc(cls, d: Doc, now: datetime, known: Fleet | None = None) -> AgentStatus:
+        """An agent's status from its schedule document (`documents.ScheduleDoc`) as of `now`;
+        orphaned also when `known` (the fleet) says no worker registers it."""
+        key = sd.agent_key(d)
+        nxt = sd.next_run_at(d)
+        due = sd.due_at(d)
+        live, expired = live_and_expired(d, now)
+        # the newest claim without an outcome: in flight, else the abandoned one (whose worker died)
+        found = max(live.items())[1] if live else max(expired.items())[1] if expired else None
+        newest = OpenClaim.from_doc(found) if found is not None else None
+        orphan = d.get(sd.ORPHANED_AT) is not None or (known is not None and known.is_orphan(key))
+        paused = bool(d.get(sd.PAUSED))
+        state = _state(bool(expired), bool(live), orphan, paused, due, nxt, now)
+        interval = d.get(sd.INTERVAL_S)
+        return cls(
+            agent_key=key,
+            interval_s=interval,
+            state=state,
+            due_at=due,
+            next_run_at=nxt,
+            lag_s=max((now - due).total_seconds(), 0.0) if due and state != "orphaned" else 0.0,
+            missed_slots=int(d.get(sd.MISSED_SLOTS) or 0),
+            abandoned=int(d.get(sd.ABANDONED) or 0) + len(expired),
+            running_worker=newest.worker if newest else None,
+            running_since=newest.claimed_at if newest else None,
+            running_deadline=newest.deadline if newest else None,
+            last_run_at=utc_or_none(d.get(sd.LAST_RUN_AT)),
+            last_finished_at=utc_or_none(d.get(sd.LAST_FINISHED_AT)),
+            last_status=d.get(sd.LAST_STATUS),
+            last_error=d.get(sd.LAST_ERROR),
+            last_duration_s=d.get(sd.LAST_DURATION_S),
+            drift_s=d.get(sd.DRIFT_S),
+            ticks=int(d.get(sd.TICKS) or 0),
+            last_worker=d.get(sd.LAST_WORKER),
+            schedule=d.get(sd.SCHEDULE) or (f"every {interval:g}s" if interval else None),
+            misfired=int(d.get(sd.MISFIRED) or 0),
+            running=len(live),
+            paused=paused,
+        )
 
-def agent_status(d: Doc, now: datetime, known: Fleet | None = None) -> AgentStatus:
-    key = str(d.get("agent_key", d["_id"]))
-    nxt = utc_or_none(d.get("next_run_at"))
-    due = utc_or_none(d.get("due_at"))
-    live, expired = live_and_expired(d, now)
-    # the newest claim without an outcome: in flight, else the abandoned one (whose worker died)
-    newest = max(live.items())[1] if live else max(expired.items())[1] if expired else None
-    orphan = d.get("orphaned_at") is not None or (known is not None and known.is_orphan(key))
-    paused = bool(d.get("paused"))
-    state: State
+
+def _state(
+    expired: bool,
+    live: bool,
+    orphan: bool,
+    paused: bool,
+    due: datetime | None,
+    nxt: datetime | None,
+    now: datetime,
+) -> State:
+    """The first state that applies (the module's docstring)."""
     if expired:
-        state = "abandoned"
-    elif live:
-        state = "running"
-    elif orphan:
-        state = "orphaned"
-    elif paused:
-        state = "paused"
-    elif due is None and nxt is None:
-        state = "done"
-    else:
-        state = "late" if due is not None and due < now else "waiting"
-    return AgentStatus(
-        agent_key=key,
-        interval_s=d.get("interval_s"),
-        state=state,
-        due_at=due,
-        next_run_at=nxt,
-        lag_s=max((now - due).total_seconds(), 0.0) if due and state != "orphaned" else 0.0,
-        missed_slots=int(d.get("missed_slots") or 0),
-        abandoned=int(d.get("abandoned") or 0) + len(expired),
-        running_worker=newest.get("worker") if newest else None,
-        running_since=utc_or_none(newest.get("claimed_at")) if newest else None,
-        running_deadline=utc_or_none(newest.get("deadline")) if newest else None,
-        last_run_at=utc_or_none(d.get("last_run_at")),
-        last_finished_at=utc_or_none(d.get("last_finished_at")),
-        last_status=d.get("last_status"),
-        last_error=d.get("last_error"),
-        last_duration_s=d.get("last_duration_s"),
-        drift_s=d.get("drift_s"),
-        ticks=int(d.get("ticks") or 0),
-        last_worker=d.get("last_worker"),
-        schedule=d.get("schedule") or (f"every {d['interval_s']:g}s" if d.get("interval_s") else None),
-        misfired=int(d.get("misfired") or 0),
-        running=len(live),
-        paused=paused,
-    )
+        return "abandoned"
+    if live:
+        return "running"
+    if orphan:
+        return "orphaned"
+    if paused:
+        return "paused"
+    if due is None and nxt is None:
+        return "done"
+    return "late" if due is not None and due < now else "waiting"
 
 
 async def read_status(
     coll: AsyncCollection[Doc], now: datetime, known: Fleet | None = None
 ) -> list[AgentStatus]:
     try:
-        docs = await coll.find({}, sort=[("_id", ASCENDING)]).to_list()
+        docs = await coll.find({}, sort=[(sd.ID, ASCENDING)]).to_list()
     except PyMongoError as e:
         raise StorageError(f"could not read the schedule: {e}") from e
-    return [agent_status(d, now, known) for d in docs]
+    return [AgentStatus.from_doc(d, now, known) for d in docs]
 
 
 def select(

@@ -12,10 +12,8 @@ its own claim id in `last_claim` (docs/decisions/scheduler-fleet.md, "Writes by 
 from __future__ import annotations
 
 from mongogate.leases import literal, same
+from mongogate.scheduler.documents import CLAIM_RESULT, LAST_CLAIM, OPEN
 from mongogate.values import Doc
-
-#: what a claim reads back to learn whether it won
-CLAIM_RESULT = {"last_claim": 1}
 
 
 def unchanged(read: Doc, *names: str) -> Doc:
@@ -45,22 +43,22 @@ def claim_fields(
 ) -> Doc:
     """A claim's effect as pipeline expressions: the schedule's new values, counters moved, this
     claim added to `open` and expired ones removed from it, and `last_claim` stamped."""
-    fields = moved(sets | {"last_claim": claim_id}, unset)
+    fields = moved(sets | {LAST_CLAIM: claim_id}, unset)
     for name, n in inc.items():
         fields[name] = {"$add": [{"$ifNull": [f"${name}", 0]}, n]}
     if open_add is not None or open_remove:
-        expr: Doc | str = {"$ifNull": ["$open", {}]}
+        expr: Doc | str = {"$ifNull": [f"${OPEN}", {}]}
         for cid in open_remove:
             expr = {"$unsetField": {"field": cid, "input": expr}}
         if open_add is not None:
             cid, value = open_add
             expr = {"$setField": {"field": cid, "input": expr, "value": literal(value)}}
-        fields["open"] = expr
+        fields[OPEN] = expr
     return fields
 
 
 def won(doc: Doc | None, claim_id: str) -> bool:
-    return doc is not None and doc.get("last_claim") == claim_id
+    return doc is not None and doc.get(LAST_CLAIM) == claim_id
 
 
 __all__ = ["CLAIM_RESULT", "claim_fields", "moved", "unchanged", "when", "won"]

@@ -11,6 +11,7 @@ import pytest
 from pymongo import AsyncMongoClient, ReturnDocument, monitoring
 
 from mongogate.config import MemorySettings
+from mongogate.errors import NotFound
 from mongogate.leases import keep_unless, literal, same
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
@@ -76,3 +77,41 @@ async def test_a_fenced_turn_states_each_lease_test_once(engine_uri: str, db_nam
     take, commit = (json.dumps(u, default=str) for u in listener.updates)
     assert take.count('"$tenant"') == 1 and take.count('"$answered_turn"') == 1, take
     assert commit.count('"$tenant"') == 1 and commit.count('"$locked_by"') == 1, commit
+
+
+class Finds(Commands):
+    """The filter and projection of every find on `messages`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finds: list[tuple[Any, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        super().started(event)
+        if event.command_name == "find" and event.command["find"] == "messages":
+            self.finds.append((event.command["filter"], event.command.get("projection")))
+
+
+async def test_the_window_of_a_turn_is_read_by_session_alone(engine_uri: str, db_name: str) -> None:
+    """begin_turn has just read the session as the caller's (the take), so its window is read by
+    session alone; load_context, without that read, keeps the tenant in the filter. Neither
+    projects (on the engine a projection costs more than the fields it leaves out), and another
+    tenant still sees neither the session nor its messages."""
+    listener = Finds()
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        turns = Turns(store)
+        sid = await store.create_session("acme")
+        start = await turns.begin_turn("acme", sid, "t1", "q1")
+        assert start.lease_id and [m.content for m in start.messages] == ["q1"]
+        await turns.end_turn("acme", sid, "t1", start.lease_id, "a1")
+        ctx = await store.load_context("acme", sid)
+        assert [m.content for m in ctx.messages] == ["q1", "a1"]
+        with pytest.raises(NotFound):
+            await turns.begin_turn("other", sid, "t2", "q2")
+        with pytest.raises(NotFound):
+            await store.load_context("other", sid)
+    turn_find, context_find = [f for f in listener.finds if "session_id" in f[0]][:2]
+    assert turn_find == ({"session_id": sid}, None)
+    assert context_find == ({"session_id": sid, "tenant": "acme"}, None)

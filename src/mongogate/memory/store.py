@@ -249,9 +249,7 @@ class MemoryStore(SessionRepository):
         `until_user`, up to and including the first user message. True when older matching
         messages were left out (beyond `count`, by the budget, or before that user message)."""
         batch = reply_batch(self._max_message_bson(), count + 1, wire_bytes(self.db))
-        cursor = self.messages.find(
-            query, sort=[("seq", DESCENDING)], limit=count + 1, batch_size=batch
-        )
+        cursor = self.messages.find(query, sort=[("seq", DESCENDING)], limit=count + 1, batch_size=batch)
         out: list[Doc] = []
         try:
             async for d in cursor:

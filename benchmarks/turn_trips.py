@@ -4,16 +4,17 @@ On one embedded engine, one database holding 1,000 sessions (seeded, untimed), i
 each round:
 - `MCP`: begin_turn then end_turn through the SDK's in-process Client and this tree's server;
 - `library`: `Turns.begin_turn` + `Turns.end_turn` of this tree;
-- `library@bc6dfd9`: the same two calls of main at bc6dfd9 (its `memory/` package and `leases.py`,
-  loaded from git as `prev_memory`), in a database of its own made by its own `ensure_indexes`
-  (the compound unique index on messages, ObjectId ids), seeded alike;
+- `library@<ref>` (`--baseline`, default `main`): the same two calls of the tree at that git ref
+  (its `memory/` package and `leases.py`, loaded from git as `prev_memory`), in a database of its
+  own made by its own `ensure_indexes`, seeded alike (with derived `_id`s if that version writes
+  them, else ObjectIds: bc6dfd9 and before);
 - `peer`: what an agent without fencing does with the driver: read the last 40 messages of its
   session, insert the user message, insert the reply (the same `messages` collection and indexes).
 Each variant has its own session of 100 seeded messages. Round trips are counted with a pymongo
 CommandListener for one turn of each library version and of the peer.
 
-Run: `.venv/bin/python benchmarks/turn_trips.py [--rounds 30]`; writes the `## fenced turn`
-section of benchmarks/RESULTS.md unless `--no-write`.
+Run: `.venv/bin/python benchmarks/turn_trips.py [--rounds 30] [--baseline main] [--section NAME]`;
+writes the `## <NAME>` section (default `fenced turn`) of benchmarks/RESULTS.md unless `--no-write`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from memory import unchecked_seeding  # beside this script
 
 Doc = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
-PREVIOUS_REV = "bc6dfd9"
 TENANT = "acme"
 DB = "bench_turns"
 #: the previous version's database (its own indexes)
@@ -87,8 +87,10 @@ def load_previous(rev: str, into: Path) -> ModuleType:
             ["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True
         )
         out.check_returncode()
-        return out.stdout.replace("mongogate.memory", "prev_memory").replace(
-            "from mongogate import leases", "from prev_memory import leases"
+        return (
+            out.stdout.replace("mongogate.memory", "prev_memory")
+            .replace("from mongogate import leases", "from prev_memory import leases")
+            .replace("mongogate.leases", "prev_memory.leases")
         )
 
     names = subprocess.run(
@@ -122,8 +124,12 @@ def message(sid: str, i: int) -> Doc:
     }
 
 
-async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
-    prev_turns = load_previous(PREVIOUS_REV, tmp)
+async def run(
+    uri: str, tmp: Path, rounds: int, baseline: str
+) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+    prev_turns = load_previous(baseline, tmp)
+    prev_ids = hasattr(importlib.import_module("prev_memory.keys"), "message_id")
+    prev = f"library@{baseline}"
     log = CommandLog()
     settings = load_settings(
         None,
@@ -146,7 +152,7 @@ async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]],
         sids = {
             "MCP": created.structured_content["session_id"],
             "library": await store.create_session(TENANT),
-            f"library@{PREVIOUS_REV}": await prev_store.create_session(TENANT),
+            prev: await prev_store.create_session(TENANT),
             "peer": await store.create_session(TENANT),
         }
         with unchecked_seeding():
@@ -155,9 +161,9 @@ async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]],
                     [{"_id": f"filler{i:05d}", "tenant": TENANT, "next_seq": 0} for i in range(SESSIONS - 4)]
                 )
             for name, sid in sids.items():
-                st = prev_store if name == f"library@{PREVIOUS_REV}" else store
+                st = prev_store if name == prev else store
                 docs = [message(sid, i) for i in range(SEEDED_MESSAGES)]
-                if st is store:  # as this tree writes them (bc6dfd9's: ObjectId ids)
+                if st is store or prev_ids:  # as the version writes them (bc6dfd9's: ObjectId ids)
                     docs = [{"_id": message_id(sid, d["key"]), **d} for d in docs]
                 await st.messages.insert_many(docs)
                 await st.sessions.update_one({"_id": sid}, {"$set": {"next_seq": SEEDED_MESSAGES}})
@@ -192,11 +198,11 @@ async def run(uri: str, tmp: Path, rounds: int) -> tuple[dict[str, list[float]],
         variants: dict[str, Callable[[str], Awaitable[None]]] = {
             "MCP": via_mcp,
             "library": via(new, "library"),
-            f"library@{PREVIOUS_REV}": via(old, f"library@{PREVIOUS_REV}"),
+            prev: via(old, prev),
             "peer": peer,
         }
         trips: dict[str, list[str]] = {}
-        for name in ("library", f"library@{PREVIOUS_REV}", "peer"):
+        for name in ("library", prev, "peer"):
             await variants[name]("warm")
             per: list[list[float]] = []
             for k in range(COUNTED):
@@ -240,6 +246,8 @@ def render(samples: dict[str, list[float]], trips: dict[str, list[str]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--baseline", default="main", help="git ref of the library@<ref> variant")
+    p.add_argument("--section", default="fenced turn", help="the RESULTS.md section to write")
     args = p.parse_args(argv)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
@@ -247,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         engine = EmbeddedEngine(Path(tmp) / "engine")
         uri = engine.start()
         try:
-            samples, trips = asyncio.run(run(uri, Path(tmp), args.rounds))
+            samples, trips = asyncio.run(run(uri, Path(tmp), args.rounds, args.baseline))
         finally:
             engine.stop()
     body = (
@@ -261,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
         + render(samples, trips)
         + "\n"
     )
-    publish("fenced turn", body, not args.no_write)
+    publish(args.section, body, not args.no_write)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@ class Scope:
     tenant: str
     owner: str = TENANT_OWNER
 
+    def match(self) -> dict[str, str]:
+        """The scope filter every query of memories and their history starts from: the one place
+        it is written (`RecallRepository.scoped` adds the namespace and liveness)."""
+        return {"tenant": self.tenant, "owner": self.owner}
+
 
 @dataclass(frozen=True)
 class Remembered:

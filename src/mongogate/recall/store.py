@@ -31,6 +31,7 @@ from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
+from mongogate.keyset import decode_cursor, encode_cursor
 from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import checks, quota
 from mongogate.recall import history as hist
@@ -47,8 +48,6 @@ from mongogate.recall.model import (
 from mongogate.recall.pages import (
     ITEM_FIELDS,
     cap_items,
-    decode_cursor,
-    encode_cursor,
     item_of,
 )
 from mongogate.recall.repository import RecallRepository
@@ -77,7 +76,7 @@ def text_hash(text: str) -> str:
 
 def identity(scope: Scope, namespace: str, key: str | None, digest: str) -> Doc:
     """What makes a memory one (hashed into its `_id`): its key in the namespace, or else its text."""
-    ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": namespace}
+    ident: Doc = {**scope.match(), "namespace": namespace}
     ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, "text_hash": digest}
     return ident
 
@@ -315,8 +314,7 @@ class LongTermMemory(RecallRepository):
         entry: Doc = {
             "_id": version_id(mid, v),
             "memory_id": mid,
-            "tenant": scope.tenant,
-            "owner": scope.owner,
+            **scope.match(),
             "version": v,
             "text": found["text"],
             "metadata": found.get("metadata") or {},
@@ -408,7 +406,7 @@ class LongTermMemory(RecallRepository):
         n = check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="memories per page")
         query = self.scoped(scope, namespace, self.clock.now())
         if cursor is not None:
-            at, last = decode_cursor(cursor)
+            at, last = decode_cursor(cursor, "list_memories")
             query = {
                 "$and": [
                     query,

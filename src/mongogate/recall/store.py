@@ -26,8 +26,8 @@ import hashlib
 import logging
 from datetime import datetime, timedelta
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
-from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
+from pymongo import DESCENDING, ReturnDocument
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
@@ -36,7 +36,7 @@ from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import checks, quota
 from mongogate.recall import history as hist
 from mongogate.recall.history import prune, read_history
-from mongogate.recall.ids import in_scope, legacy_ids, memory_id, version_id
+from mongogate.recall.ids import in_scope, memory_id, version_id
 from mongogate.recall.model import (
     History,
     MemoryPage,
@@ -51,18 +51,12 @@ from mongogate.recall.pages import (
     item_of,
 )
 from mongogate.recall.repository import RecallRepository
+from mongogate.recall.setup import ensure_indexes
 from mongogate.recall.vectors import pack
 from mongogate.values import Doc, check_int
 
 log = logging.getLogger(__name__)
 
-#: the unique indexes of the previous version, dropped by `ensure_indexes` (uniqueness is the `_id`)
-OLD_UNIQUE = {
-    "memories": ("scope_namespace_key_unique", "scope_namespace_text_unique"),
-    "memory_versions": ("memory_version_unique",),
-}
-TEXT_INDEX = "memory_text"
-TTL_INDEX = "expires_at_ttl"
 #: memories per list_memories page
 PAGE_DEFAULT = 20
 PAGE_MAX = 100
@@ -90,40 +84,8 @@ class LongTermMemory(RecallRepository):
     """remember, forget, list and history over the repository's collections; recall is in `search.py`."""
 
     async def ensure_indexes(self) -> None:
-        """Idempotent: `serve` and `check` run it at every start. No unique index but `_id`: the
-        previous version's compound unique indexes are dropped (each made every insert scan)."""
-        try:
-            for coll, names in OLD_UNIQUE.items():
-                held = await self.db[coll].index_information()
-                for name in names:
-                    if name in held:
-                        with contextlib.suppress(OperationFailure):  # another process dropped it
-                            await self.db[coll].drop_index(name)
-            await self.memories.create_index(
-                [
-                    ("tenant", ASCENDING),
-                    ("owner", ASCENDING),
-                    ("updated_at", DESCENDING),
-                    ("_id", DESCENDING),
-                ],
-                name="scope_updated",
-            )
-            await self.memories.create_index(
-                [("tenant", ASCENDING), ("owner", ASCENDING), ("ns_path", ASCENDING)], name="scope_ns_path"
-            )
-            await self.memories.create_index([("text", "text")], name=TEXT_INDEX, default_language="none")
-            await self.memories.create_index(
-                [("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0
-            )
-            await self.versions.create_index(
-                [("memory_id", ASCENDING), ("version", ASCENDING)], name="memory_version"
-            )
-            await self.versions.create_index(
-                [("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0
-            )
-            self.legacy = await legacy_ids(self.db, self.memories)
-        except PyMongoError as e:
-            raise StorageError("could not create the long-term memory indexes") from e
+        """Idempotent: `serve` and `check` run it at every start (`recall/setup.py`)."""
+        await ensure_indexes(self)
 
     async def lookup(self, scope: Scope, ident: Doc, fields: Doc) -> Doc | None:
         """The memory of `ident` (`identity`), by its derived `_id`; None when absent or not the

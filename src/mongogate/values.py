@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mongogate.errors import InvalidInput
 
@@ -14,6 +14,13 @@ if TYPE_CHECKING:
 
 Doc = dict[str, Any]
 T = TypeVar("T")
+
+
+def bson(doc: Mapping[str, Any]) -> Doc:
+    """A typed document (a `TypedDict` of `memory/documents.py` or `recall/documents.py`) as the
+    driver's collections take it: the same dict, no copy."""
+    return cast(Doc, doc)
+
 
 #: the integers BSON can store (int64): every range check in mongogate uses these two
 MAX_INT64 = 2**63 - 1

@@ -22,8 +22,10 @@ log, no error): the call answers exactly as without `vectors`. The text index on
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from pymongo.errors import PyMongoError
@@ -55,6 +57,18 @@ class Hit:
     content: str
     created_at: datetime
     score: float
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any], score: float) -> Hit:
+        """A message as read from `messages` (`documents.MessageDoc`), with its score."""
+        return cls(
+            str(doc["session_id"]),
+            int(doc["seq"]),
+            str(doc["role"]),
+            str(doc["content"]),
+            as_utc(doc["created_at"]),
+            score,
+        )
 
 
 @dataclass(frozen=True)
@@ -126,13 +140,7 @@ async def search_messages(
             raise session_not_found(sid)
     except PyMongoError as e:
         raise StorageError("could not search the messages") from e
-    hits = [
-        Hit(
-            str(d["session_id"]), int(d["seq"]), str(d["role"]), str(d["content"]), as_utc(d["created_at"]), s
-        )
-        for i, s in ranked
-        if (d := docs.get(i)) is not None
-    ]
+    hits = [Hit.from_doc(d, s) for i, s in ranked if (d := docs.get(i)) is not None]
     hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
     hits = hits[:n]
     # the best hit always, even alone larger than the cap (`values.within`, as recall's items)

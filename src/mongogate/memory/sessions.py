@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
@@ -37,7 +39,7 @@ LIST_INDEX = "tenant_last_activity"
 SESSION_TTL_INDEX = "last_activity_ttl"
 MESSAGE_TTL_INDEX = "created_at_ttl"
 SUMMARY_TTL_INDEX = "summary_created_at_ttl"
-_LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
+LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,17 @@ class SessionInfo:
     last_activity_at: datetime
     #: seq of the session's latest message (0: none yet); seqs only grow, a few may be unused
     last_seq: int
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> SessionInfo:
+        """A session as read from `sessions` (`documents.SessionDoc`, `LIST_FIELDS`)."""
+        return cls(
+            session_id=str(doc["_id"]),
+            title=doc.get("title"),
+            created_at=as_utc(doc["created_at"]),
+            last_activity_at=as_utc(doc.get("last_activity") or doc["created_at"]),
+            last_seq=int(doc.get("next_seq") or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -140,20 +153,14 @@ async def list_sessions(
         query["$or"] = [{"last_activity": {"$lt": at}}, {"last_activity": at, "_id": {"$lt": sid}}]
     try:
         found = store.sessions.find(
-            query, _LIST_FIELDS, sort=[("last_activity", DESCENDING), ("_id", DESCENDING)], limit=n + 1
+            query, LIST_FIELDS, sort=[("last_activity", DESCENDING), ("_id", DESCENDING)], limit=n + 1
         )
         docs = [d async for d in found]
     except PyMongoError as e:
         raise StorageError("could not list the sessions") from e
     rows: list[SessionInfo] = []
     for d in docs[:n]:
-        row = SessionInfo(
-            session_id=str(d["_id"]),
-            title=d.get("title"),
-            created_at=as_utc(d["created_at"]),
-            last_activity_at=as_utc(d.get("last_activity") or d["created_at"]),
-            last_seq=int(d.get("next_seq") or 0),
-        )
+        row = SessionInfo.from_doc(d)
         if budget is not None and not budget.take(session_shape(row)):
             break
         rows.append(row)

@@ -21,7 +21,7 @@ from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
 from mongogate.recall.ids import in_scope, version_id
 from mongogate.recall.model import History, MemoryItem, Scope, Version
-from mongogate.recall.pages import ITEM_FIELDS, author_of, item_of, newest_within
+from mongogate.recall.pages import ITEM_FIELDS, item_of, newest_within
 from mongogate.recall.repository import RecallRepository
 from mongogate.values import Doc
 
@@ -114,7 +114,7 @@ async def read_history(store: RecallRepository, scope: Scope, id: object) -> His
 
 
 def _version(doc: Doc) -> Version:
-    return Version(int(doc["version"]), str(doc["text"]), as_utc(doc["updated_at"]), author_of(doc))
+    return Version.from_doc(doc)
 
 
 async def read_memory(store: RecallRepository, scope: Scope, id: object) -> MemoryItem:

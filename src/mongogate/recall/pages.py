@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mongogate.clock import as_utc
 from mongogate.recall.model import MemoryItem, Version
 from mongogate.values import Doc, items_budget, within
 
@@ -65,21 +64,5 @@ def live(now: datetime) -> Doc:
 
 
 def item_of(doc: Doc, score: float | None = None) -> MemoryItem:
-    return MemoryItem(
-        id=str(doc["_id"]),
-        namespace=str(doc["namespace"]),
-        key=doc.get("key"),
-        text=str(doc["text"]),
-        metadata=dict(doc.get("metadata") or {}),
-        version=int(doc["version"]),
-        created_at=as_utc(doc["created_at"]),
-        updated_at=as_utc(doc["updated_at"]),
-        score=score,
-        author=author_of(doc),
-    )
-
-
-def author_of(doc: Doc) -> str | None:
-    """The stored `author`; None on a document written before authors were recorded."""
-    value = doc.get("author")
-    return value if isinstance(value, str) else None
+    """`MemoryItem.from_doc` (the name recall's readers call)."""
+    return MemoryItem.from_doc(doc, score)

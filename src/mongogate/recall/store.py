@@ -35,6 +35,7 @@ from mongogate.keyset import decode_cursor, encode_cursor
 from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import checks, quota
 from mongogate.recall import history as hist
+from mongogate.recall.documents import MemoryDoc, VectorFields, VersionDoc
 from mongogate.recall.history import prune, read_history
 from mongogate.recall.ids import in_scope, memory_id, version_id
 from mongogate.recall.model import (
@@ -53,7 +54,7 @@ from mongogate.recall.pages import (
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.setup import ensure_indexes
 from mongogate.recall.vectors import pack
-from mongogate.values import Doc, check_int
+from mongogate.values import Doc, bson, check_int
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +212,12 @@ class LongTermMemory(RecallRepository):
         author: str | None,
     ) -> Doc:
         """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert."""
-        return {
+        doc: MemoryDoc = {
             "_id": memory_id(ident),
-            **ident,
+            "tenant": ident["tenant"],
+            "owner": ident["owner"],
+            "namespace": ident["namespace"],
+            "keyed": ident["keyed"],
             "key": ident.get("key"),
             "text": body,
             "text_hash": text_hash(body),
@@ -226,8 +230,9 @@ class LongTermMemory(RecallRepository):
             "expires_at": expires,
             **self._vector_fields(vector),
         }
+        return bson(doc)
 
-    def _vector_fields(self, vector: list[float]) -> Doc:
+    def _vector_fields(self, vector: list[float]) -> VectorFields:
         return {
             "embedding": pack(vector),
             "embedding_model": self.embedder.model,
@@ -273,7 +278,7 @@ class LongTermMemory(RecallRepository):
         """The previous text into the history first (idempotent), then the update on that version."""
         v = int(found["version"])
         mid = str(found["_id"])
-        entry: Doc = {
+        entry: VersionDoc = {
             "_id": version_id(mid, v),
             "memory_id": mid,
             **scope.match(),
@@ -285,7 +290,7 @@ class LongTermMemory(RecallRepository):
             "expires_at": expires,
         }
         with contextlib.suppress(DuplicateKeyError):  # a concurrent update wrote this same entry
-            await self.versions.insert_one(entry)
+            await self.versions.insert_one(bson(entry))
         fields: Doc = {
             "text": body,
             "text_hash": digest,

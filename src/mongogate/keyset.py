@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput
-from mongogate.values import is_storable
+from mongogate.values import Doc, is_storable
 
-__all__ = ["MAX_CURSOR_CHARS", "decode_cursor", "encode_cursor"]
+__all__ = ["MAX_CURSOR_CHARS", "after", "decode_cursor", "encode_cursor", "newest_first"]
 
 #: the longest cursor accepted: one for an id of 100 characters outside the BMP (12 JSON characters
 #: each, as `\\uXXXX\\uXXXX`), base64 taking 4 per 3, plus the time, fits (the larger of the two
@@ -25,6 +25,16 @@ __all__ = ["MAX_CURSOR_CHARS", "decode_cursor", "encode_cursor"]
 MAX_CURSOR_CHARS = 2048
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
+
+
+def newest_first(field: str) -> list[tuple[str, int]]:
+    """The order a keyset page reads in: `field` descending, then `_id` descending (the index's)."""
+    return [(field, -1), ("_id", -1)]
+
+
+def after(field: str, at: datetime, row_id: str) -> Doc:
+    """The rows after (`at`, `row_id`) in `newest_first(field)` order: what a cursor continues with."""
+    return {"$or": [{field: {"$lt": at}}, {field: at, "_id": {"$lt": row_id}}]}
 
 
 def encode_cursor(at: datetime, row_id: str) -> str:

@@ -28,7 +28,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
-from mongogate.keyset import decode_cursor, encode_cursor
+from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import ByteBudget, Doc, check_int
 
@@ -150,11 +150,9 @@ async def list_sessions(
     query: Doc = {"tenant": tenant}
     if cursor is not None:
         at, sid = decode_cursor(cursor, "list_sessions")
-        query["$or"] = [{"last_activity": {"$lt": at}}, {"last_activity": at, "_id": {"$lt": sid}}]
+        query |= after("last_activity", at, sid)
     try:
-        found = store.sessions.find(
-            query, LIST_FIELDS, sort=[("last_activity", DESCENDING), ("_id", DESCENDING)], limit=n + 1
-        )
+        found = store.sessions.find(query, LIST_FIELDS, sort=newest_first("last_activity"), limit=n + 1)
         docs = [d async for d in found]
     except PyMongoError as e:
         raise StorageError("could not list the sessions") from e

@@ -26,12 +26,12 @@ import hashlib
 import logging
 from datetime import datetime, timedelta
 
-from pymongo import DESCENDING, ReturnDocument
+from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
-from mongogate.keyset import decode_cursor, encode_cursor
+from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import checks, quota
 from mongogate.recall import history as hist
@@ -374,16 +374,9 @@ class LongTermMemory(RecallRepository):
         query = self.scoped(scope, namespace, self.clock.now())
         if cursor is not None:
             at, last = decode_cursor(cursor, "list_memories")
-            query = {
-                "$and": [
-                    query,
-                    {"$or": [{"updated_at": {"$lt": at}}, {"updated_at": at, "_id": {"$lt": last}}]},
-                ]
-            }
+            query = {"$and": [query, after("updated_at", at, last)]}
         try:
-            found = self.memories.find(
-                query, ITEM_FIELDS, sort=[("updated_at", DESCENDING), ("_id", DESCENDING)], limit=n + 1
-            )
+            found = self.memories.find(query, ITEM_FIELDS, sort=newest_first("updated_at"), limit=n + 1)
             docs = [d async for d in found]
         except PyMongoError as e:
             raise StorageError("could not list the memories") from e

@@ -116,7 +116,7 @@ async def mount(t: Target, names: list[str], single_pass_ms: float) -> list[Outc
     return out
 
 
-def run(quick: bool, names: list[str]) -> list[Outcome]:
+def run(quick: bool, names: list[str], *, keep_freed_memory: bool = False) -> list[Outcome]:
     tmp = Path(tempfile.mkdtemp(prefix="mg-redteam-"))
     tmp.chmod(0o755)  # so another user meets the engine's own 0700 directory, not ours
     data = tmp / "data"
@@ -130,7 +130,9 @@ def run(quick: bool, names: list[str]) -> list[Outcome]:
             lease.uri, sizes.wide_docs if "max-groups" in names else 0
         )  # the index always: serve checks it
         single = one_pass_ms(lease.uri) if "max-groups" in names else 1000.0
-        target = make_target(tmp, quick, tight_ms=max(150, round(1.5 * single)))
+        target = make_target(
+            tmp, quick, tight_ms=max(150, round(1.5 * single)), keep_freed_memory=keep_freed_memory
+        )
         with target.serving():
             outcomes = asyncio.run(mount(target, names, single))
         return outcomes
@@ -155,6 +157,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="smaller attacks: a couple of minutes")
     p.add_argument("--only", default="", help=f"comma-separated attacks of: {', '.join(ATTACKS)}")
     p.add_argument("--no-write", action="store_true", help="do not record the table in RESULTS.md")
+    p.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="serve without handing large bodies' memory back (the old behaviour: slow-bodies gives way)",
+    )
     args = p.parse_args()
     names = [n for n in args.only.split(",") if n] or list(ATTACKS)
     unknown = [n for n in names if n not in ATTACKS]
@@ -163,7 +170,7 @@ def main() -> None:
     for name in set(os.environ) - set(clean_env()):  # this process reads the config as the server does
         del os.environ[name]
     load0, started = os.getloadavg(), time.monotonic()
-    outcomes = run(args.quick, names)
+    outcomes = run(args.quick, names, keep_freed_memory=args.keep_freed_memory)
     cmd = shlex.join(["nice", "python", "benchmarks/redteam.py", *sys.argv[1:]])
     failed = sum(o.verdict == FAILED for o in outcomes)
     body = (

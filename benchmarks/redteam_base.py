@@ -138,8 +138,8 @@ max_time_ms = {tight_ms}
 
 
 def clean_env() -> dict[str, str]:
-    """The caller's environment without MONGOGATE_* (the config file alone decides), except the
-    MONGOGATE_TEST_* switches (`MONGOGATE_TEST_KEEP_FREED_MEMORY=1` shows a defence giving way)."""
+    """The caller's environment without MONGOGATE_* (the config file alone decides), except
+    MONGOGATE_TEST_* (the server reads none: its test hooks are arguments, `Target.exe`)."""
     return {
         k: v
         for k, v in os.environ.items()
@@ -156,6 +156,8 @@ class Target:
     quick: bool
     port: int = 0
     pid: int = 0
+    #: how the server is started: `mongogate`, or the test harness with a hook (`make_target`)
+    exe: tuple[str, ...] = tuple(EXE)
 
     @property
     def url(self) -> str:
@@ -177,7 +179,7 @@ class Target:
         """`mongogate serve --http --config <config>` in its own process, until the block ends."""
         self.port = free_port()
         log = (self.tmp / "server.log").open("a")
-        cmd = [*EXE, "serve", "--http", "--port", str(self.port), "--config", str(self.config)]
+        cmd = [*self.exe, "serve", "--http", "--port", str(self.port), "--config", str(self.config)]
         proc = subprocess.Popen(cmd, env=clean_env(), cwd=ROOT, stdout=log, stderr=log, text=True)
         self.pid = proc.pid
         try:
@@ -198,12 +200,15 @@ class Target:
             log.close()
 
 
-def make_target(tmp: Path, quick: bool, tight_ms: int) -> Target:
+def make_target(tmp: Path, quick: bool, tight_ms: int, *, keep_freed_memory: bool = False) -> Target:
+    """``keep_freed_memory``: serve through tests/fault_harness.py ``--keep-freed-memory`` (the
+    memory of large bodies is kept once freed, the old behaviour: the slow-body verdict gives way)."""
     sizes = QUICK if quick else FULL
     (tmp / "audit").mkdir(mode=0o700, exist_ok=True)
     config = tmp / "mongogate.toml"
     config.write_text(config_text(tmp, sizes, tmp / "audit" / "audit.jsonl", tight_ms))
-    return Target(tmp, config, load_settings(config), sizes, quick)
+    exe = (sys.executable, "-m", "tests.fault_harness", "--keep-freed-memory") if keep_freed_memory else EXE
+    return Target(tmp, config, load_settings(config), sizes, quick, exe=tuple(exe))
 
 
 @contextlib.asynccontextmanager

@@ -6,8 +6,8 @@ process (database: an embedded engine in this process, so the server's RSS is it
 measured from /proc: its RSS after warm-up (baseline), with `--bodies` withheld bodies of
 `--mib` MiB in flight (peak), and once every one of those connections is closed and the server
 has answered a normal request again (after). Two modes per round, interleaved, a fresh server
-each: `returned` (as shipped) and `kept` (`MONGOGATE_TEST_KEEP_FREED_MEMORY=1`: the server does
-not hand freed memory back, the old behaviour).
+each: `returned` (as shipped) and `kept` (`python -m tests.fault_harness --keep-freed-memory serve`:
+the server does not hand freed memory back, the old behaviour).
 
     python benchmarks/slow_bodies.py [--rounds 2] [--bodies 60] [--mib 4] [--no-write]
 """
@@ -29,6 +29,9 @@ from pathlib import Path
 from results import write_section  # benchmarks/results.py, beside this script
 
 from mongogate.engine.embedded import EmbeddedEngine
+
+#: the checkout: `python -m tests.fault_harness` runs from it
+ROOT = Path(__file__).resolve().parents[1]
 
 INIT = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
@@ -76,20 +79,19 @@ def one(uri: str, tmp: Path, keep: bool, bodies: int, mib: int) -> tuple[float, 
     env["MONGOGATE_SERVER__MAX_PENDING_HEADS_PER_ADDRESS"] = str(bodies + 10)
     env["MONGOGATE_AUTH__TENANT"] = "acme"
     env["MONGOGATE_SERVER__BODY_TIMEOUT_S"] = "3"  # the server closes them (408), as in the issue
-    env.pop("MONGOGATE_TEST_KEEP_FREED_MEMORY", None)
-    if keep:
-        env["MONGOGATE_TEST_KEEP_FREED_MEMORY"] = "1"
+    # the baseline through the test harness (a hook passed as an argument, never the environment)
+    start = ["tests.fault_harness", "--keep-freed-memory"] if keep else ["mongogate.cli"]
     cmd = [
         sys.executable,
         "-m",
-        "mongogate.cli",
+        *start,
         "serve",
         "--http",
         "--port",
         str(port),
         "--insecure-no-auth",
     ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -158,7 +160,7 @@ def main() -> None:
         "body but its last byte and waits until the body deadline (`server.body_timeout_s`, 3 s here) "
         "closes it with 408. RSS of the server process (MiB) after warm-up, with "
         "the bodies in flight, and after they closed and a normal request was served. `kept (old)` = "
-        "`MONGOGATE_TEST_KEEP_FREED_MEMORY=1`, the behaviour before.\n\n"
+        "`python -m tests.fault_harness --keep-freed-memory serve`, the behaviour before.\n\n"
         "| round | mode | baseline | peak | after | after − baseline |\n|---:|---|---:|---:|---:|---:|\n"
         + "\n".join(rows)
         + "\n"

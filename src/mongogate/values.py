@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mongogate.errors import InvalidInput
 
@@ -12,6 +13,14 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.database import AsyncDatabase
 
 Doc = dict[str, Any]
+T = TypeVar("T")
+
+
+def bson(doc: Mapping[str, Any]) -> Doc:
+    """A typed document (a `TypedDict` of `memory/documents.py` or `recall/documents.py`) as the
+    driver's collections take it: the same dict, no copy."""
+    return cast(Doc, doc)
+
 
 #: the integers BSON can store (int64): every range check in mongogate uses these two
 MAX_INT64 = 2**63 - 1
@@ -31,6 +40,43 @@ def clip(text: str, n: int = 40, *, mark: str = "...") -> str:
 def shown(value: object, n: int = 40) -> str:
     """``repr(value)`` cut to ``n`` characters: how a refused value appears in an error."""
     return clip(repr(value), n)
+
+
+def is_storable(text: str) -> bool:
+    """Whether BSON can hold `text`: its UTF-8 has no lone surrogate (a JSON escape such as
+    "\\ud800", or an in-process caller, can hand one over)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def storable(text: str, what: str) -> str:
+    """`text` if BSON can hold it (`is_storable`), else `InvalidInput` naming `what`: the one rule
+    every stored or queried string of memory, recall and the query tools keeps."""
+    if not is_storable(text):
+        raise InvalidInput(f"{what} is not valid Unicode (it holds a lone surrogate)")
+    return text
+
+
+def utf8_size(text: str, what: str) -> int:
+    """The UTF-8 bytes of `text`, refused like `storable` when it holds a lone surrogate."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
+
+
+def check_query_text(value: object, max_chars: int, *, setting: str = "") -> str:
+    """A search query (`recall`, `search_messages`): a non-empty string of at most `max_chars`
+    characters that BSON can hold; `setting` names the setting behind `max_chars`, if any."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("query must be a non-empty string: the words or identifier to look for")
+    if len(value) > max_chars:
+        where = f" ({setting})" if setting else ""
+        raise InvalidInput(f"query is {len(value)} characters; at most {max_chars}{where}")
+    return storable(value, "query")
 
 
 def check_int(
@@ -119,6 +165,29 @@ class ByteBudget:
     def fits(self, size: int) -> bool:
         """Whether `size` more bytes would fit, without spending them."""
         return not self.capped and self.used + size <= self.room
+
+
+#: what a recall or search_messages reply's fields besides its list take at most (notice, cursor,
+#: counts, id): their byte cap is `memory.long_term.max_response_bytes`, smaller than the tools' cap
+ITEMS_ENVELOPE = 1024
+
+
+def items_budget(max_bytes: int) -> ByteBudget:
+    """The byte cap of one recall, list_memories, memory_history or search_messages reply, its
+    other fields held back (`ITEMS_ENVELOPE`)."""
+    return ByteBudget(max_bytes, reserve=ITEMS_ENVELOPE)
+
+
+def within(cap: ByteBudget, items: Iterable[T], measure: Callable[[T], object]) -> list[T]:
+    """The leading items `cap` takes, each measured as `measure(item)`. The first one always: one
+    item larger than the cap alone (bounded by the text limits) must not empty a listing or hide
+    from a search; the reply then passes the cap by that one item."""
+    kept: list[T] = []
+    for item in items:
+        if not cap.take(measure(item)) and kept:
+            break
+        kept.append(item)
+    return kept
 
 
 #: the most one database reply may carry while a tool reads: MongoDB's own batch cap

@@ -11,11 +11,11 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseLost, NotFound
+from mongogate.keyset import encode_cursor
 from mongogate.memory.sessions import (
     LIST_INDEX,
     MESSAGE_TTL_INDEX,
     SESSION_TTL_INDEX,
-    encode_cursor,
     retention_line,
 )
 from mongogate.memory.store import MemoryStore

@@ -19,7 +19,8 @@ from mongogate.recall.history import read_memory
 from mongogate.recall.ids import META, memory_id
 from mongogate.recall.index import REVISIONS, scope_key
 from mongogate.recall.model import Scope
-from mongogate.recall.store import OLD_UNIQUE, LongTermMemory, identity, text_hash
+from mongogate.recall.setup import OLD_UNIQUE
+from mongogate.recall.store import LongTermMemory, identity, text_hash
 from tests.recall.conftest import BrokenEmbedder
 
 ACME = Scope("acme")

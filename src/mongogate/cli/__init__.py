@@ -110,17 +110,22 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 
 def main(
-    argv: Sequence[str] | None = None, *, clock: Clock | None = None, faults: Faults | None = None
+    argv: Sequence[str] | None = None,
+    *,
+    clock: Clock | None = None,
+    faults: Faults | None = None,
+    return_freed_memory: bool = True,
 ) -> int:
     """The `mongogate` command. ``clock`` and ``faults`` are test hooks `serve` hands to
-    build_server (mongogate/assembly.py; tests/fault_harness.py): none unless a caller passes them."""
+    build_server (mongogate/assembly.py; tests/fault_harness.py): none unless a caller passes them;
+    ``return_freed_memory=False``, one `serve --http` hands to serve_http (server/memory_return.py)."""
     words = list(sys.argv[1:] if argv is None else argv)
     if _command(words) == "serve":
         # Start-up builds many long-lived objects (models, schemas, tools) and no garbage cycles:
         # the collector would walk them again and again. `serve` re-enables it (frozen) to serve.
         gc.disable()
     args = build_parser(words).parse_args(words)
-    args.clock, args.faults = clock, faults
+    args.clock, args.faults, args.return_freed_memory = clock, faults, return_freed_memory
     configure_logging(args)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:

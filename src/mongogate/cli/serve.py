@@ -208,6 +208,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             settings.server,
             sock=sock,
             on_ready=lambda: _banner(settings, url, args.demo),
+            return_freed_memory=getattr(args, "return_freed_memory", True),  # a test hook, as `hooks`
         )
     finally:
         sock.close()

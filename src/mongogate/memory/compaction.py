@@ -19,14 +19,14 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate import leases
-from mongogate.clock import as_utc
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.keyed import keyed_id, retire_unique
+from mongogate.memory.documents import SummaryDoc
 from mongogate.memory.gate import SESSION_STATE, lease_lost
 from mongogate.memory.keys import answer_key
 from mongogate.memory.model import Summary, session_not_found
 from mongogate.memory.repository import SessionRepository
-from mongogate.values import Doc, check_int
+from mongogate.values import Doc, bson, check_int
 
 SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "_id": 0}
 
@@ -78,7 +78,7 @@ async def latest_summary(repo: SessionRepository, tenant: str, sid: str) -> Summ
         raise StorageError("could not read the session summary") from e
     if d is None:
         return None
-    return Summary(d["text"], int(d["through_seq"]), as_utc(d["created_at"]))
+    return Summary.from_doc(d)
 
 
 def summary_of(session: Doc) -> Summary | None:
@@ -87,7 +87,7 @@ def summary_of(session: Doc) -> Summary | None:
     d = session.get("summary")
     if not isinstance(d, dict):
         return None
-    return Summary(str(d["text"]), int(d["through_seq"]), as_utc(d["created_at"]))
+    return Summary.from_doc(d)
 
 
 async def _publish(repo: SessionRepository, tenant: str, sid: str, doc: Doc) -> None:
@@ -137,7 +137,7 @@ async def compact(
             return Compacted("duplicate", key, through)  # a retry whose acknowledgement was lost
         raise
     await _check_boundary(repo, tenant, sid, through, int(session.get("next_seq") or 0))
-    doc: Doc = {
+    doc: SummaryDoc = {
         "_id": summary_id(sid, key),
         "session_id": sid,
         "tenant": tenant,
@@ -148,13 +148,13 @@ async def compact(
         "created_at": repo.clock.now(),
     }
     try:
-        await coll.insert_one(doc)
+        await coll.insert_one(bson(doc))
     except DuplicateKeyError:
         stored = await _stored(repo, sid, tenant, key)
     except PyMongoError as e:
         raise StorageError(f"could not store the summary of session {sid!r}") from e
     else:
-        await _publish(repo, tenant, sid, doc)
+        await _publish(repo, tenant, sid, bson(doc))
         return Compacted("inserted", key, through)
     if stored is None or stored.get("text") != text:
         raise summary_conflict(key)

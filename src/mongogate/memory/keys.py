@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 from mongogate.errors import InvalidInput
 from mongogate.keyed import keyed_id
-from mongogate.values import shown
+from mongogate.values import shown, storable, utf8_size
 
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -30,18 +30,13 @@ def check_id(value: object, what: str, max_len: int) -> str:
         raise InvalidInput(f"{what} is {len(value)} characters long; the maximum is {max_len}")
     if ":" in value or any(_invisible(c) for c in value):
         raise InvalidInput(f"{what} {value[:40]!r} may not contain ':' or control characters")
-    if any("\ud800" <= c <= "\udfff" for c in value):  # BSON cannot store it: not an internal error
-        raise InvalidInput(f"{what} {value[:40]!r} is not valid Unicode (it holds a lone surrogate)")
-    return value
+    return storable(value, what)  # BSON cannot store a lone surrogate: not an internal error
 
 
 def check_content(content: object, what: str, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise InvalidInput(f"{what} must be a string")
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode text (it holds a lone surrogate)") from None
+    size = utf8_size(content, what)
     if size > max_bytes:
         raise InvalidInput(
             f"{what} is {size} bytes; the maximum is {max_bytes} (memory.max_message_bytes). "

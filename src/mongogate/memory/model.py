@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from mongogate.clock import as_utc
 from mongogate.errors import Conflict, NotFound
 
 
@@ -25,12 +27,24 @@ class Message:
     call_id: str | None = None
     key: str = ""
 
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Message:
+        """A message as read from `messages` (`documents.MessageDoc`)."""
+        role, content, turn = doc["role"], doc["content"], doc["turn_id"]
+        return cls(role, content, turn, int(doc["seq"]), doc.get("call_id"), doc.get("key", ""))
+
 
 @dataclass(frozen=True)
 class Summary:
     text: str
     through_seq: int
     created_at: datetime
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Summary:
+        """A summary as read from `summaries` (`documents.SummaryDoc`) or as published on its
+        session (`documents.PublishedSummary`)."""
+        return cls(str(doc["text"]), int(doc["through_seq"]), as_utc(doc["created_at"]))
 
 
 def summary_shape(s: Summary) -> dict[str, Any]:

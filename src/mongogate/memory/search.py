@@ -8,7 +8,8 @@ never cut before ranking, on every engine.
 Messages are the tenant's, like sessions: every query filters on `tenant`, so another tenant's
 session id finds nothing and is `not_found`, exactly like one that never existed. Only messages of
 a session that still exists are returned: a deleted conversation is not found again. The result is
-ranked by score, then newest first, and cut to a byte cap (`truncated`).
+ranked by score, then newest first, and cut to a byte cap (`truncated`): the same cap as recall's
+(`values.within`: each hit measured as the JSON the tool returns, the best one always kept).
 
 By meaning too, when `vectors` is given (`[memory.search] embed_messages`, `message_vectors.py`):
 each message's score is `scoring.blend(bm25, cosine)`, the same score long-term recall's index
@@ -20,22 +21,23 @@ log, no error): the call answers exactly as without `vectors`. The text index on
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
-from mongogate.errors import EmbeddingUnavailable, InvalidInput, StorageError
+from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.memory.message_vectors import MessageVectors
 from mongogate.memory.model import session_not_found
 from mongogate.memory.repository import SessionRepository
 from mongogate.scoring import blend_many
 from mongogate.textrank import bm25, query_tokens, tokens
-from mongogate.values import Doc, check_int
+from mongogate.values import Doc, check_int, check_query_text, items_budget, within
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,6 @@ SEARCH_MAX = 50
 MAX_QUERY_CHARS = 1000
 #: the most messages one search reads and ranks
 SCAN_MAX = 20_000
-_OVERHEAD = 160  # a rough JSON size of a hit's fixed fields
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,18 @@ class Hit:
     content: str
     created_at: datetime
     score: float
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any], score: float) -> Hit:
+        """A message as read from `messages` (`documents.MessageDoc`), with its score."""
+        return cls(
+            str(doc["session_id"]),
+            int(doc["seq"]),
+            str(doc["role"]),
+            str(doc["content"]),
+            as_utc(doc["created_at"]),
+            score,
+        )
 
 
 @dataclass(frozen=True)
@@ -88,14 +101,7 @@ async def search_messages(
     vectors: MessageVectors | None = None,
     min_score: float = 0.15,
 ) -> Hits:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("query must be a non-empty string: the words or identifier to find")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InvalidInput(f"query is {len(query)} characters; at most {MAX_QUERY_CHARS}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("query is not valid Unicode (it holds a lone surrogate)") from None
+    query = check_query_text(query, MAX_QUERY_CHARS)
     n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
     words = query_tokens(query)
     if not words:  # only stop words, negations or punctuation: nothing to rank by
@@ -134,21 +140,24 @@ async def search_messages(
             raise session_not_found(sid)
     except PyMongoError as e:
         raise StorageError("could not search the messages") from e
-    hits = [
-        Hit(
-            str(d["session_id"]), int(d["seq"]), str(d["role"]), str(d["content"]), as_utc(d["created_at"]), s
-        )
-        for i, s in ranked
-        if (d := docs.get(i)) is not None
-    ]
+    hits = [Hit.from_doc(d, s) for i, s in ranked if (d := docs.get(i)) is not None]
     hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
     hits = hits[:n]
-    total = 0
-    for i, h in enumerate(hits):
-        total += len(json.dumps(h.content, ensure_ascii=False).encode("utf-8")) + _OVERHEAD  # as sent
-        if total > max_bytes and i > 0:  # the best hit always, even alone larger than the cap
-            return Hits(hits[:i], len(hits) - i, partial)
-    return Hits(hits, partial=partial)
+    # the best hit always, even alone larger than the cap (`values.within`, as recall's items)
+    kept = within(items_budget(max_bytes), hits, hit_json)
+    return Hits(kept, len(hits) - len(kept), partial)
+
+
+def hit_json(hit: Hit) -> Doc:
+    """A hit as search_messages returns it: what the response byte cap measures."""
+    return {
+        "session_id": hit.session_id,
+        "seq": hit.seq,
+        "role": hit.role,
+        "content": hit.content,
+        "created_at": hit.created_at.isoformat(),
+        "score": round(hit.score, 6),
+    }
 
 
 async def _by_meaning(

@@ -17,18 +17,18 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
+from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
-from mongogate.errors import InvalidInput, StorageError
+from mongogate.errors import StorageError
+from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import ByteBudget, Doc, check_int
 
@@ -39,9 +39,7 @@ LIST_INDEX = "tenant_last_activity"
 SESSION_TTL_INDEX = "last_activity_ttl"
 MESSAGE_TTL_INDEX = "created_at_ttl"
 SUMMARY_TTL_INDEX = "summary_created_at_ttl"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-_LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
+LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
 
 
 @dataclass(frozen=True)
@@ -52,6 +50,17 @@ class SessionInfo:
     last_activity_at: datetime
     #: seq of the session's latest message (0: none yet); seqs only grow, a few may be unused
     last_seq: int
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> SessionInfo:
+        """A session as read from `sessions` (`documents.SessionDoc`, `LIST_FIELDS`)."""
+        return cls(
+            session_id=str(doc["_id"]),
+            title=doc.get("title"),
+            created_at=as_utc(doc["created_at"]),
+            last_activity_at=as_utc(doc.get("last_activity") or doc["created_at"]),
+            last_seq=int(doc.get("next_seq") or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -77,31 +86,6 @@ def session_shape(info: SessionInfo) -> dict[str, object]:
 class Erased:
     deleted: bool  # False: no such session for this tenant (already erased, never existed, not theirs)
     messages_deleted: int
-
-
-def encode_cursor(at: datetime, session_id: str) -> str:
-    raw = json.dumps([(as_utc(at) - _EPOCH) // _MS, session_id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: object) -> tuple[datetime, str]:
-    bad = InvalidInput(
-        "cursor is not one list_sessions returned; pass next_cursor from the previous page, or omit it"
-    )
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 2048:
-        raise bad
-    try:
-        ms, sid = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, TypeError, binascii.Error):
-        raise bad from None
-    if isinstance(ms, bool) or not isinstance(ms, int) or not isinstance(sid, str):
-        raise bad
-    if any("\ud800" <= c <= "\udfff" for c in sid):  # JSON's "\ud800": BSON cannot encode it
-        raise bad
-    try:
-        return _EPOCH + ms * _MS, sid
-    except OverflowError:
-        raise bad from None
 
 
 def retention_seconds(settings: MemorySettings) -> int | None:
@@ -165,24 +149,16 @@ async def list_sessions(
     n = check_page_limit(limit)
     query: Doc = {"tenant": tenant}
     if cursor is not None:
-        at, sid = decode_cursor(cursor)
-        query["$or"] = [{"last_activity": {"$lt": at}}, {"last_activity": at, "_id": {"$lt": sid}}]
+        at, sid = decode_cursor(cursor, "list_sessions")
+        query |= after("last_activity", at, sid)
     try:
-        found = store.sessions.find(
-            query, _LIST_FIELDS, sort=[("last_activity", DESCENDING), ("_id", DESCENDING)], limit=n + 1
-        )
+        found = store.sessions.find(query, LIST_FIELDS, sort=newest_first("last_activity"), limit=n + 1)
         docs = [d async for d in found]
     except PyMongoError as e:
         raise StorageError("could not list the sessions") from e
     rows: list[SessionInfo] = []
     for d in docs[:n]:
-        row = SessionInfo(
-            session_id=str(d["_id"]),
-            title=d.get("title"),
-            created_at=as_utc(d["created_at"]),
-            last_activity_at=as_utc(d.get("last_activity") or d["created_at"]),
-            last_seq=int(d.get("next_seq") or 0),
-        )
+        row = SessionInfo.from_doc(d)
         if budget is not None and not budget.take(session_shape(row)):
             break
         rows.append(row)

@@ -17,6 +17,7 @@ from pymongo.errors import PyMongoError
 from mongogate.errors import StorageError
 from mongogate.keyed import retire_unique
 from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
+from mongogate.memory.documents import MessageDoc
 from mongogate.memory.keys import check_role, message_id, message_key
 from mongogate.memory.model import (
     AppendResult,
@@ -35,7 +36,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.values import ByteBudget, Doc, check_int, reply_batch, wire_bytes
+from mongogate.values import ByteBudget, Doc, bson, check_int, reply_batch, wire_bytes
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,10 @@ class MemoryStore(SessionRepository):
         tid = self.check_id(turn_id, "turn_id")
         cid = None if call_id is None else self.check_id(call_id, "call_id")
         lid = None if lease_id is None else self.check_id(lease_id, "lease_id")
-        key = message_key(tid, check_role(role), cid)
+        kind = check_role(role)
+        key = message_key(tid, kind, cid)
         text = self.check_text(content, "content")
-        if role == "assistant" and cid is None:  # the commit point lives in repository.py
+        if kind == "assistant" and cid is None:  # the commit point lives in repository.py
             return await self.commit_answer(tenant, sid, tid, text, lease_id=lid)
         # The $inc is the tenant check and the lease gate as well.
         session = await self.gated_update(
@@ -118,19 +120,19 @@ class MemoryStore(SessionRepository):
         )
         if session.get("pending"):
             await self.settle_all(tenant, sid, session)
-        doc: Doc = {
+        doc: MessageDoc = {
             "_id": message_id(sid, key),
             "session_id": sid,
             "tenant": tenant,
             "key": key,
             "seq": int(session["next_seq"]),
             "turn_id": tid,
-            "role": role,
+            "role": kind,
             "call_id": cid,
             "content": text,
             "created_at": self.clock.now(),
         }
-        status, seq = await self.insert_message(doc)
+        status, seq = await self.insert_message(bson(doc))
         return AppendResult(status, key, seq)
 
     async def load_context(
@@ -232,12 +234,7 @@ class MemoryStore(SessionRepository):
             more = True
             window = window[first_user:]
         return Context(
-            messages=[
-                Message(
-                    d["role"], d["content"], d["turn_id"], int(d["seq"]), d.get("call_id"), d.get("key", "")
-                )
-                for d in window
-            ],
+            messages=[Message.from_doc(d) for d in window],
             truncated=more,
             size_capped=budget is not None and budget.capped,
         )

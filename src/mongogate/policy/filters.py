@@ -17,7 +17,7 @@ from bson import ObjectId
 from mongogate.errors import PolicyViolation
 from mongogate.policy.paths import Loc, key_path, seg, show, where
 from mongogate.specs import QueryToolSpec, names_tenant, usable_name
-from mongogate.values import fits_int64
+from mongogate.values import fits_int64, is_storable
 
 if TYPE_CHECKING:
     from mongogate.config import PolicySettings
@@ -258,7 +258,7 @@ class _Walk:
                         f"{name} got a string of {len(v)} characters",
                         f"at most {self.limits.max_string} characters",
                     )
-                ok = v if _utf8(v) else _MISSING
+                ok = v if is_storable(v) else _MISSING
         elif ftype in ("number", "int"):
             if isinstance(v, int) and not isinstance(v, bool):
                 if not fits_int64(v):
@@ -307,15 +307,6 @@ class _Walk:
 
 
 _MISSING: Any = object()
-
-
-def _utf8(s: str) -> bool:
-    """Lone surrogates (valid in JSON escapes) cannot be encoded to BSON."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _to_datetime(v: object) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
-from mongogate.values import Doc, check_int, fits_int64
+from mongogate.values import Doc, check_int, check_query_text, fits_int64, storable, utf8_size
 from mongogate.values import shown as _clip
 
 #: namespace shape: segments joined by "/", each of letters, digits and `_ . - : @ +`
@@ -31,15 +31,6 @@ NAMESPACE_RULES = (
     f"segments joined by '/', at most {MAX_NAMESPACE_DEPTH} segments of at most {MAX_SEGMENT_CHARS} "
     "letters, digits or _ . - : @ + each (no spaces or control characters, no segment of only dots)"
 )
-
-
-def storable(value: str, what: str) -> str:
-    """A string BSON can hold: UTF-8 has no lone surrogates (an in-process caller can pass one)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode (it holds a lone surrogate)") from None
-    return value
 
 
 def check_namespace(value: object, what: str = "namespace") -> str:
@@ -96,10 +87,7 @@ def check_memory_id(value: object, what: str = "id") -> str:
 def check_text(value: object, settings: LongTermSettings) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput("text must be a non-empty string: the fact to remember")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput("text is not valid Unicode (it holds a lone surrogate)") from None
+    size = utf8_size(value, "text")
     if size > settings.max_text_bytes:
         raise InvalidInput(
             f"text is {size} bytes; at most {settings.max_text_bytes} (memory.long_term.max_text_bytes). "
@@ -109,18 +97,7 @@ def check_text(value: object, settings: LongTermSettings) -> str:
 
 
 def check_query(value: object, settings: LongTermSettings) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("query must be a non-empty string: what to look for")
-    if len(value) > settings.max_query_chars:
-        raise InvalidInput(
-            f"query is {len(value)} characters; at most {settings.max_query_chars} "
-            "(memory.long_term.max_query_chars)"
-        )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput("query is not valid Unicode (it holds a lone surrogate)") from None
-    return value
+    return check_query_text(value, settings.max_query_chars, setting="memory.long_term.max_query_chars")
 
 
 def check_recall_limit(value: object, settings: LongTermSettings) -> int:

@@ -21,7 +21,7 @@ from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
 from mongogate.recall.ids import in_scope, version_id
 from mongogate.recall.model import History, MemoryItem, Scope, Version
-from mongogate.recall.pages import ITEM_FIELDS, author_of, item_of, newest_within
+from mongogate.recall.pages import ITEM_FIELDS, item_of, newest_within
 from mongogate.recall.repository import RecallRepository
 from mongogate.values import Doc
 
@@ -37,12 +37,7 @@ async def prune(store: RecallRepository, scope: Scope, mid: str, newest: int) ->
         await store.versions.delete_one({"_id": version_id(mid, newest - MAX_HISTORY)})
     elif newest > MAX_HISTORY:
         await store.versions.delete_many(
-            {
-                "memory_id": mid,
-                "tenant": scope.tenant,
-                "owner": scope.owner,
-                "version": {"$lte": newest - MAX_HISTORY},
-            }
+            {"memory_id": mid, **scope.match(), "version": {"$lte": newest - MAX_HISTORY}}
         )
 
 
@@ -50,7 +45,7 @@ async def erase(store: RecallRepository, scope: Scope, mid: str, current: int | 
     """Erase the history of memory `mid` of the caller's scope (checked by the caller), whose last
     version was `current`; None (unknown: the memory is already gone) sweeps by query."""
     if current is None or store.legacy:
-        await store.versions.delete_many({"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner})
+        await store.versions.delete_many({"memory_id": mid, **scope.match()})
         return
     for v in range(max(1, current - MAX_HISTORY), current):
         await store.versions.delete_one({"_id": version_id(mid, v)})
@@ -69,7 +64,7 @@ async def set_expiry(
     """The history of memory `mid` (at version `current`) expires with it."""
     if store.legacy:
         await store.versions.update_many(
-            {"memory_id": mid, "tenant": scope.tenant, "owner": scope.owner},
+            {"memory_id": mid, **scope.match()},
             {"$set": {"expires_at": expires}},
         )
         return
@@ -101,12 +96,7 @@ async def read_history(store: RecallRepository, scope: Scope, id: object) -> His
         if current is None:
             raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
         older = store.versions.find(
-            {
-                "memory_id": mid,
-                "tenant": scope.tenant,
-                "owner": scope.owner,
-                "version": {"$lt": current["version"]},
-            },
+            {"memory_id": mid, **scope.match(), "version": {"$lt": current["version"]}},
             {"version": 1, "text": 1, "updated_at": 1, "author": 1},
             sort=[("version", DESCENDING)],
             limit=MAX_HISTORY,
@@ -124,7 +114,7 @@ async def read_history(store: RecallRepository, scope: Scope, id: object) -> His
 
 
 def _version(doc: Doc) -> Version:
-    return Version(int(doc["version"]), str(doc["text"]), as_utc(doc["updated_at"]), author_of(doc))
+    return Version.from_doc(doc)
 
 
 async def read_memory(store: RecallRepository, scope: Scope, id: object) -> MemoryItem:

@@ -212,7 +212,7 @@ class IndexCache:
             self.stats.patches += 1
         else:
             idx = ScopeIndex(model, dims, rev)
-            async for d in memories.find({"tenant": scope.tenant, "owner": scope.owner}, INDEX_FIELDS):
+            async for d in memories.find(scope.match(), INDEX_FIELDS):
                 idx.put(d)
             self.stats.rebuilds += 1
         self._indexes[key] = idx

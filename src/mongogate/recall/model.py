@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from mongogate.clock import as_utc
 from mongogate.errors import AuthError
+from mongogate.recall.documents import ScopeFields
 
 #: how `recall` ranks: both rankings fused (the default), or one of them alone (benchmarks)
 RecallMethod = Literal["fused", "text", "vector"]
@@ -26,6 +29,11 @@ class Scope:
 
     tenant: str
     owner: str = TENANT_OWNER
+
+    def match(self) -> ScopeFields:
+        """The scope filter every query of memories and their history starts from: the one place
+        it is written (`RecallRepository.scoped` adds the namespace and liveness)."""
+        return {"tenant": self.tenant, "owner": self.owner}
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,22 @@ class MemoryItem:
     #: query words the memory holds (index path only)
     matched_terms: list[str] | None = None
 
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any], score: float | None = None) -> MemoryItem:
+        """A memory as read from `memories` (`documents.MemoryDoc`, without its vector)."""
+        return cls(
+            id=str(doc["_id"]),
+            namespace=str(doc["namespace"]),
+            key=doc.get("key"),
+            text=str(doc["text"]),
+            metadata=dict(doc.get("metadata") or {}),
+            version=int(doc["version"]),
+            created_at=as_utc(doc["created_at"]),
+            updated_at=as_utc(doc["updated_at"]),
+            score=score,
+            author=author_of(doc),
+        )
+
 
 @dataclass(frozen=True)
 class Recalled:
@@ -83,6 +107,11 @@ class Version:
     #: the subject that wrote this version (None: written before authors were recorded)
     author: str | None = None
 
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Version:
+        """A version as read from `memory_versions` (`documents.VersionDoc`) or `memories`."""
+        return cls(int(doc["version"]), str(doc["text"]), as_utc(doc["updated_at"]), author_of(doc))
+
 
 @dataclass(frozen=True)
 class History:
@@ -92,6 +121,12 @@ class History:
     truncated: int = 0
     #: when the memory was first stored (its version 1)
     created_at: datetime | None = None
+
+
+def author_of(doc: Mapping[str, Any]) -> str | None:
+    """The stored `author`; None on a document written before authors were recorded."""
+    value = doc.get("author")
+    return value if isinstance(value, str) else None
 
 
 def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:

@@ -1,37 +1,19 @@
 """What a read of long-term memory returns: items from documents, the byte cap, the page cursor.
 
-The cursor is the last row's sort key (updated_at in ms, id) as base64url JSON. It is always
-combined with the caller's scope, so a forged one can only page through the caller's own memories.
+The cursor is the last row's sort key (updated_at, id), written and read by `keyset.py` (shared
+with list_sessions). It is always combined with the caller's scope, so a forged one can only page
+through the caller's own memories. The byte cap keeps the first item always (`values.within`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from datetime import datetime
 
-from mongogate.clock import as_utc
-from mongogate.errors import InvalidInput
 from mongogate.recall.model import MemoryItem, Version
-from mongogate.values import ByteBudget, Doc
+from mongogate.values import Doc, items_budget, within
 
 #: what a memory document shows as an item (never its vector)
 ITEM_FIELDS = {"embedding": 0, "text_hash": 0, "ns_path": 0, "keyed": 0}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-#: what a reply's fields besides its list take at most (notice, cursor, counts, id)
-ENVELOPE = 1024
-
-T = TypeVar("T")
-
-
-def budget(max_bytes: int) -> ByteBudget:
-    """The byte cap of one recall, list_memories or memory_history reply (`values.ByteBudget`,
-    the rule every list-returning tool spends), its other fields held back."""
-    return ByteBudget(max_bytes, reserve=ENVELOPE)
 
 
 def item_json(item: MemoryItem) -> Doc:
@@ -60,52 +42,15 @@ def version_json(version: Version) -> Doc:
     }
 
 
-def within(cap: ByteBudget, items: Iterable[T], measure: Callable[[T], object]) -> list[T]:
-    """The leading items `cap` takes. The first one always: a memory larger than the cap alone
-    (bounded by the text and metadata limits) must not end a listing or hide from recall; the
-    reply then passes the cap by that one item."""
-    kept: list[T] = []
-    for item in items:
-        if not cap.take(measure(item)) and kept:
-            break
-        kept.append(item)
-    return kept
-
-
 def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem], int]:
     """The leading items that fit in a reply of `max_bytes`, and how many were left out."""
-    kept = within(budget(max_bytes), items, item_json)
+    kept = within(items_budget(max_bytes), items, item_json)
     return kept, len(items) - len(kept)
 
 
 def newest_within(versions: list[Version], max_bytes: int) -> list[Version]:
     """The newest versions (kept oldest first) that fit in a reply of `max_bytes`; the current one always."""
-    return within(budget(max_bytes), versions[::-1], version_json)[::-1]
-
-
-def encode_cursor(at: datetime, memory_id: str) -> str:
-    raw = json.dumps([(as_utc(at) - _EPOCH) // _MS, memory_id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: object) -> tuple[datetime, str]:
-    bad = InvalidInput(
-        "cursor is not one list_memories returned; pass next_cursor from the previous page, or omit it"
-    )
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 512:
-        raise bad
-    try:
-        ms, mid = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        at = _EPOCH + ms * _MS
-    except (ValueError, TypeError, binascii.Error, OverflowError):
-        raise bad from None
-    if isinstance(ms, bool) or not isinstance(ms, int) or not isinstance(mid, str):
-        raise bad
-    try:
-        mid.encode("utf-8")  # a JSON escape can decode to a lone surrogate, which BSON cannot hold
-    except UnicodeEncodeError:
-        raise bad from None
-    return at, mid
+    return within(items_budget(max_bytes), versions[::-1], version_json)[::-1]
 
 
 def live(now: datetime) -> Doc:
@@ -119,21 +64,5 @@ def live(now: datetime) -> Doc:
 
 
 def item_of(doc: Doc, score: float | None = None) -> MemoryItem:
-    return MemoryItem(
-        id=str(doc["_id"]),
-        namespace=str(doc["namespace"]),
-        key=doc.get("key"),
-        text=str(doc["text"]),
-        metadata=dict(doc.get("metadata") or {}),
-        version=int(doc["version"]),
-        created_at=as_utc(doc["created_at"]),
-        updated_at=as_utc(doc["updated_at"]),
-        score=score,
-        author=author_of(doc),
-    )
-
-
-def author_of(doc: Doc) -> str | None:
-    """The stored `author`; None on a document written before authors were recorded."""
-    value = doc.get("author")
-    return value if isinstance(value, str) else None
+    """`MemoryItem.from_doc` (the name recall's readers call)."""
+    return MemoryItem.from_doc(doc, score)

@@ -67,7 +67,7 @@ async def release(revisions: AsyncCollection[Doc], scope: Scope, n: int) -> None
 async def _count(memories: AsyncCollection[Doc], scope: Scope, now: datetime) -> tuple[int, int]:
     """(memories stored in the scope, of which live)."""
     stored = alive = 0
-    async for d in memories.find({"tenant": scope.tenant, "owner": scope.owner}, {"expires_at": 1}):
+    async for d in memories.find(scope.match(), {"expires_at": 1}):
         stored += 1
         exp = d.get("expires_at")
         alive += exp is None or as_utc(exp) > now

@@ -92,7 +92,7 @@ class RecallRepository:
         await bump(self.revisions, scope, token=token)
 
     def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
-        query: Doc = {"tenant": scope.tenant, "owner": scope.owner}
+        query: Doc = dict(scope.match())
         if namespace is not None:
             query["ns_path"] = checks.check_namespace(namespace)
         return query | live(now)

@@ -200,7 +200,7 @@ async def by_vector_search(
     store: RecallRepository, scope: Scope, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
     """`$vectorSearch` filtered on the index's filter fields, then the rest of the scope filter."""
-    pre: Doc = {"tenant": scope.tenant, "owner": scope.owner, "embedding_model": store.embedder.model}
+    pre: Doc = {**scope.match(), "embedding_model": store.embedder.model}
     if "ns_path" in base:
         pre["ns_path"] = base["ns_path"]
     stage = vector_search_stage(

@@ -26,16 +26,18 @@ import hashlib
 import logging
 from datetime import datetime, timedelta
 
-from pymongo import ASCENDING, DESCENDING, ReturnDocument
-from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
+from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import checks, quota
 from mongogate.recall import history as hist
+from mongogate.recall.documents import MemoryDoc, VectorFields, VersionDoc
 from mongogate.recall.history import prune, read_history
-from mongogate.recall.ids import in_scope, legacy_ids, memory_id, version_id
+from mongogate.recall.ids import in_scope, memory_id, version_id
 from mongogate.recall.model import (
     History,
     MemoryPage,
@@ -47,23 +49,15 @@ from mongogate.recall.model import (
 from mongogate.recall.pages import (
     ITEM_FIELDS,
     cap_items,
-    decode_cursor,
-    encode_cursor,
     item_of,
 )
 from mongogate.recall.repository import RecallRepository
+from mongogate.recall.setup import ensure_indexes
 from mongogate.recall.vectors import pack
-from mongogate.values import Doc, check_int
+from mongogate.values import Doc, bson, check_int
 
 log = logging.getLogger(__name__)
 
-#: the unique indexes of the previous version, dropped by `ensure_indexes` (uniqueness is the `_id`)
-OLD_UNIQUE = {
-    "memories": ("scope_namespace_key_unique", "scope_namespace_text_unique"),
-    "memory_versions": ("memory_version_unique",),
-}
-TEXT_INDEX = "memory_text"
-TTL_INDEX = "expires_at_ttl"
 #: memories per list_memories page
 PAGE_DEFAULT = 20
 PAGE_MAX = 100
@@ -77,7 +71,7 @@ def text_hash(text: str) -> str:
 
 def identity(scope: Scope, namespace: str, key: str | None, digest: str) -> Doc:
     """What makes a memory one (hashed into its `_id`): its key in the namespace, or else its text."""
-    ident: Doc = {"tenant": scope.tenant, "owner": scope.owner, "namespace": namespace}
+    ident: Doc = {**scope.match(), "namespace": namespace}
     ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, "text_hash": digest}
     return ident
 
@@ -91,40 +85,8 @@ class LongTermMemory(RecallRepository):
     """remember, forget, list and history over the repository's collections; recall is in `search.py`."""
 
     async def ensure_indexes(self) -> None:
-        """Idempotent: `serve` and `check` run it at every start. No unique index but `_id`: the
-        previous version's compound unique indexes are dropped (each made every insert scan)."""
-        try:
-            for coll, names in OLD_UNIQUE.items():
-                held = await self.db[coll].index_information()
-                for name in names:
-                    if name in held:
-                        with contextlib.suppress(OperationFailure):  # another process dropped it
-                            await self.db[coll].drop_index(name)
-            await self.memories.create_index(
-                [
-                    ("tenant", ASCENDING),
-                    ("owner", ASCENDING),
-                    ("updated_at", DESCENDING),
-                    ("_id", DESCENDING),
-                ],
-                name="scope_updated",
-            )
-            await self.memories.create_index(
-                [("tenant", ASCENDING), ("owner", ASCENDING), ("ns_path", ASCENDING)], name="scope_ns_path"
-            )
-            await self.memories.create_index([("text", "text")], name=TEXT_INDEX, default_language="none")
-            await self.memories.create_index(
-                [("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0
-            )
-            await self.versions.create_index(
-                [("memory_id", ASCENDING), ("version", ASCENDING)], name="memory_version"
-            )
-            await self.versions.create_index(
-                [("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0
-            )
-            self.legacy = await legacy_ids(self.db, self.memories)
-        except PyMongoError as e:
-            raise StorageError("could not create the long-term memory indexes") from e
+        """Idempotent: `serve` and `check` run it at every start (`recall/setup.py`)."""
+        await ensure_indexes(self)
 
     async def lookup(self, scope: Scope, ident: Doc, fields: Doc) -> Doc | None:
         """The memory of `ident` (`identity`), by its derived `_id`; None when absent or not the
@@ -250,9 +212,12 @@ class LongTermMemory(RecallRepository):
         author: str | None,
     ) -> Doc:
         """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert."""
-        return {
+        doc: MemoryDoc = {
             "_id": memory_id(ident),
-            **ident,
+            "tenant": ident["tenant"],
+            "owner": ident["owner"],
+            "namespace": ident["namespace"],
+            "keyed": ident["keyed"],
             "key": ident.get("key"),
             "text": body,
             "text_hash": text_hash(body),
@@ -265,8 +230,9 @@ class LongTermMemory(RecallRepository):
             "expires_at": expires,
             **self._vector_fields(vector),
         }
+        return bson(doc)
 
-    def _vector_fields(self, vector: list[float]) -> Doc:
+    def _vector_fields(self, vector: list[float]) -> VectorFields:
         return {
             "embedding": pack(vector),
             "embedding_model": self.embedder.model,
@@ -312,11 +278,10 @@ class LongTermMemory(RecallRepository):
         """The previous text into the history first (idempotent), then the update on that version."""
         v = int(found["version"])
         mid = str(found["_id"])
-        entry: Doc = {
+        entry: VersionDoc = {
             "_id": version_id(mid, v),
             "memory_id": mid,
-            "tenant": scope.tenant,
-            "owner": scope.owner,
+            **scope.match(),
             "version": v,
             "text": found["text"],
             "metadata": found.get("metadata") or {},
@@ -325,7 +290,7 @@ class LongTermMemory(RecallRepository):
             "expires_at": expires,
         }
         with contextlib.suppress(DuplicateKeyError):  # a concurrent update wrote this same entry
-            await self.versions.insert_one(entry)
+            await self.versions.insert_one(bson(entry))
         fields: Doc = {
             "text": body,
             "text_hash": digest,
@@ -408,17 +373,10 @@ class LongTermMemory(RecallRepository):
         n = check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="memories per page")
         query = self.scoped(scope, namespace, self.clock.now())
         if cursor is not None:
-            at, last = decode_cursor(cursor)
-            query = {
-                "$and": [
-                    query,
-                    {"$or": [{"updated_at": {"$lt": at}}, {"updated_at": at, "_id": {"$lt": last}}]},
-                ]
-            }
+            at, last = decode_cursor(cursor, "list_memories")
+            query = {"$and": [query, after("updated_at", at, last)]}
         try:
-            found = self.memories.find(
-                query, ITEM_FIELDS, sort=[("updated_at", DESCENDING), ("_id", DESCENDING)], limit=n + 1
-            )
+            found = self.memories.find(query, ITEM_FIELDS, sort=newest_first("updated_at"), limit=n + 1)
             docs = [d async for d in found]
         except PyMongoError as e:
             raise StorageError("could not list the memories") from e

@@ -160,11 +160,21 @@ class BodyDeadline:
     loop for more than about 50 ms; a slow sender holds its connection for ``timeout_s`` at most.
     """
 
-    def __init__(self, app: ASGIApp, timeout_s: float, max_json_tokens: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        timeout_s: float,
+        max_json_tokens: int,
+        max_bytes: int,
+        *,
+        return_freed_memory: bool = True,
+    ) -> None:
         self.app = app
         self.timeout_s = timeout_s
         self.max_json_tokens = max_json_tokens
         self.max_bytes = max_bytes
+        #: test hook (server/memory_return.py): False keeps freed bodies' memory, the old behaviour
+        self.return_freed_memory = return_freed_memory
 
     def _cut(self) -> Message:
         """The last chunk the app gets after a refusal: not JSON, and over the body cap, so the SDK's
@@ -219,7 +229,8 @@ class BodyDeadline:
             if refusal is not None and not answered:
                 await _plain(send, *refusal)
         finally:
-            body_ended(received)  # a large body's memory goes back to the system (memory_return.py)
+            if self.return_freed_memory:  # a large body's memory goes back to the system (memory_return.py)
+                body_ended(received)
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:

@@ -43,8 +43,11 @@ log = logging.getLogger(__name__)
 _TIMEOUT_RESPONSE = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
-def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
-    """The MCP app behind the Host/Origin guard and the body deadline.
+def http_app(
+    server: MCPServer[Any], settings: ServerSettings, *, return_freed_memory: bool = True
+) -> ASGIApp:
+    """The MCP app behind the Host/Origin guard and the body deadline (``return_freed_memory``:
+    the test hook of server/memory_return.py).
 
     The SDK's own Host check (on only for three loopback spellings, and unaware of
     ``server.allowed_hosts``) is replaced by the guard, which runs first for every route.
@@ -60,7 +63,13 @@ def http_app(server: MCPServer[Any], settings: ServerSettings) -> ASGIApp:
         SessionCap(server.session_manager, settings.max_sessions_per_principal)
     # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
     mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
-    body = BodyDeadline(mcp, settings.body_timeout_s, settings.max_json_tokens, settings.max_request_bytes)
+    body = BodyDeadline(
+        mcp,
+        settings.body_timeout_s,
+        settings.max_json_tokens,
+        settings.max_request_bytes,
+        return_freed_memory=return_freed_memory,
+    )
     # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
     guarded = HostOriginGuard(with_metrics(body, server), settings)
     return HealthRoutes(guarded, readiness_for(server), settings.ready_timeout_s)  # /healthz, /readyz
@@ -145,8 +154,17 @@ class GuardedH11Protocol(H11Protocol):
 class GuardedConfig(uvicorn.Config):
     """uvicorn's Config carrying the limits GuardedH11Protocol reads."""
 
-    def __init__(self, app: ASGIApp, settings: ServerSettings, host: str, port: int) -> None:
-        memory_return.configure()  # large bodies' memory is handed back once freed
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: ServerSettings,
+        host: str,
+        port: int,
+        *,
+        return_freed_memory: bool = True,
+    ) -> None:
+        if return_freed_memory:
+            memory_return.configure()  # large bodies' memory is handed back once freed
         self.budget = ConnectionBudget(
             settings.max_connections, settings.probe_concurrency, settings.max_pending_heads_per_address
         )
@@ -165,9 +183,17 @@ class GuardedConfig(uvicorn.Config):
         self.keep_alive_max_requests = settings.keep_alive_max_requests
 
 
-def _config(server: MCPServer[Any], settings: ServerSettings, host: str, port: int) -> uvicorn.Config:
+def _config(
+    server: MCPServer[Any],
+    settings: ServerSettings,
+    host: str,
+    port: int,
+    *,
+    return_freed_memory: bool = True,
+) -> uvicorn.Config:
     bound = settings.model_copy(update={"host": host, "port": port})
-    return GuardedConfig(http_app(server, bound), bound, host, port)
+    app = http_app(server, bound, return_freed_memory=return_freed_memory)
+    return GuardedConfig(app, bound, host, port, return_freed_memory=return_freed_memory)
 
 
 def serve_http(
@@ -178,12 +204,17 @@ def serve_http(
     *,
     sock: socket.socket | None = None,
     on_ready: Callable[[], None] | None = None,
+    return_freed_memory: bool = True,
 ) -> None:
     """Serve in the foreground (the guards of `serve --http`) until stopped; call ``on_ready``
     once serving, and raise a start-up failure of the app (a refused start-up check, a database
     that cannot be used) as itself. ``sock``: a socket taken first by startup.bind (`serve`
-    takes the port before it opens the database); without it the port is taken here."""
-    config = _config(server, settings or ServerSettings(), host, port)
+    takes the port before it opens the database); without it the port is taken here.
+    ``return_freed_memory=False`` is a test hook: large bodies' memory is kept once freed, the
+    behaviour before server/memory_return.py (benchmarks/slow_bodies.py's baseline)."""
+    config = _config(
+        server, settings or ServerSettings(), host, port, return_freed_memory=return_freed_memory
+    )
     if sock is not None:
         run_bound(config, sock, on_ready)
         return

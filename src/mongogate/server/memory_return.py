@@ -8,15 +8,16 @@ a fixed mmap threshold (256 KiB: buffers that size or larger are mappings of the
 when freed), and ``malloc_trim(0)`` after a request that received at least 1 MiB ends, at most
 once a second. Elsewhere than glibc both are skipped.
 
-``MONGOGATE_TEST_KEEP_FREED_MEMORY=1`` turns both off (benchmarks/slow_bodies.py measures the
-difference in one run).
+Both are on unless the server is built with ``return_freed_memory=False`` (`serve_http`,
+`mongogate.cli.main`; tests/fault_harness.py ``--keep-freed-memory``): a test hook, so
+benchmarks/slow_bodies.py measures the difference in one run. No environment variable turns it
+off.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import time
 from typing import Any
 
@@ -46,8 +47,6 @@ def _glibc() -> Any:
 
 def configure() -> None:
     """Once per server process, before it serves."""
-    if os.environ.get("MONGOGATE_TEST_KEEP_FREED_MEMORY") == "1":
-        return
     libc = _glibc()
     if libc is not None and not libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD):
         log.info("mallopt(M_MMAP_THRESHOLD) refused")
@@ -56,7 +55,7 @@ def configure() -> None:
 def body_ended(received: int) -> None:
     """A request body of ``received`` bytes is no longer held: trim when it was large."""
     global _last_trim
-    if received < TRIM_AFTER_BYTES or os.environ.get("MONGOGATE_TEST_KEEP_FREED_MEMORY") == "1":
+    if received < TRIM_AFTER_BYTES:
         return
     now = time.monotonic()
     libc = _glibc()

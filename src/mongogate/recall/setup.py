@@ -1,0 +1,57 @@
+"""The indexes of long-term memory, created (and the previous version's dropped) at every start.
+
+Moved from `store.py` as it was (issue 30: modules of at most 450 lines); `LongTermMemory.ensure_indexes`
+calls it, so no caller changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.errors import OperationFailure, PyMongoError
+
+from mongogate.errors import StorageError
+from mongogate.recall.ids import legacy_ids
+from mongogate.recall.repository import RecallRepository
+
+#: the unique indexes of the previous version, dropped by `ensure_indexes` (uniqueness is the `_id`)
+OLD_UNIQUE = {
+    "memories": ("scope_namespace_key_unique", "scope_namespace_text_unique"),
+    "memory_versions": ("memory_version_unique",),
+}
+TEXT_INDEX = "memory_text"
+TTL_INDEX = "expires_at_ttl"
+
+
+async def ensure_indexes(store: RecallRepository) -> None:
+    """Idempotent: `serve` and `check` run it at every start. No unique index but `_id`: the
+    previous version's compound unique indexes are dropped (each made every insert scan)."""
+    try:
+        for coll, names in OLD_UNIQUE.items():
+            held = await store.db[coll].index_information()
+            for name in names:
+                if name in held:
+                    with contextlib.suppress(OperationFailure):  # another process dropped it
+                        await store.db[coll].drop_index(name)
+        await store.memories.create_index(
+            [
+                ("tenant", ASCENDING),
+                ("owner", ASCENDING),
+                ("updated_at", DESCENDING),
+                ("_id", DESCENDING),
+            ],
+            name="scope_updated",
+        )
+        await store.memories.create_index(
+            [("tenant", ASCENDING), ("owner", ASCENDING), ("ns_path", ASCENDING)], name="scope_ns_path"
+        )
+        await store.memories.create_index([("text", "text")], name=TEXT_INDEX, default_language="none")
+        await store.memories.create_index([("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
+        await store.versions.create_index(
+            [("memory_id", ASCENDING), ("version", ASCENDING)], name="memory_version"
+        )
+        await store.versions.create_index([("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
+        store.legacy = await legacy_ids(store.db, store.memories)
+    except PyMongoError as e:
+        raise StorageError("could not create the long-term memory indexes") from e

@@ -22,6 +22,16 @@ with the engine's per-insert uniqueness scan off (as benchmarks/memory.py), not 
 
 Run: `.venv/bin/python benchmarks/recall_index.py` (a few minutes) or `--rounds 10`.
 
+Beside each recall, the same recall by a server with the code before the trimmed call path
+(issue 26, rspeed2): pydantic's output schema as published (`tools/output_schema.LEAN = False` while
+it is built) and the revision read taking every change, the question tokenized each call
+(`IndexCache.lean = False`). Before the first recall the scope's revision names the last 256
+memories filled (what a bulk import writes), so the revision document is as large as in any
+scope with 256 writes or more.
+
+`--recall-only 1000` (or `10000`, or both): only echo and recall at those sizes, with both
+"before" variants (about 30 s at 1,000): the quick loop while changing the call path.
+
 `--writes` measures only the writes (issue 26 item 2), over MCP, interleaved round by round, each
 against the same call on an empty scope: `remember` of a new text, `remember` of a new text under
 one key (a new version: a history entry), and `forget` by key (of a memory remembered, untimed,
@@ -40,6 +50,7 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -52,11 +63,14 @@ from mongogate.config import load_settings
 from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.ids import memory_id
+from mongogate.recall.index import CHANGES, bump
+from mongogate.recall.model import Scope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.store import text_hash
 from mongogate.recall.vectors import pack
 from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of, samples
+from mongogate.tools import output_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import command_line, parser, publish
@@ -91,6 +105,8 @@ def echo_server() -> MCPServer[Any]:
 
 
 async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmbedder) -> None:
+    """`n` memories in the stored shape, then the scope's revision bumped naming the last CHANGES
+    of them (as a bulk import does): the revision document holds a full change list."""
     body = texts(n, tenant)
     vectors = await embedder.embed(body)
     docs = []
@@ -107,6 +123,8 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
     with unchecked_seeding():
         for start in range(0, len(docs), 2000):
             await coll.insert_many(docs[start : start + 2000])
+    revisions = coll.database["memory_revisions"]
+    await bump(revisions, Scope(tenant, str(template["owner"])), *[d["_id"] for d in docs[-CHANGES:]])
 
 
 def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:
@@ -117,6 +135,25 @@ def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:
         auth={"mode": "none", "tenant": tenant},
         memory={"long_term": {"max_per_scope": 50_000}},
     )
+
+
+def build_before(settings: Any) -> MCPServer[Any]:
+    """A server as before the trimmed call path: pydantic's output schemas as published (the
+    caller also sets `IndexCache.lean = False` once its index is built)."""
+    output_schema.LEAN = False
+    try:
+        return build_server(settings)
+    finally:
+        output_schema.LEAN = True
+
+
+def untrim(server: MCPServer[Any], *, settled: bool = True) -> None:
+    """The server's recall index as before the trimmed call path (and, `settled` False, as
+    before the settled answer too)."""
+    m = metrics_of(server)
+    assert m is not None and m.recall_index is not None
+    m.recall_index.lean = False
+    m.recall_index.answer_settled = settled
 
 
 async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
@@ -139,7 +176,10 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         "alone": settings_for(uri, "b_alone", tmp, "quiet"),
         "beside": settings_for(uri, "b_beside", tmp, "quiet"),
     }
-    built = {k: build_server(s) for k, s in servers.items()}
+    servers["pre1k"] = settings_for(uri, "b_1k", tmp, "acme")
+    servers["pre10k"] = settings_for(uri, "b_10k", tmp, "acme")
+    before = ("old1k", "old10k", "pre1k", "pre10k")
+    built = {k: (build_before if k in before else build_server)(s) for k, s in servers.items()}
     out: list[str] = []
     async with (
         Client(echo_server(), mode="legacy") as echo,
@@ -150,6 +190,8 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         Client(built["beside"], mode="legacy") as beside,
         Client(built["old1k"], mode="legacy") as old1k,
         Client(built["old10k"], mode="legacy") as old10k,
+        Client(built["pre1k"], mode="legacy") as pre1k,
+        Client(built["pre10k"], mode="legacy") as pre10k,
     ):
         # a template in the stored shape, then the bulk fills
         await r1k.call_tool("remember", {"text": "Order ORD-58213 was shipped by DHL on Monday."})
@@ -172,18 +214,18 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
                 ("quiet alone", alone),
             )
         }
-        await old1k.call_tool("recall", q)  # their indexes too (not reported)
-        await old10k.call_tool("recall", q)
-        for k in ("old1k", "old10k"):  # the read path before: read back, embed every question
-            m = metrics_of(built[k])
-            assert m is not None and m.recall_index is not None
-            m.recall_index.answer_settled = False
+        for c in (old1k, old10k, pre1k, pre10k):
+            await c.call_tool("recall", q)  # their indexes too (not reported)
+        for k in before:  # the read path before: read back, embed every question
+            untrim(built[k], settled=not k.startswith("old"))
         counter = iter(range(10**6))
         ops: dict[str, Callable[[], Awaitable[Any]]] = {
             "echo (bare SDK server)": lambda: echo.call_tool("echo", {"text": "hello"}),
             "recall, 1,000 in scope": lambda: r1k.call_tool("recall", q),
+            "recall, 1,000, call path before": lambda: pre1k.call_tool("recall", q),
             "recall, 1,000, read path before": lambda: old1k.call_tool("recall", q),
             "recall, 10,000 in scope": lambda: r10k.call_tool("recall", q),
+            "recall, 10,000, call path before": lambda: pre10k.call_tool("recall", q),
             "recall, 10,000, read path before": lambda: old10k.call_tool("recall", q),
             "recall, 10,000, a new question each call": lambda: r10k.call_tool(
                 "recall", {"query": f"when is invoice {next(counter)} for the garden due?"}
@@ -210,6 +252,8 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
             "recall, 1,000 in scope": ("echo", floor),
             "recall, 10,000 in scope": ("echo", floor),
             "recall, 1,000, read path before": ("echo", floor),
+            "recall, 1,000, call path before": ("echo", floor),
+            "recall, 10,000, call path before": ("echo", floor),
             "recall, 10,000, read path before": ("echo", floor),
             "recall, 10,000, a new question each call": ("echo", floor),
             "recall, quiet tenant beside 10,000": ("alone", p50["recall, quiet tenant alone"]),
@@ -243,6 +287,54 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
         )
         out += ["", *await write_shapes(client, rounds)]
     await client.close()
+    return out
+
+
+async def run_recall(uri: str, tmp: str, rounds: int, warmup: int, sizes: list[int]) -> list[str]:
+    """Only echo and recall at `sizes`, each beside both "before" variants, interleaved."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True)
+    embedder = LocalEmbedder()
+    q = {"query": "when is the invoice for the garden due?"}
+    out: list[str] = []
+    ops: dict[str, Callable[[], Awaitable[Any]]] = {}
+    async with AsyncExitStack() as stack:
+        echo = await stack.enter_async_context(Client(echo_server(), mode="legacy"))
+        ops["echo (bare SDK server)"] = partial(echo.call_tool, "echo", {"text": "hello"})
+        for size in sizes:
+            db = f"q_{size}"
+            s = settings_for(uri, db, tmp, "acme")
+            servers = {
+                "": build_server(s),
+                "call path before": build_before(s),
+                "read path before": build_before(s),
+            }
+            clients = {
+                k: await stack.enter_async_context(Client(v, mode="legacy")) for k, v in servers.items()
+            }
+            await clients[""].call_tool("remember", {"text": "Order ORD-58213 was shipped by DHL on Monday."})
+            template = await client[db]["memories"].find_one({})
+            assert template is not None
+            await fill(client[db]["memories"], template, "acme", size - 1, embedder)
+            for k, c in clients.items():
+                await c.call_tool("recall", q)
+                if k:
+                    untrim(servers[k], settled=k == "call path before")
+                ops[f"recall, {size:,} in scope" + (f", {k}" if k else "")] = partial(
+                    c.call_tool, "recall", q
+                )
+        times: dict[str, list[float]] = {k: [] for k in ops}
+        for i in range(warmup + rounds):
+            for name, op in ops.items():
+                ms = await timed(op)
+                if i >= warmup:
+                    times[name].append(ms)
+    await client.close()
+    floor = statistics.median(times["echo (bare SDK server)"])
+    out += ["| call | p50 ms | p90 ms | ratio |", "|---|---:|---:|---|"]
+    for name, v in times.items():
+        p50, p90 = statistics.median(v), sorted(v)[int(0.9 * (len(v) - 1))]
+        ratio = f"{p50 / floor:.1f}x echo" if name.startswith("recall") else ""
+        out.append(f"| {name} | {p50:.1f} | {p90:.1f} | {ratio} |")
     return out
 
 
@@ -341,14 +433,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--writes", action="store_true", help="only remember and forget, 10,000 vs empty")
+    p.add_argument(
+        "--recall-only", type=int, nargs="+", metavar="SIZE", help="only echo and recall at these sizes"
+    )
     args = p.parse_args(argv)
     started, load0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime()), loadavg()
     with tempfile.TemporaryDirectory(prefix="mongogate-bench-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "engine")
         uri = engine.start()
         try:
-            go = run_writes if args.writes else run
-            lines = asyncio.run(go(uri, tmp, args.rounds, args.warmup))
+            if args.recall_only:
+                lines = asyncio.run(run_recall(uri, tmp, args.rounds, args.warmup, args.recall_only))
+            else:
+                go = run_writes if args.writes else run
+                lines = asyncio.run(go(uri, tmp, args.rounds, args.warmup))
         finally:
             engine.stop()
     head = [
@@ -359,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     name = "recall index (in-process, issue 26)"
     name = "recall writes at 10,000 (issue 26 item 2)" if args.writes else name
+    name = "recall call path (issue 26, rspeed2, --recall-only)" if args.recall_only else name
     publish(name, "\n".join(head + lines) + "\n", not args.no_write)
     return 0
 

@@ -17,6 +17,7 @@ __all__ = [
     "ArgModelBase",
     "FuncMetadata",
     "add_request_handler",
+    "derived_output_schema",
     "drop_request_handlers",
     "forget_session",
     "session_hooks",
@@ -35,8 +36,14 @@ def tool_metadata(
     copied out for each tool (the same dict the SDK builds: generating it was a third of a
     server's build time, repeated for every server a process builds)."""
     if output_model is not None and output_schema is None:
-        output_schema = json.loads(_derived_output_schema(output_model))
+        output_schema = derived_output_schema(output_model)
     return FuncMetadata(arg_model=arg_model, output_model=output_model, output_schema=output_schema)
+
+
+def derived_output_schema(output_model: type[BaseModel]) -> dict[str, Any]:
+    """The output schema the SDK derives from ``output_model`` (a fresh copy each call)."""
+    loaded: dict[str, Any] = json.loads(_derived_output_schema(output_model))
+    return loaded
 
 
 @functools.cache

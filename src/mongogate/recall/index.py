@@ -40,6 +40,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from mongogate.clock import as_utc
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
+from mongogate.textrank import fold, query_tokens
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 #: changes kept in a revision document (an index further behind is rebuilt)
 CHANGES = 256
 REVISIONS = "memory_revisions"
+#: changes the revision read asks for (`read_head`): an index further behind reads them all
+HEAD_CHANGES = 16
+#: stripped from a question's words before they are shown as `matched_terms`
+WORD_EDGES = "?!,;:\"'()[]{}<>#*`.-"
 #: question embeddings kept (`IndexCache.query_vector`): 256 floats each, about 10 KiB as a list
 QUERIES = 256
 #: a write in flight longer than this is taken as abandoned (its process died between its
@@ -100,6 +105,47 @@ async def read_by_id(memories: AsyncCollection[Doc], ids: list[str], fields: Doc
     return out
 
 
+async def read_head(
+    revisions: AsyncCollection[Doc], key: str, held: int | None, *, whole: bool = False
+) -> Doc | None:
+    """The scope's revision document: `rev`, `pending` and the last `HEAD_CHANGES` of `changes`
+    (one read by `_id`; the whole list of CHANGES ids took a third of the read's time). Read again
+    with every change when an index at revision `held` is further behind than those; the second
+    read is the newer, and everything comes from it (the revision still read before any memory)."""
+    last = 1 if whole else {"$slice": -HEAD_CHANGES}
+    head = await revisions.find_one({"_id": key}, {"rev": 1, "pending": 1, "changes": last})
+    if head is None or held is None:
+        return head
+    behind = int(head.get("rev") or 0) - held
+    if behind > HEAD_CHANGES and len(head.get("changes") or []) >= HEAD_CHANGES:
+        head = await revisions.find_one({"_id": key}, {"rev": 1, "pending": 1, "changes": 1})
+    return head
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """What a recall reads of its question's text: its distinct tokens, in order (what the index
+    ranks by), and each distinct word as typed (folded) with its tokens (what `matched_terms`
+    shows). A pure function of the text."""
+
+    tokens: tuple[str, ...]
+    words: tuple[tuple[str, frozenset[str]], ...]
+
+    @classmethod
+    def of(cls, text: str) -> QueryTerms:
+        words: dict[str, frozenset[str]] = {}
+        for raw in fold(text).split():
+            word = raw.strip(WORD_EDGES)
+            toks = frozenset(query_tokens(word))
+            if toks and word not in words:
+                words[word] = toks
+        return cls(tuple(query_tokens(text)), tuple(words.items()))
+
+    def matched(self, held: frozenset[str]) -> list[str]:
+        """The words whose tokens `held` (a memory's matched tokens) has, in order."""
+        return [w for w, toks in self.words if not toks.isdisjoint(held)]
+
+
 @dataclass(frozen=True)
 class Fresh:
     """A scope's index as of the revision just read, and whether a write was in flight then."""
@@ -134,6 +180,11 @@ class IndexCache:
         #: False: every recall reads its results back and embeds its question, as before the
         #: settled path (benchmarks/recall_index.py measures both in one run)
         self.answer_settled = True
+        #: question -> its tokens and words (`query_terms`), the last QUERIES asked
+        self._terms: OrderedDict[str, QueryTerms] = OrderedDict()
+        #: False: the revision read takes every change and questions are tokenized each call, as
+        #: before they were trimmed (benchmarks/recall_index.py measures both in one run)
+        self.lean = True
 
     def query_vector(self, model: str, text: str) -> list[float] | None:
         vec = self._queries.get((model, text)) if self.answer_settled else None
@@ -145,6 +196,19 @@ class IndexCache:
         self._queries[(model, text)] = vector
         while len(self._queries) > QUERIES:
             self._queries.popitem(last=False)
+
+    def query_terms(self, text: str) -> QueryTerms:
+        """The question's tokens and words (`QueryTerms.of`), the last QUERIES asked kept by text
+        (tokenizing and stemming them was a tenth of a recall at 1,000 memories)."""
+        terms = self._terms.get(text) if self.lean else None
+        if terms is None:
+            terms = QueryTerms.of(text)
+            self._terms[text] = terms
+            while len(self._terms) > QUERIES:
+                self._terms.popitem(last=False)
+        else:
+            self._terms.move_to_end(text)
+        return terms
 
     def nbytes(self) -> int:
         return sum(i.nbytes() for i in self._indexes.values())
@@ -175,7 +239,8 @@ class IndexCache:
         """The scope's index, fresh as of the revision read now, and whether it is settled.
         `now` (the injectable clock) ages the writes in flight; None never takes one as abandoned."""
         key = scope_key(scope)
-        head = await revisions.find_one({"_id": key}, {"rev": 1, "changes": 1, "pending": 1})
+        known = self._indexes.get(key)
+        head = await read_head(revisions, key, known.rev if known is not None else None, whole=not self.lean)
         pending = head.get("pending") if head else None
         pending = pending if isinstance(pending, dict) else {}
         abandoned = [
@@ -190,7 +255,7 @@ class IndexCache:
                 {"_id": key},
                 {"$unset": {f"pending.{t}": "" for t in abandoned}, "$inc": {"rev": CHANGES + 1}},
             )
-            head = await revisions.find_one({"_id": key}, {"rev": 1, "changes": 1, "pending": 1})
+            head = await read_head(revisions, key, None)
             pending = (head.get("pending") if head else None) or {}
         rev = int(head.get("rev") or 0) if head else 0
         changes: list[str] = [str(c) for c in (head.get("changes") or [])] if head else []

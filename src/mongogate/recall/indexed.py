@@ -27,9 +27,8 @@ from mongogate.recall.index import read_by_id
 from mongogate.recall.model import MemoryItem, MemoryScope, RecallMethod
 from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
-from mongogate.recall.scope_index import Ranked, matches
+from mongogate.recall.scope_index import matches
 from mongogate.scoring import TEXT_WEIGHT
-from mongogate.textrank import fold, query_tokens
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,8 @@ async def recall_indexed(
                 raise
             log.warning("recall: the embedder failed; exact-term ranking only")
             path = "unavailable"
-    qt = query_tokens(text) if method in ("fused", "text") else []
+    terms = store.index.query_terms(text)
+    qt = list(terms.tokens) if method in ("fused", "text") else []
     wt = {"fused": TEXT_WEIGHT, "text": 1.0, "vector": 0.0}[method]
     if path == "unavailable":
         wt = 1.0
@@ -101,11 +101,8 @@ async def recall_indexed(
         if d is None:  # the database no longer holds it (forgotten, expired): never returned
             continue
         item = item_of(d, round(s, 6))
-        items.append(
-            MemoryItem(
-                **{**item.__dict__, "similarity": round(r.similarity, 6), "matched_terms": _words(text, r)}
-            )
-        )
+        shown = {"similarity": round(r.similarity, 6), "matched_terms": terms.matched(r.matched)}
+        items.append(MemoryItem(**{**item.__dict__, **shown}))
     return items, path
 
 
@@ -122,14 +119,3 @@ def visible(doc: Doc, scope: MemoryScope, now: datetime, ns_path: str | None, me
         return False
     meta = doc.get("metadata") or {}
     return all(matches(meta.get(k) if isinstance(meta, dict) else None, v) for k, v in metadata.items())
-
-
-def _words(query: str, r: Ranked) -> list[str]:
-    """The query's words whose tokens the memory holds, as typed (folded), in order."""
-    out: list[str] = []
-    for raw in fold(query).split():
-        word = raw.strip("?!,;:\"'()[]{}<>#*`.-")
-        toks = query_tokens(word)
-        if toks and any(t in r.matched for t in toks) and word not in out:
-            out.append(word)
-    return out

@@ -40,6 +40,7 @@ from mongogate.requests import OK, Outcome, new_request_id
 from mongogate.requests import current as current_request
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.faults import classify
+from mongogate.tools.output_schema import published
 from mongogate.tools.state import AppState, app_state
 from mongogate.values import ByteBudget, shown
 
@@ -363,7 +364,7 @@ def make_tool(
             structured_content=data,
         )
 
-    meta = tool_metadata(RawArguments, output_model, output_schema)
+    meta = tool_metadata(RawArguments, output_model, published(output_model, output_schema))
     return Tool(
         fn=fn,
         name=name,

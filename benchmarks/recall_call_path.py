@@ -1,0 +1,141 @@
+"""Each trimmed piece of recall's call path measured alone (issue 26, branch rspeed2).
+
+Five servers on one database (N memories in one scope, filled as benchmarks/recall_index.py
+does), each recall settled (no write between rounds), in a shuffled order each round, beside an
+MCP echo call of a bare SDK server:
+
+- all on (the code as it is);
+- without the lean output schema (`tools/output_schema.LEAN = False` while it is built);
+- without the question cache (`IndexCache.query_terms` tokenizing every call);
+- without the question cache and the short revision read (`IndexCache.lean = False`);
+- none of the three (the code before them).
+
+Run: `.venv/bin/python benchmarks/recall_call_path.py 1000 10000 --rounds 100` (about 2 minutes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from pymongo import AsyncMongoClient
+
+from mongogate.db import EmbeddedEngine
+from mongogate.recall.embedding import LocalEmbedder
+from mongogate.recall.index import QueryTerms
+from mongogate.server.app import build_server
+from mongogate.server.metrics import metrics_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recall_index import build_before, echo_server, fill, settings_for, timed
+from results import command_line, parser, publish
+
+from memory import loadavg  # beside this script
+
+ECHO = "echo (bare SDK server)"
+PIECES = (
+    "all on",
+    "without the lean output schema",
+    "without the question cache",
+    "without the question cache and the short revision read",
+    "none of the three (before)",
+)
+
+
+def untrimmed(server: Any, piece: str) -> None:
+    m = metrics_of(server)
+    assert m is not None and m.recall_index is not None
+    index = m.recall_index
+    if piece == "without the question cache":
+        index.query_terms = QueryTerms.of  # type: ignore[method-assign]
+    elif piece in PIECES[3:]:
+        index.lean = False
+
+
+async def one_size(uri: str, tmp: str, size: int, rounds: int, warmup: int) -> dict[str, float]:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
+    db = f"p_{size}"
+    q = {"query": "when is the invoice for the garden due?"}
+    ops: dict[str, Callable[[], Awaitable[Any]]] = {}
+    async with AsyncExitStack() as stack:
+        echo = await stack.enter_async_context(Client(echo_server(), mode="legacy"))
+        ops[ECHO] = partial(echo.call_tool, "echo", {"text": "hello"})
+        servers = {
+            p: (build_before if p in (PIECES[1], PIECES[4]) else build_server)(
+                settings_for(uri, db, tmp, "acme")
+            )
+            for p in PIECES
+        }
+        clients = {p: await stack.enter_async_context(Client(s, mode="legacy")) for p, s in servers.items()}
+        await clients[PIECES[0]].call_tool(
+            "remember", {"text": "Order ORD-58213 was shipped by DHL on Monday."}
+        )
+        template = await client[db]["memories"].find_one({})
+        assert template is not None
+        await fill(client[db]["memories"], template, "acme", size - 1, LocalEmbedder())
+        for p, c in clients.items():
+            await c.call_tool("recall", q)  # the index built, then the piece turned off
+            untrimmed(servers[p], p)
+            ops[p] = partial(c.call_tool, "recall", q)
+        times: dict[str, list[float]] = {k: [] for k in ops}
+        order = list(ops)
+        for i in range(warmup + rounds):
+            random.shuffle(order)
+            for name in order:
+                ms = await timed(ops[name])
+                if i >= warmup:
+                    times[name].append(ms)
+    await client.close()
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(__doc__.split("\n", 1)[0] if __doc__ else None)
+    p.add_argument("sizes", type=int, nargs="*", default=[1000, 10000])
+    p.add_argument("--rounds", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args(argv)
+    started, load0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime()), loadavg()
+    results: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="mongogate-bench-") as tmp:
+        engine = EmbeddedEngine(Path(tmp) / "engine")
+        uri = engine.start()
+        try:
+            for size in args.sizes:
+                results[size] = asyncio.run(one_size(uri, tmp, size, args.rounds, args.warmup))
+        finally:
+            engine.stop()
+    lines = [
+        f"Command: `{command_line('recall_call_path.py', argv)}`; {args.rounds} rounds after {args.warmup} "
+        f"warm-up, shuffled each round. Python {platform.python_version()}, {os.cpu_count()} cores, "
+        f"{started} UTC, load average {load0} at the start, {loadavg()} at the end (a shared machine).",
+        "",
+        "| server (recall p50 ms, x echo) | " + " | ".join(f"{s:,}" for s in args.sizes) + " |",
+        "|---|" + "---:|" * len(args.sizes),
+    ]
+    for name in (ECHO, *PIECES):
+        cells = []
+        for size in args.sizes:
+            ms = results[size][name]
+            cells.append(f"{ms:.2f}" if name == ECHO else f"{ms:.2f} ({ms / results[size][ECHO]:.1f}x)")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    publish(
+        "recall call path, each piece alone (issue 26, rspeed2)", "\n".join(lines) + "\n", not args.no_write
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

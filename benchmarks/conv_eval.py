@@ -322,7 +322,7 @@ class MongogateRecall:
 
     async def index(self, conv_id: str, docs: Sequence[Doc]) -> None:
         from mongogate.recall.bulk import import_lines, read_lines
-        from mongogate.recall.model import Scope
+        from mongogate.recall.model import MemoryScope
         from mongogate.recall.store import LongTermMemory
 
         s = self.settings
@@ -332,13 +332,15 @@ class MongogateRecall:
         await store.ensure_indexes()
         self.stores[conv_id] = store
         data = "".join(json.dumps({"text": d.text, "key": d.id}) + "\n" for d in docs).encode()
-        report = await import_lines(store, Scope(conv_id), read_lines(io.BytesIO(data), 1 << 20))
+        report = await import_lines(store, MemoryScope(conv_id), read_lines(io.BytesIO(data), 1 << 20))
         assert not report.bad, report.bad
 
     async def search(self, conv_id: str, query: str, k: int) -> list[str]:
-        from mongogate.recall.model import Scope
+        from mongogate.recall.model import MemoryScope
 
-        found = await self.stores[conv_id].recall(Scope(conv_id), query, limit=k, min_score=self.min_score)
+        found = await self.stores[conv_id].recall(
+            MemoryScope(conv_id), query, limit=k, min_score=self.min_score
+        )
         return [str(m.key) for m in found.memories]
 
 
@@ -359,9 +361,9 @@ class AtDefaultFloor:
             await self.mg.index(conv_id, docs)
 
     async def search(self, conv_id: str, query: str, k: int) -> list[str]:
-        from mongogate.recall.model import Scope
+        from mongogate.recall.model import MemoryScope
 
-        found = await self.mg.stores[conv_id].recall(Scope(conv_id), query, limit=k)
+        found = await self.mg.stores[conv_id].recall(MemoryScope(conv_id), query, limit=k)
         return [str(m.key) for m in found.memories]
 
 

@@ -25,7 +25,7 @@ from mongogate.config import load_settings
 from mongogate.db import Database
 from mongogate.recall.bulk import import_lines, read_lines
 from mongogate.recall.embedding import make_embedder
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
 TOPICS = ["invoice", "parcel", "meeting", "password", "garden", "flight", "doctor", "recipe", "car", "loan"]
@@ -74,7 +74,7 @@ async def run(count: int, step: int, remembers: int) -> str:
             await store.embedder.embed(["warm up"])
             data = rows(count)
             chunks = data.splitlines(keepends=True)
-            scope = Scope("bench")
+            scope = MemoryScope("bench")
             t_total = 0.0
             for at in range(0, count, step):
                 part = b"".join(chunks[at : at + step])

@@ -57,7 +57,7 @@ from mongogate.config import LongTermSettings
 from mongogate.db import EmbeddedEngine
 from mongogate.recall import search
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.model import RecallMethod, Scope
+from mongogate.recall.model import MemoryScope, RecallMethod
 from mongogate.recall.pages import live
 from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall
 from mongogate.recall.store import LongTermMemory, text_hash
@@ -73,7 +73,7 @@ from results import RESULTS, publish
 from memory import loadavg, unchecked_seeding  # beside this script
 
 Doc = dict[str, Any]
-SCOPE = Scope("bench")
+SCOPE = MemoryScope("bench")
 METHODS: tuple[RecallMethod, ...] = ("text", "vector", "fused")  # as recall_report.METHODS
 #: the arrays-of-doubles path is timed up to this size (11x slower at 1,000: too slow to repeat at 10,000)
 DOUBLES_UP_TO = 1_000

@@ -64,7 +64,7 @@ from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.ids import memory_id
 from mongogate.recall.index import CHANGES, bump
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.store import text_hash
 from mongogate.recall.vectors import pack
@@ -124,7 +124,7 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
         for start in range(0, len(docs), 2000):
             await coll.insert_many(docs[start : start + 2000])
     revisions = coll.database["memory_revisions"]
-    await bump(revisions, Scope(tenant, str(template["owner"])), *[d["_id"] for d in docs[-CHANGES:]])
+    await bump(revisions, MemoryScope(tenant, str(template["owner"])), *[d["_id"] for d in docs[-CHANGES:]])
 
 
 def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:

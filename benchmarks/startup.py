@@ -126,7 +126,7 @@ def _phases_child(config: str) -> None:
     t = mark("import the MCP SDK", t0)
     import mongogate.cli.serve
     import mongogate.server.app
-    import mongogate.tools.query
+    import mongogate.tools.query_tools
 
     t = mark("import mongogate (cli, server, tools, pymongo)", t)
     from mongogate.config import load_settings

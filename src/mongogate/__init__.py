@@ -26,12 +26,18 @@ if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ below loads
         StorageError,
     )
     from mongogate.runs import Checkpoint, RunLease, Runs, SaveResult
-    from mongogate.scheduler.agents import Agent, AgentRegistry, TickContext
-    from mongogate.scheduler.events import TickEvent
-    from mongogate.scheduler.investigations import Investigation, Investigations, OpenResult
+    from mongogate.scheduler import (
+        Agent,
+        AgentRegistry,
+        Investigation,
+        Investigations,
+        OpenResult,
+        TickContext,
+        TickEvent,
+    )
     from mongogate.server.app import build_server
-    from mongogate.server.checks import StartupChecks
     from mongogate.server.http import serve_http
+    from mongogate.server.preflight import StartupChecks
     from mongogate.specs import QueryToolSpec
     from mongogate.tools.registry import StartupHook, ToolRegistry
     from mongogate.tools.state import AppState
@@ -48,7 +54,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "StartupHook": ("mongogate.tools.registry", "StartupHook"),
     "AppState": ("mongogate.tools.state", "AppState"),
     "build_server": ("mongogate.server.app", "build_server"),
-    "StartupChecks": ("mongogate.server.checks", "StartupChecks"),
+    "StartupChecks": ("mongogate.server.preflight", "StartupChecks"),
     "serve_http": ("mongogate.server.http", "serve_http"),
     "MongogateError": ("mongogate.errors", "MongogateError"),
     "ConfigError": ("mongogate.errors", "ConfigError"),

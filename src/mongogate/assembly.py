@@ -23,27 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mongogate.audit.log import AuditLog
+from mongogate.audit import AuditLog
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import NotFound
-from mongogate.memory.message_vectors import MessageVectors
-from mongogate.memory.search import ensure_search_index
-from mongogate.memory.store import MemoryStore
-from mongogate.memory.turns import Turns
+from mongogate.memory import MemoryStore, MessageVectors, Turns, ensure_search_index
 from mongogate.principal import Principal
-from mongogate.recall.embedding import make_embedder
-from mongogate.recall.search import path_report
-from mongogate.recall.store import LongTermMemory
+from mongogate.recall import LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
 from mongogate.tools.state import AppState
 
 if TYPE_CHECKING:
-    from mongogate.scheduler.agents import Agent, AgentRegistry
-    from mongogate.scheduler.core import Scheduler
-    from mongogate.scheduler.loop import LoopObserver
-    from mongogate.scheduler.worker import WorkerReport
+    from mongogate.scheduler import Agent, AgentRegistry, LoopObserver, Scheduler, WorkerReport
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +161,7 @@ def build_scheduler(
 ) -> Scheduler:
     """A worker's scheduler over ``db`` (no I/O): its agents, `scheduler.*`, checkpoints with the
     memory settings, one clock; ``observer`` is what the loop reports to (worker metrics)."""
-    from mongogate.scheduler.core import Scheduler
+    from mongogate.scheduler import Scheduler
 
     scheduler = Scheduler(
         db.memory,
@@ -199,8 +191,7 @@ async def run_worker(
 ) -> WorkerReport:
     """`mongogate worker`: open the database, build the scheduler, run the agents until `stop`,
     `duration_s`, or SIGINT/SIGTERM (`scheduler/worker.py` `run_scheduler`); or only read their status."""
-    from mongogate.scheduler.agents import AgentRegistry
-    from mongogate.scheduler.worker import require_agents, run_scheduler
+    from mongogate.scheduler import AgentRegistry, require_agents, run_scheduler
 
     registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
     if not status_only:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from mongogate.config import Settings, load_settings
 from mongogate.db import Database
 from mongogate.errors import InvalidInput
-from mongogate.memory.keys import check_id
+from mongogate.memory import check_id
 
 T = TypeVar("T")
 

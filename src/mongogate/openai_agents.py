@@ -26,8 +26,7 @@ from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import Settings
 from mongogate.errors import InvalidInput, StorageError
-from mongogate.memory.keys import check_content, check_id, message_id
-from mongogate.memory.store import MemoryStore
+from mongogate.memory import MemoryStore, check_content, check_id, message_id
 from mongogate.values import Doc
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from mongogate.audit.read import read_events
 from mongogate.config import Settings
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, demo_orders
 from mongogate.server.app import build_server
-from mongogate.server.checks import StartupChecks
+from mongogate.server.preflight import StartupChecks
 from mongogate.tools.registry import ToolRegistry
 from tests.conftest import make_settings
 from tests.policy.test_aggregate_hostile import HOSTILE, NO_COUNT

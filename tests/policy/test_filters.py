@@ -10,7 +10,7 @@ from bson import ObjectId
 
 from mongogate.errors import AuthError, PolicyViolation
 from mongogate.policy.filters import check_filter, check_limit, check_sort
-from mongogate.policy.scope import Scope
+from mongogate.policy.scope import QueryScope
 from tests.policy.specs import ITEMS, LIMITS, ORDERS
 
 MAY1 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -78,7 +78,7 @@ def test_converted_dates_are_aware_utc() -> None:
 
 def test_scoped_filter_shape() -> None:
     checked = check_filter({"status": "open"}, ORDERS, LIMITS)
-    scope = Scope.of(ORDERS, "acme")
+    scope = QueryScope.of(ORDERS, "acme")
     assert scope.filter(checked) == {"$and": [{"status": "open"}, {"userId": "acme"}]}
     assert scope.filter({}) == {"$and": [{}, {"userId": "acme"}]}
 
@@ -86,7 +86,7 @@ def test_scoped_filter_shape() -> None:
 @pytest.mark.parametrize("tenant", ["", None, 7])
 def test_scoped_filter_needs_a_tenant(tenant: Any) -> None:
     with pytest.raises(AuthError):
-        Scope.of(ORDERS, tenant)
+        QueryScope.of(ORDERS, tenant)
 
 
 def test_sort() -> None:

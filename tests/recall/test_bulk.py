@@ -16,13 +16,13 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LongTermSettings
 from mongogate.recall.bulk import LINE_SLACK, export_lines, import_lines, read_lines
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import EXE
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 
 
 def jsonl(*rows: object) -> bytes:
@@ -108,12 +108,12 @@ async def test_export_then_import_elsewhere_is_the_same_memories(
     rows = [json.loads(line) for line in exported]
     assert sorted(r["text"] for r in rows) == sorted(str(g["text"]) for g in GOOD)
     assert {r["text"]: r.get("ttl_days") for r in rows}[str(GOOD[2]["text"])] == 30
-    other = Scope("globex", "carol")
+    other = MemoryScope("globex", "carol")
     into = await import_lines(ltm, other, lines_of("\n".join(exported).encode()))
     assert into.counts()["created"] == 4
     back = [json.loads(line) async for line in export_lines(ltm, other)]
     assert sorted(back, key=lambda r: r["text"]) == sorted(rows, key=lambda r: r["text"])
-    assert [line async for line in export_lines(ltm, Scope("acme", "carol"))] == []  # scopes stay apart
+    assert [line async for line in export_lines(ltm, MemoryScope("acme", "carol"))] == []  # scopes stay apart
 
 
 async def test_the_command_line_imports_exports_and_reports(

@@ -11,7 +11,7 @@ import pytest
 from mongogate.recall.documents import MemoryDoc, RevisionDoc, VersionDoc
 from mongogate.recall.ids import IDENTITY_FIELDS
 from mongogate.recall.index import scope_key
-from mongogate.recall.model import MemoryItem, Scope, Version
+from mongogate.recall.model import MemoryItem, MemoryScope, Version
 from mongogate.recall.pages import ITEM_FIELDS
 from mongogate.recall.scope_index import INDEX_FIELDS
 from mongogate.recall.store import LongTermMemory
@@ -31,7 +31,7 @@ def test_every_projection_names_fields_of_a_memory(projection: dict[str, int]) -
 
 
 async def test_what_remember_wrote_holds_the_typed_fields_and_reads_back(ltm: LongTermMemory) -> None:
-    scope = Scope("acme", "ana")
+    scope = MemoryScope("acme", "ana")
     first = await ltm.remember(scope, "The ferry leaves at 9.", key="ferry", author="ana")
     await ltm.remember(scope, "The ferry leaves at 10.", key="ferry", author="ana")
     memory = await ltm.memories.find_one({"_id": first.id})

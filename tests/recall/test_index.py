@@ -14,12 +14,12 @@ from mongogate.db import Database
 from mongogate.engine import client as engine_client
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.index import IndexCache
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 FACTS = [
     "Order ORD-58213 was shipped by DHL on Monday.",
     "The cat is called Miso and eats salmon twice a day.",
@@ -164,9 +164,9 @@ async def test_the_budget_evicts_the_least_recently_used_scope(
     await ltm.ensure_indexes()
     for tenant in ("t1", "t2"):
         for text in FACTS:
-            await ltm.remember(Scope(tenant), text)
+            await ltm.remember(MemoryScope(tenant), text)
     ltm.index.budget_bytes = 1  # smaller than one scope: only the one in use stays
-    assert (await ltm.recall(Scope("t1"), "ORD-58213")).memories
-    assert (await ltm.recall(Scope("t2"), "ORD-58213")).memories
+    assert (await ltm.recall(MemoryScope("t1"), "ORD-58213")).memories
+    assert (await ltm.recall(MemoryScope("t2"), "ORD-58213")).memories
     assert len(ltm.index) == 1 and ltm.index.stats.evictions >= 1
     assert ltm.index.nbytes() > 0

@@ -20,13 +20,13 @@ from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.index import LEASE, begin, bump
-from mongogate.recall.model import MemoryItem, Scope
+from mongogate.recall.model import MemoryItem, MemoryScope
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import http_servers, ok
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 FACTS = [
     "Order ORD-58213 was shipped by DHL on Monday.",
     "The cat is called Miso and eats salmon twice a day.",

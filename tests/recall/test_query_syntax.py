@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
@@ -26,12 +26,12 @@ QUERIES = [
 
 @pytest.mark.parametrize("query", QUERIES)
 async def test_odd_queries_are_searched(ltm: LongTermMemory, query: str) -> None:
-    await ltm.remember(Scope("acme"), "ticket AC-1 is open")
-    got = await ltm.recall(Scope("acme"), query)
+    await ltm.remember(MemoryScope("acme"), "ticket AC-1 is open")
+    got = await ltm.recall(MemoryScope("acme"), query)
     assert len(got.memories) <= 1
 
 
 async def test_a_negative_number_in_a_question_is_not_a_negation(ltm: LongTermMemory) -> None:
-    m = await ltm.remember(Scope("acme"), "The freezer must stay at -20 degrees.")
-    got = await ltm.recall(Scope("acme"), "-20 degrees", method="text")
+    m = await ltm.remember(MemoryScope("acme"), "The freezer must stay at -20 degrees.")
+    got = await ltm.recall(MemoryScope("acme"), "-20 degrees", method="text")
     assert [x.id for x in got.memories] == [m.id]

@@ -13,10 +13,10 @@ from pymongo import AsyncMongoClient
 
 from mongogate.config import LongTermSettings
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.model import Remembered, Scope
+from mongogate.recall.model import MemoryScope, Remembered
 from mongogate.recall.store import LongTermMemory
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 
 
 def held_after_read(barrier: threading.Barrier) -> Callable[[str], None]:

@@ -12,12 +12,12 @@ from pymongo import AsyncMongoClient
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.index import HEAD_CHANGES, QueryTerms, begin, bump
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 FACTS = [
     "Order ORD-58213 was shipped by DHL on Monday.",
     "The cat is called Miso and eats salmon twice a day.",

@@ -22,13 +22,13 @@ from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.recall import fusion
 from mongogate.recall.bulk import import_lines
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 from tests.tools.test_contract_snapshot import current_contract
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 FLOOR = LongTermSettings().min_score  # the shipped default
 FACTS = [
     ("ord", "Order ORD-58213 was shipped by DHL on Monday."),

@@ -12,12 +12,12 @@ import pytest
 
 from mongogate.config import LongTermSettings
 from mongogate.recall import fusion
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 
 
 async def test_the_best_text_match_survives_more_matches_than_the_candidate_depth(

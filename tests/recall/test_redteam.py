@@ -18,11 +18,11 @@ from mongogate.memory.search import ensure_search_index, search_messages
 from mongogate.memory.store import MemoryStore
 from mongogate.recall import history as history_module
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.model import Remembered, Scope
+from mongogate.recall.model import MemoryScope, Remembered
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
-ACME = Scope("acme")
+ACME = MemoryScope("acme")
 
 
 def remember_held_after_read(

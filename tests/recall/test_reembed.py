@@ -1,4 +1,4 @@
-"""`mongogate memory reembed` (recall/reembed.py): resumable, idempotent, never overwrites a newer text.
+"""`mongogate memory reembed` (recall/reembedding.py): resumable, idempotent, never overwrites a newer text.
 
 Memories are seeded as the store writes them (the `memories` documents of the recall contract),
 embedded by an "old" model; the real local model re-embeds them.
@@ -20,7 +20,7 @@ from pymongo import AsyncMongoClient
 
 from mongogate.errors import EmbeddingUnavailable
 from mongogate.recall.embedding import LOCAL_MODEL, LocalEmbedder
-from mongogate.recall.reembed import COLLECTION, reembed, stale_counts
+from mongogate.recall.reembedding import COLLECTION, reembed, stale_counts
 from mongogate.recall.vectors import pack, unpack
 from tests.helpers import EXE
 

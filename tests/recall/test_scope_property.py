@@ -20,7 +20,7 @@ from pymongo import AsyncMongoClient
 from mongogate.config import LongTermSettings
 from mongogate.errors import NotFound
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
 SCOPES = [(t, s) for t in range(3) for s in range(2)]
@@ -55,7 +55,7 @@ class Held:
 @dataclass
 class World:
     ltm: LongTermMemory
-    scopes: list[Scope]
+    scopes: list[MemoryScope]
     held: list[dict[str, Held]]
     ever: list[str] = field(default_factory=list)  # every id seen, of any scope, to aim calls at
 
@@ -139,7 +139,7 @@ def test_no_scope_ever_sees_or_touches_another(engine_uri: str, ops: list[tuple[
                 client["t_recall_property"], LongTermSettings(scope="subject"), LocalEmbedder()
             )
             await ltm.ensure_indexes()
-            scopes = [Scope(f"{run}-tenant{t}", f"subject{s}") for t, s in SCOPES]
+            scopes = [MemoryScope(f"{run}-tenant{t}", f"subject{s}") for t, s in SCOPES]
             world = World(ltm, scopes, [{} for _ in scopes])
             for o in ops:
                 await world.step(o)

@@ -10,14 +10,14 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import EmbeddingUnavailable, InvalidInput, NotFound, QuotaExceeded
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 from tests.recall.conftest import BrokenEmbedder, OtherModel
 
 pytestmark = pytest.mark.anyio
 
-ACME = Scope("acme")
-GLOBEX = Scope("globex")
+ACME = MemoryScope("acme")
+GLOBEX = MemoryScope("globex")
 
 FACTS = {
     "coffee": "The user likes their coffee black, without sugar.",
@@ -28,7 +28,9 @@ FACTS = {
 }
 
 
-async def seed(ltm: LongTermMemory, scope: Scope = ACME, namespace: str = "user/facts") -> dict[str, str]:
+async def seed(
+    ltm: LongTermMemory, scope: MemoryScope = ACME, namespace: str = "user/facts"
+) -> dict[str, str]:
     ids = {}
     for key, text in FACTS.items():
         ids[key] = (await ltm.remember(scope, text, namespace=namespace, key=key)).id
@@ -126,7 +128,9 @@ async def test_another_scope_sees_nothing(ltm: LongTermMemory) -> None:
     assert await ltm.forget(GLOBEX, namespace="user/facts", key="order") is False
     other = await ltm.remember(GLOBEX, FACTS["order"], namespace="user/facts", key="order")
     assert other.status == "created" and other.id != ids["order"]
-    subject = await ltm.remember(Scope("acme", "alice"), FACTS["order"], namespace="user/facts", key="order")
+    subject = await ltm.remember(
+        MemoryScope("acme", "alice"), FACTS["order"], namespace="user/facts", key="order"
+    )
     assert subject.status == "created"
     assert (await ltm.history(ACME, ids["order"])).versions[0].text == FACTS["order"]
 
@@ -310,8 +314,8 @@ def test_scope_rule_tenant_or_subject() -> None:
     from mongogate.errors import AuthError
     from mongogate.recall.model import TENANT_OWNER, scope_for
 
-    assert scope_for("tenant", "acme", "alice") == Scope("acme", TENANT_OWNER)
-    assert scope_for("subject", "acme", "alice") == Scope("acme", "alice")
+    assert scope_for("tenant", "acme", "alice") == MemoryScope("acme", TENANT_OWNER)
+    assert scope_for("subject", "acme", "alice") == MemoryScope("acme", "alice")
     with pytest.raises(AuthError):  # would read as the tenant-wide owner
         scope_for("subject", "acme", TENANT_OWNER)
 

@@ -18,14 +18,14 @@ from mongogate.errors import NotFound, QuotaExceeded
 from mongogate.recall.history import read_memory
 from mongogate.recall.ids import META, memory_id
 from mongogate.recall.index import REVISIONS, scope_key
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.setup import OLD_UNIQUE
 from mongogate.recall.store import LongTermMemory, identity, text_hash
 from tests.recall.conftest import BrokenEmbedder
 
-ACME = Scope("acme")
-ALICE = Scope("acme", "alice")
-OTHER = Scope("other")
+ACME = MemoryScope("acme")
+ALICE = MemoryScope("acme", "alice")
+OTHER = MemoryScope("other")
 pytestmark = pytest.mark.anyio
 COLLECTIONS = {"memories", "memory_versions", REVISIONS}
 
@@ -92,7 +92,7 @@ async def watched(
 
 
 def test_a_memory_id_is_its_identity_hashed_unambiguously() -> None:
-    def mid(scope: Scope, ns: str, key: str | None, text: str = "t") -> str:
+    def mid(scope: MemoryScope, ns: str, key: str | None, text: str = "t") -> str:
         return memory_id(identity(scope, ns, key, text_hash(text)))
 
     a = mid(ACME, "default", "k")
@@ -105,9 +105,9 @@ def test_a_memory_id_is_its_identity_hashed_unambiguously() -> None:
         mid(ACME, "default", None),
         mid(ACME, "default", None, "another text"),
         # the parts never run into each other: no separator a tenant or key could hold decides
-        mid(Scope("acme:x", "y"), "default", "k"),
-        mid(Scope("acme", "x:y"), "default", "k"),
-        mid(Scope('acme","x'), "default", "k"),
+        mid(MemoryScope("acme:x", "y"), "default", "k"),
+        mid(MemoryScope("acme", "x:y"), "default", "k"),
+        mid(MemoryScope('acme","x'), "default", "k"),
     }
     assert a not in others and len(others) == 9
     # a key equal to a text's hash is still another identity than that text
@@ -189,7 +189,7 @@ async def test_a_forged_document_at_a_derived_id_of_another_scope_is_never_chang
     assert doc is not None and doc["tenant"] == "other" and doc["text"] == "not yours"
 
 
-async def held(ltm: LongTermMemory, scope: Scope) -> int:
+async def held(ltm: LongTermMemory, scope: MemoryScope) -> int:
     doc = await ltm.revisions.find_one({"_id": scope_key(scope)})
     return int((doc or {}).get("held", 0))
 

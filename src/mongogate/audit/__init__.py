@@ -4,3 +4,26 @@
 queue (``queue``), ``read``/``store`` read them back with one ``AuditQuery`` (``query``).
 Plain Python over pymongo: never MCP, the server or the tools.
 """
+
+from __future__ import annotations
+
+from mongogate.audit.forbidden import allowed_names
+from mongogate.audit.log import AuditLog, Rejection
+from mongogate.audit.query import AuditQuery
+from mongogate.audit.read import follow, read_events, summarize
+from mongogate.audit.setup import audit_from_settings
+from mongogate.audit.store import COLLECTION, follow_db, read_events_db
+
+__all__ = [
+    "COLLECTION",
+    "AuditLog",
+    "AuditQuery",
+    "Rejection",
+    "allowed_names",
+    "audit_from_settings",
+    "follow",
+    "follow_db",
+    "read_events",
+    "read_events_db",
+    "summarize",
+]

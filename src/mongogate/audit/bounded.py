@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 from mongogate import values
-from mongogate.policy.render import to_json
+from mongogate.policy import to_json
 
 MAX_ITEMS = 50  # per object/array in a logged filter
 MAX_DEPTH = 12

@@ -14,8 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from mongogate.policy.aggregate_exprs import FORBIDDEN_EXPRESSIONS, FORBIDDEN_STAGES
-from mongogate.policy.paths import key_path, seg
+from mongogate.policy import FORBIDDEN_EXPRESSIONS, FORBIDDEN_STAGES, key_path, seg
 from mongogate.specs import (
     SUPPORTED_ACCUMULATORS,
     SUPPORTED_OPERATORS,

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mongogate.audit.query import AuditQuery
+from mongogate.audit import AuditQuery
 from mongogate.cli.audit_format import (
     EVENT_COLUMNS,
     SUMMARY_COLUMNS,
@@ -53,7 +53,7 @@ def _when(flag: str, text: str | None) -> datetime | None:
 @contextlib.contextmanager
 def _collection(settings: Settings) -> Iterator[Any]:
     """`audit_events` through the read-write user: database.uri, else the data dir's engine."""
-    from mongogate.audit.store import COLLECTION
+    from mongogate.audit import COLLECTION
     from mongogate.connect import mongo_client
     from mongogate.engine import client as engine_client
 
@@ -83,7 +83,7 @@ def _format(args: argparse.Namespace) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from mongogate.audit.read import follow
+    from mongogate.audit import follow
 
     settings = settings_from(args)
     source = args.source or ("file" if args.path or settings.audit.sink == "file" else "mongodb")
@@ -102,7 +102,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         coll = stack.enter_context(_collection(settings)) if source == "mongodb" else None
         if args.follow:
-            from mongogate.audit.store import follow_db
+            from mongogate.audit import follow_db
 
             stream = follow(path, query) if coll is None else follow_db(coll, query)
             with contextlib.suppress(KeyboardInterrupt):
@@ -122,8 +122,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _reader(path: Path, coll: Any) -> Callable[[AuditQuery], list[dict[str, Any]]]:
-    from mongogate.audit.read import read_events
-    from mongogate.audit.store import read_events_db
+    from mongogate.audit import read_events, read_events_db
 
     def read(query: AuditQuery) -> list[dict[str, Any]]:
         return list(read_events(path, query) if coll is None else read_events_db(coll, query))
@@ -132,7 +131,7 @@ def _reader(path: Path, coll: Any) -> Callable[[AuditQuery], list[dict[str, Any]
 
 
 def _output(events: list[dict[str, Any]], fmt: str, summary: bool, where: str) -> None:
-    from mongogate.audit.read import summarize
+    from mongogate.audit import summarize
 
     s = summarize(events)
     if summary:

@@ -23,7 +23,7 @@ async def _check(
 ) -> int:
     from mongogate.assembly import build_services
     from mongogate.db import Database
-    from mongogate.memory.sessions import retention_line
+    from mongogate.memory import retention_line
     from mongogate.privileges import check_query_user
 
     problems = 0
@@ -42,7 +42,7 @@ async def _check(
         if db.engine_state is not None:
             st = db.engine_state
             print(f"engine: pid {st.pid} on {st.address}, data file {st.data_file}, credentials required")
-            from mongogate.memory.capacity import collection_sizes, size_report
+            from mongogate.memory import collection_sizes, size_report
 
             line, warnings = size_report(
                 await collection_sizes(db.memory), settings.database.engine_size_warning
@@ -83,7 +83,7 @@ async def _check_long_term(settings: Settings, services: AppState) -> int:
 
     A missing search index is a problem only when `vector_search = "atlas"` insists on it."""
     from mongogate.assembly import ensure_memory_indexes
-    from mongogate.recall.vectors import has_vector_search
+    from mongogate.recall import has_vector_search
 
     report = await ensure_memory_indexes(services)
     ltm = services.recall
@@ -116,7 +116,7 @@ async def _check_drift(db: Any, specs: list[QueryToolSpec], sample_size: int) ->
     """Sample each query tool's collection once and report stored values of another type than
     declared (a warning: queries return them as null and say so, nothing breaks)."""
     from mongogate.cli.spec import drift_lines
-    from mongogate.policy.sample import sample
+    from mongogate.policy import sample
 
     samples: dict[str, list[dict[str, Any]]] = {}
     for spec in specs:
@@ -134,7 +134,7 @@ async def _check_drift(db: Any, specs: list[QueryToolSpec], sample_size: int) ->
 
 async def _check_indexes(db: Any, specs: list[QueryToolSpec]) -> int:
     """Each spec's declared index exists (mongogate creates none); warn for specs without one."""
-    from mongogate.policy.query_indexes import index_status
+    from mongogate.policy import index_status
 
     missing = 0
     for st in await index_status(db.query, specs):

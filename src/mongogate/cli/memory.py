@@ -28,7 +28,7 @@ from mongogate.errors import ConfigError
 
 async def _run(settings: Settings, args: argparse.Namespace) -> tuple[list[str], int]:
     from mongogate.db import Database
-    from mongogate.recall.embedding import make_embedder
+    from mongogate.recall import make_embedder
 
     embedder = make_embedder(settings.memory.embedding)
     db = Database(settings.database, settings.server.data_dir)
@@ -42,7 +42,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> tuple[list[str],
 
 
 async def _reembed(db: Any, embedder: Any, args: argparse.Namespace) -> list[str]:
-    from mongogate.recall.reembed import reembed, stale_counts
+    from mongogate.recall import reembed, stale_counts
 
     if args.dry_run:
         counts = await stale_counts(db.memory, embedder.model)
@@ -88,21 +88,24 @@ class Progress:
 async def _bulk(
     settings: Settings, db: Any, embedder: Any, args: argparse.Namespace
 ) -> tuple[list[str], int]:
-    from mongogate.recall.bulk import (
+    from mongogate.recall import (
         BATCH,
         IMPORT_AUTHOR,
         MAX_FILE_BYTES,
+        LongTermMemory,
+        MemoryScope,
         export_lines,
         import_lines,
         max_line_bytes,
         read_lines,
+        scope_for,
     )
-    from mongogate.recall.model import Scope, scope_for
-    from mongogate.recall.store import LongTermMemory
 
     if args.file is None or not args.tenant:
         raise ConfigError(f"memory {args.action} needs FILE (.jsonl) and --tenant T")
-    scope = Scope(args.tenant) if args.subject is None else scope_for("subject", args.tenant, args.subject)
+    scope = (
+        MemoryScope(args.tenant) if args.subject is None else scope_for("subject", args.tenant, args.subject)
+    )
     store = LongTermMemory(db.memory, settings.memory.long_term, embedder, limits=settings.limits)
     await store.ensure_indexes()
     if args.action == "export":

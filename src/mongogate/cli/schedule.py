@@ -52,9 +52,7 @@ def _with_db(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from mongogate.scheduler.core import Scheduler
-    from mongogate.scheduler.manage import Schedules
-    from mongogate.scheduler.status import select
+    from mongogate.scheduler import Scheduler, Schedules, select
 
     settings = settings_from(args)
     ttl = settings.scheduler.worker_ttl_s
@@ -122,7 +120,7 @@ def register(sub: Any, with_config: Any, *, arguments: bool) -> None:
 
 
 def _add_actions(p: argparse.ArgumentParser, with_config: Any) -> None:
-    from mongogate.scheduler.status import STATES
+    from mongogate.scheduler import STATES
 
     # `--config` before the action (`schedule --config F list`) or after it (`schedule list
     # --config F`): an action's default must not overwrite what `schedule` itself parsed

@@ -19,7 +19,7 @@ from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
 if TYPE_CHECKING:
-    from mongogate.server.checks import StartupChecks
+    from mongogate.server.preflight import StartupChecks
 
 log = logging.getLogger("mongogate")
 
@@ -37,10 +37,10 @@ class _Drop(logging.Filter):
 
 async def _preflight(settings: Settings, specs: list[Any], checks: StartupChecks) -> None:
     """Open the database (taking the data directory), ping it, check the query user and declared
-    indexes (server/checks.py, what build_server checks), before anything is served or printed:
+    indexes (server/preflight.py, what build_server checks), before anything is served or printed:
     a failure is one line, not a traceback from inside the server."""
     from mongogate.db import Database
-    from mongogate.server.checks import run_startup_checks
+    from mongogate.server.preflight import run_startup_checks
 
     db = Database(settings.database, settings.server.data_dir)
     quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
@@ -160,7 +160,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     registry = registry_for(settings, args.demo)
     from mongogate.assembly import NO_FAULTS
     from mongogate.clock import SYSTEM_CLOCK
-    from mongogate.server.checks import StartupChecks
+    from mongogate.server.preflight import StartupChecks
 
     # test hooks only a caller of cli.main passes (tests/fault_harness.py), never the environment
     hooks: dict[str, Any] = {

@@ -25,7 +25,7 @@ from mongogate.errors import ConfigError
 from mongogate.specs import FieldType, FindToolSpec, QueryToolSpec, hidden_characters, overlaps_tenant
 
 if TYPE_CHECKING:
-    from mongogate.policy.sample import FieldStats
+    from mongogate.policy import FieldStats
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -71,7 +71,7 @@ class _Fields:
 
     @classmethod
     def of(cls, stats: dict[str, FieldStats], tenant_field: str, n: int) -> _Fields:
-        from mongogate.policy.sample import SENSITIVE
+        from mongogate.policy import SENSITIVE
 
         out = cls()
         for path, st in stats.items():
@@ -101,7 +101,7 @@ def suggest(
     collection: str, tenant_field: str, docs: list[dict[str, Any]], total: int
 ) -> tuple[str, QueryToolSpec]:
     """The TOML block (comments, then `[[query_tools]]`) and the spec it holds (validated)."""
-    from mongogate.policy.sample import field_stats, missing_tenant
+    from mongogate.policy import field_stats, missing_tenant
 
     n = len(docs)
     if n == 0:
@@ -185,7 +185,7 @@ def suggest(
 
 def drift_lines(spec: QueryToolSpec, docs: list[dict[str, Any]]) -> tuple[list[str], int]:
     """Lines describing how a sample fits ``spec``, and how many fields drift."""
-    from mongogate.policy.sample import drift, missing_tenant
+    from mongogate.policy import drift, missing_tenant
 
     out = []
     drifting = 0
@@ -212,7 +212,7 @@ def drift_lines(spec: QueryToolSpec, docs: list[dict[str, Any]]) -> tuple[list[s
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     from mongogate.cli.embed import all_specs
     from mongogate.db import Database
-    from mongogate.policy.sample import sample
+    from mongogate.policy import sample
 
     specs = (
         [s for s in all_specs(settings, args.embed) if s.collection == args.collection] if args.check else []

@@ -59,8 +59,7 @@ def cmd_try(args: argparse.Namespace) -> int:
 async def _try(
     settings: Settings, registry: Any, spec: QueryToolSpec, arguments: object, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from mongogate.audit.forbidden import allowed_names
-    from mongogate.audit.log import AuditLog
+    from mongogate.audit import AuditLog, allowed_names
     from mongogate.errors import PolicyViolation
     from mongogate.logs import default_instance_id
     from mongogate.requests import new_request_id
@@ -112,10 +111,9 @@ async def _try(
 
 def plan(settings: Settings, spec: QueryToolSpec, arguments: dict[str, Any], tenant: str) -> dict[str, Any]:
     """The command a call with ``arguments`` sends: the same bounds, walk and scoping as the tool."""
-    from mongogate.policy.aggregate_run import prepare_pipeline
-    from mongogate.policy.execute import prepare
+    from mongogate.policy import prepare, prepare_pipeline
     from mongogate.tools.bounds import check_arguments, key_caps_from_schema
-    from mongogate.tools.query import query_tool
+    from mongogate.tools.query_tools import query_tool
 
     tool = query_tool(spec, settings)
     check_arguments(arguments, settings.limits, key_caps=key_caps_from_schema(tool.parameters))
@@ -151,8 +149,8 @@ def plan(settings: Settings, spec: QueryToolSpec, arguments: dict[str, Any], ten
 def rejection(
     audit: Any, spec: QueryToolSpec, raw: dict[str, Any], common: dict[str, Any], reason: str, path: str
 ) -> dict[str, Any]:
-    """The event tools/query.py writes for this refusal."""
-    from mongogate.audit.forbidden import allowed_names
+    """The event tools/query_tools.py writes for this refusal."""
+    from mongogate.audit import allowed_names
 
     logged_filter = spec.kind == "find" and "filter" in raw
     event: dict[str, Any] = audit.rejection_event(
@@ -172,8 +170,7 @@ async def execute(
 ) -> dict[str, Any]:
     """Run it as the tool would (the query connection), with the demo data seeded under ``--demo``."""
     from mongogate.db import Database
-    from mongogate.policy.aggregate_run import run_pipeline
-    from mongogate.policy.execute import run_query
+    from mongogate.policy import run_pipeline, run_query
     from mongogate.tools.base import error_text
 
     db = Database(settings.database, settings.server.data_dir)
@@ -207,7 +204,7 @@ async def _seed(settings: Settings, db: Any, registry: Any) -> None:
 
 async def write_event(settings: Settings, event: dict[str, Any]) -> None:
     """``--audit``: the event goes where the server's would (the file, or the collection too)."""
-    from mongogate.audit.setup import audit_from_settings
+    from mongogate.audit import audit_from_settings
 
     uri = settings.database.uri
     if settings.audit.sink != "file" and uri is None:

@@ -41,7 +41,7 @@ def register(
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Arguments of `mongogate worker` (the caller adds --config); sets ``func`` to `cmd_worker`."""
     from mongogate.config import SchedulerSettings
-    from mongogate.scheduler.status import STATES, SUMMARY_OVER
+    from mongogate.scheduler import STATES, SUMMARY_OVER
 
     p.add_argument(
         "--agents",
@@ -99,10 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def cmd_worker(args: argparse.Namespace) -> int:
     from mongogate.assembly import run_worker
     from mongogate.clock import SYSTEM_CLOCK
-    from mongogate.scheduler.agents import AgentRegistry
-    from mongogate.scheduler.status import print_status, select
-    from mongogate.scheduler.worker import collect_agents
-    from mongogate.scheduler.worker_metrics import WorkerMetrics
+    from mongogate.scheduler import AgentRegistry, WorkerMetrics, collect_agents, print_status, select
 
     settings = settings_from(args)
     if args.duration is not None and args.duration <= 0:

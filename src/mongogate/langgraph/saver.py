@@ -42,7 +42,7 @@ from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.errors import LeaseLost, MongogateError
-from mongogate.runs.service import Runs
+from mongogate.runs import Runs
 from mongogate.values import Doc
 
 

@@ -37,10 +37,14 @@ from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import as_utc
 from mongogate.config import Settings
 from mongogate.errors import InvalidInput, StorageError
-from mongogate.recall import checks
-from mongogate.recall.embedding import make_embedder
-from mongogate.recall.model import Scope
-from mongogate.recall.store import LongTermMemory, identity
+from mongogate.recall import (
+    LongTermMemory,
+    MemoryScope,
+    check_metadata_filter,
+    check_namespace,
+    identity,
+    make_embedder,
+)
 from mongogate.values import Doc
 
 #: most items one search without a query, or one namespace listing, reads
@@ -51,7 +55,7 @@ def namespace_of(namespace: tuple[str, ...]) -> str:
     """("users", "u1") -> "users/u1", checked by the long-term memory's namespace rules."""
     if not namespace:
         raise InvalidInput("a LangGraph namespace needs at least one label")
-    return checks.check_namespace("/".join(namespace))
+    return check_namespace("/".join(namespace))
 
 
 def text_of(value: Mapping[str, Any]) -> str:
@@ -64,7 +68,7 @@ class MongogateStore(BaseStore):
 
     def __init__(self, bridge: Bridge, tenant: str) -> None:
         self._bridge = bridge
-        self.scope = Scope(tenant)
+        self.scope = MemoryScope(tenant)
         self._memory = LongTermMemory(
             bridge.db.memory,
             bridge.settings.memory.long_term,
@@ -162,7 +166,7 @@ class MongogateStore(BaseStore):
                 _search_item(m.namespace, m.key or m.id, m.metadata, m.created_at, m.updated_at, m.score)
                 for m in found.memories[offset:]
             ]
-        filt = checks.check_metadata_filter(op.filter, self._memory.limits)
+        filt = check_metadata_filter(op.filter, self._memory.limits)
         query = self._live(ns) | {f"metadata.{k}": v for k, v in filt.items()}
         try:
             docs = await self._memory.memories.find(

@@ -15,7 +15,7 @@ from mongogate.policy.aggregate_walk import GROUP_STAGES, CheckedPipeline, check
 from mongogate.policy.execute import QueryResult
 from mongogate.policy.filters import check_limit
 from mongogate.policy.render import cap_documents, count_marks, to_json, type_check
-from mongogate.policy.scope import AGGREGATE, Scope, check_argument_names
+from mongogate.policy.scope import AGGREGATE, QueryScope, check_argument_names
 from mongogate.specs import AggregateToolSpec
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class PreparedPipeline:
     output: list[str]
     limit: int
     #: the caller's scope: the hint, the time budget, the errors
-    scope: Scope
+    scope: QueryScope
     #: the pipeline makes groups (so ``max_groups`` applies)
     grouped: bool = False
     #: the type each output field carries (from the spec, or the accumulator that made it)
@@ -59,7 +59,7 @@ def scoped_pipeline(
 ) -> PreparedPipeline:
     """``[tenant $match] + checked (a $limit of max_groups + 1 after each group stage)
     + [$project to the output, $limit limit + 1]``."""
-    scope = Scope.of(spec, tenant)
+    scope = QueryScope.of(spec, tenant)
     head = scope.head()
     body: list[dict[str, Any]] = []
     probe: list[dict[str, Any]] | None = None
@@ -92,7 +92,7 @@ def prepare_pipeline(
 
 async def _aggregate(
     collection: AsyncCollection[Any],
-    scope: Scope,
+    scope: QueryScope,
     pipeline: list[dict[str, Any]],
     max_time_ms: int | None = None,
 ) -> list[dict[str, Any]]:

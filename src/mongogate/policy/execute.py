@@ -15,7 +15,7 @@ from mongogate.errors import PolicyViolation
 from mongogate.policy.filters import check_filter, check_limit, check_sort
 from mongogate.policy.paths import show
 from mongogate.policy.render import Renderer
-from mongogate.policy.scope import COUNT, FIND, Scope, check_argument_names
+from mongogate.policy.scope import COUNT, FIND, QueryScope, check_argument_names
 from mongogate.specs import QueryToolSpec
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class PreparedQuery:
     limit: int
     count: bool
     #: the caller's scope: the hint, the time budget, the errors
-    scope: Scope
+    scope: QueryScope
 
 
 def prepare(spec: QueryToolSpec, args: dict[str, Any], tenant: str, limits: PolicySettings) -> PreparedQuery:
@@ -82,12 +82,12 @@ def prepare(spec: QueryToolSpec, args: dict[str, Any], tenant: str, limits: Poli
         raise PolicyViolation(
             "invalid_operand", "count", f"count must be true or false, got {show(count)}", "true, false"
         )
-    scope = Scope.of(spec, tenant)
+    scope = QueryScope.of(spec, tenant)
     return PreparedQuery(scope.filter(checked), scope.projection, sort, limit, count, scope)
 
 
 async def count_matches(
-    collection: AsyncCollection[Any], scope: Scope, filter: dict[str, Any], cap: int
+    collection: AsyncCollection[Any], scope: QueryScope, filter: dict[str, Any], cap: int
 ) -> tuple[int, bool]:
     """(matched, capped): the scoped filter counted up to ``cap`` + 1, so the count stays bounded."""
     with scope.errors(COUNT):

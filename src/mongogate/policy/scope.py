@@ -105,8 +105,8 @@ def _fixed(spec: QueryToolSpec) -> tuple[QueryToolSpec, dict[str, int], dict[str
     return hit
 
 
-class Scope:
-    """One authenticated caller's view of one tool: built only with a tenant (``Scope.of``).
+class QueryScope:
+    """One authenticated caller's view of one tool: built only with a tenant (``QueryScope.of``).
 
     A plain slotted class rather than a frozen dataclass: one is built per call, on the hot path;
     nothing sets its attributes after ``__init__``."""
@@ -123,7 +123,7 @@ class Scope:
         self.hint: dict[str, int] | None = hint
 
     @classmethod
-    def of(cls, spec: QueryToolSpec, tenant: object) -> Scope:
+    def of(cls, spec: QueryToolSpec, tenant: object) -> QueryScope:
         """The scope of an authenticated caller; without a tenant nothing runs."""
         if not isinstance(tenant, str) or not tenant:
             what = "pipeline" if isinstance(spec, AggregateToolSpec) else "query"

@@ -1,33 +1,85 @@
 """Long-term memory: remember, recall and forget across sessions (no MCP; tools sit on top).
 
-Memories are scoped by `Scope` (tenant, and subject under scope "subject"), found again by
+Memories are scoped by `MemoryScope` (tenant, and subject under scope "subject"), found again by
 exact term (a `$text` index) and by meaning (embeddings), the two rankings fused.
 """
 
 from __future__ import annotations
 
+from mongogate.recall.bulk import (
+    BATCH,
+    IMPORT_AUTHOR,
+    MAX_FILE_BYTES,
+    export_lines,
+    import_lines,
+    max_line_bytes,
+    read_lines,
+)
+from mongogate.recall.checks import (
+    MAX_ID_CHARS,
+    MAX_KEY_CHARS,
+    MAX_NAMESPACE_CHARS,
+    MAX_NAMESPACE_DEPTH,
+    MAX_SEGMENT_CHARS,
+    check_metadata_filter,
+    check_namespace,
+)
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
+from mongogate.recall.history import read_memory
+from mongogate.recall.index import IndexCache
 from mongogate.recall.model import (
     History,
     MemoryItem,
     MemoryPage,
+    MemoryScope,
     Recalled,
     RecallMethod,
     Remembered,
-    Scope,
     Version,
+    scope_for,
 )
+from mongogate.recall.pages import item_json
+from mongogate.recall.reembedding import reembed, stale_counts
+from mongogate.recall.search import path_report
+from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory, identity
+from mongogate.recall.vectors import has_vector_search
 
 __all__ = [
+    "BATCH",
+    "IMPORT_AUTHOR",
+    "MAX_FILE_BYTES",
+    "MAX_ID_CHARS",
+    "MAX_KEY_CHARS",
+    "MAX_NAMESPACE_CHARS",
+    "MAX_NAMESPACE_DEPTH",
+    "MAX_SEGMENT_CHARS",
+    "PAGE_DEFAULT",
+    "PAGE_MAX",
     "Embedder",
     "History",
+    "IndexCache",
     "LocalEmbedder",
+    "LongTermMemory",
     "MemoryItem",
     "MemoryPage",
+    "MemoryScope",
     "RecallMethod",
     "Recalled",
     "Remembered",
-    "Scope",
     "Version",
+    "check_metadata_filter",
+    "check_namespace",
+    "export_lines",
+    "has_vector_search",
+    "identity",
+    "import_lines",
+    "item_json",
     "make_embedder",
+    "max_line_bytes",
+    "path_report",
+    "read_lines",
+    "read_memory",
+    "reembed",
+    "scope_for",
+    "stale_counts",
 ]

@@ -28,7 +28,7 @@ from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, MongogateError, QuotaExceeded, StorageError
 from mongogate.recall import checks, quota
 from mongogate.recall.ids import IDENTITY_FIELDS, memory_id
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory, identity, text_hash
 from mongogate.values import Doc
 
@@ -124,7 +124,7 @@ def parse(number: int, raw: bytes, store: LongTermMemory) -> Line:
 
 async def import_lines(
     store: LongTermMemory,
-    scope: Scope,
+    scope: MemoryScope,
     lines: Iterable[tuple[int, bytes | str]],
     *,
     author: str | None = IMPORT_AUTHOR,
@@ -157,7 +157,7 @@ async def import_lines(
 
 
 async def _import_batch(
-    store: LongTermMemory, scope: Scope, chunk: list[Line], author: str | None, report: ImportReport
+    store: LongTermMemory, scope: MemoryScope, chunk: list[Line], author: str | None, report: ImportReport
 ) -> None:
     idents = [identity(scope, ln.namespace, ln.key, text_hash(ln.text)) for ln in chunk]
     now = store.clock.now()
@@ -254,7 +254,7 @@ async def _documents(
 
 
 async def _insert(
-    store: LongTermMemory, scope: Scope, fresh: list[tuple[Line, Doc]], now: Any, report: ImportReport
+    store: LongTermMemory, scope: MemoryScope, fresh: list[tuple[Line, Doc]], now: Any, report: ImportReport
 ) -> tuple[list[tuple[Line, Doc]], list[tuple[Line, Doc]]]:
     """Insert the new memories in one call, within the scope's quota: the (line, document) of each
     insert that was a duplicate `_id` (the memory is there), and of each line past the quota (not
@@ -291,7 +291,7 @@ async def _insert(
 
 
 async def export_lines(
-    store: LongTermMemory, scope: Scope, *, namespace: object = None, batch: int = BATCH
+    store: LongTermMemory, scope: MemoryScope, *, namespace: object = None, batch: int = BATCH
 ) -> AsyncIterator[str]:
     """The scope's live memories as import lines, oldest first (so an import keeps their order)."""
     now = store.clock.now()

@@ -20,7 +20,7 @@ __all__ = ["MemoryDoc", "RevisionDoc", "ScopeFields", "VectorFields", "VersionDo
 
 
 class ScopeFields(TypedDict):
-    """The scope every memory and history entry carries, and every query filters on (`Scope.match`)."""
+    """The scope every memory and history entry carries, and every query filters on (`MemoryScope.match`)."""
 
     tenant: str
     owner: str

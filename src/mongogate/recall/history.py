@@ -20,7 +20,7 @@ from mongogate.clock import as_utc
 from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
 from mongogate.recall.ids import in_scope, version_id
-from mongogate.recall.model import History, MemoryItem, Scope, Version
+from mongogate.recall.model import History, MemoryItem, MemoryScope, Version
 from mongogate.recall.pages import ITEM_FIELDS, item_of, newest_within
 from mongogate.recall.repository import RecallRepository
 from mongogate.values import Doc
@@ -29,7 +29,7 @@ from mongogate.values import Doc
 MAX_HISTORY = 100
 
 
-async def prune(store: RecallRepository, scope: Scope, mid: str, newest: int) -> None:
+async def prune(store: RecallRepository, scope: MemoryScope, mid: str, newest: int) -> None:
     """Erase the versions older than the newest `MAX_HISTORY`: never returned, they would let one
     key rewritten in a loop grow the database without bound (the quota counts memories). Each new
     version pushes one entry out: that one, by `_id` (a memory of the previous version: a query)."""
@@ -41,7 +41,7 @@ async def prune(store: RecallRepository, scope: Scope, mid: str, newest: int) ->
         )
 
 
-async def erase(store: RecallRepository, scope: Scope, mid: str, current: int | None) -> None:
+async def erase(store: RecallRepository, scope: MemoryScope, mid: str, current: int | None) -> None:
     """Erase the history of memory `mid` of the caller's scope (checked by the caller), whose last
     version was `current`; None (unknown: the memory is already gone) sweeps by query."""
     if current is None or store.legacy:
@@ -59,7 +59,7 @@ async def erase(store: RecallRepository, scope: Scope, mid: str, current: int | 
 
 
 async def set_expiry(
-    store: RecallRepository, scope: Scope, mid: str, current: int, expires: datetime | None
+    store: RecallRepository, scope: MemoryScope, mid: str, current: int, expires: datetime | None
 ) -> None:
     """The history of memory `mid` (at version `current`) expires with it."""
     if store.legacy:
@@ -72,7 +72,7 @@ async def set_expiry(
         await store.versions.update_one({"_id": version_id(mid, v)}, {"$set": {"expires_at": expires}})
 
 
-async def _current(store: RecallRepository, scope: Scope, mid: str, fields: Doc) -> Doc | None:
+async def _current(store: RecallRepository, scope: MemoryScope, mid: str, fields: Doc) -> Doc | None:
     """Memory `mid` by `_id`, if it is live and the caller's (another scope's looks absent);
     `fields` must keep tenant, owner and expires_at."""
     doc = await store.memories.find_one({"_id": mid}, fields)
@@ -82,7 +82,7 @@ async def _current(store: RecallRepository, scope: Scope, mid: str, fields: Doc)
     return doc if exp is None or as_utc(exp) > store.clock.now() else None
 
 
-async def read_history(store: RecallRepository, scope: Scope, id: object) -> History:
+async def read_history(store: RecallRepository, scope: MemoryScope, id: object) -> History:
     """Every version, oldest first, the current one last; another scope's id is `not_found`."""
     mid = checks.check_memory_id(id)
     try:
@@ -117,7 +117,7 @@ def _version(doc: Doc) -> Version:
     return Version.from_doc(doc)
 
 
-async def read_memory(store: RecallRepository, scope: Scope, id: object) -> MemoryItem:
+async def read_memory(store: RecallRepository, scope: MemoryScope, id: object) -> MemoryItem:
     """One live memory of the caller's scope by id; another scope's id is `not_found` (the same words)."""
     mid = checks.check_memory_id(id)
     try:

@@ -23,7 +23,7 @@ import json
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.values import Doc
 
 #: the fields that make a memory one (what `store.identity` returns)
@@ -52,7 +52,7 @@ def version_id(mid: str, version: int) -> str:
     return f"{mid}:{version}"
 
 
-def in_scope(doc: Doc | None, scope: Scope) -> bool:
+def in_scope(doc: Doc | None, scope: MemoryScope) -> bool:
     return doc is not None and doc.get("tenant") == scope.tenant and doc.get("owner") == scope.owner
 
 

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.textrank import fold, query_tokens
 from mongogate.values import Doc
@@ -59,11 +59,11 @@ QUERIES = 256
 LEASE = timedelta(minutes=5)
 
 
-def scope_key(scope: Scope) -> str:
+def scope_key(scope: MemoryScope) -> str:
     return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
 
 
-async def begin(revisions: AsyncCollection[Doc], scope: Scope, now: datetime) -> str:
+async def begin(revisions: AsyncCollection[Doc], scope: MemoryScope, now: datetime) -> str:
     """Before a write of the scope's memories: the write is in flight (recalls read their results
     back until it ends). Returns the token to pass to `bump`."""
     token = uuid.uuid4().hex
@@ -72,7 +72,11 @@ async def begin(revisions: AsyncCollection[Doc], scope: Scope, now: datetime) ->
 
 
 async def bump(
-    revisions: AsyncCollection[Doc], scope: Scope, *memory_ids: str, token: str | None = None, held: int = 0
+    revisions: AsyncCollection[Doc],
+    scope: MemoryScope,
+    *memory_ids: str,
+    token: str | None = None,
+    held: int = 0,
 ) -> None:
     """The scope's revision + 1 per memory that changed, naming each (one change per revision is
     what a refresh patches from), and the write `token` (from `begin`) no longer in flight. A
@@ -164,7 +168,7 @@ class IndexStats:
 
 
 class IndexCache:
-    """Scope -> ScopeIndex, least recently used first out past `budget_bytes`."""
+    """MemoryScope -> ScopeIndex, least recently used first out past `budget_bytes`."""
 
     def __init__(self, budget_bytes: int) -> None:
         self.budget_bytes = budget_bytes
@@ -216,7 +220,7 @@ class IndexCache:
         self,
         memories: AsyncCollection[Doc],
         revisions: AsyncCollection[Doc],
-        scope: Scope,
+        scope: MemoryScope,
         model: str,
         dims: int,
     ) -> ScopeIndex:
@@ -227,7 +231,7 @@ class IndexCache:
         self,
         memories: AsyncCollection[Doc],
         revisions: AsyncCollection[Doc],
-        scope: Scope,
+        scope: MemoryScope,
         model: str,
         dims: int,
         now: datetime | None = None,

@@ -24,7 +24,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall.index import read_by_id
-from mongogate.recall.model import MemoryItem, RecallMethod, Scope
+from mongogate.recall.model import MemoryItem, MemoryScope, RecallMethod
 from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_index import matches
@@ -47,7 +47,7 @@ async def recall_indexed(
 ) -> tuple[list[MemoryItem], str]:
     """The best `n` memories scoring at least `min_score`, and the vector path ("scan" or
     "unavailable" when the embedder failed)."""
-    scope = Scope(scope_filter["tenant"], scope_filter["owner"])
+    scope = MemoryScope(scope_filter["tenant"], scope_filter["owner"])
     vector: list[float] | None = None
     path = "scan"  # an exact scan, of the in-process matrix
     if method in ("fused", "vector"):
@@ -106,7 +106,7 @@ async def recall_indexed(
     return items, path
 
 
-def visible(doc: Doc, scope: Scope, now: datetime, ns_path: str | None, metadata: Doc) -> bool:
+def visible(doc: Doc, scope: MemoryScope, now: datetime, ns_path: str | None, metadata: Doc) -> bool:
     """What the scope filter of every read says (`RecallRepository.scoped` and the metadata filter),
     checked here on a document read by `_id` alone (the flat read on the embedded engine)."""
     if doc.get("tenant") != scope.tenant or doc.get("owner") != scope.owner:

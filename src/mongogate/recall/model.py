@@ -20,7 +20,7 @@ TENANT_OWNER = "*"
 
 
 @dataclass(frozen=True)
-class Scope:
+class MemoryScope:
     """The invisible root above every namespace: the tenant, and the subject under scope "subject".
 
     Stored on each memory as `tenant` and `owner` (`owner` is the subject, or `TENANT_OWNER`);
@@ -129,18 +129,18 @@ def author_of(doc: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> Scope:
+def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> MemoryScope:
     """The caller's scope under `[memory.long_term] scope`; the tenant always from authentication.
 
     Under "subject", the subject "*" would read as the tenant-wide owner: it is refused. `subject`
     is the subject as authenticated (`Principal.identity`), never its escaped display form.
     """
     if scope == "tenant":
-        return Scope(tenant)
+        return MemoryScope(tenant)
     if subject == TENANT_OWNER:
         raise AuthError("the subject '*' is reserved under memory.long_term.scope = 'subject'")
     try:
         subject.encode("utf-8")
     except UnicodeEncodeError:
         raise AuthError("the caller's subject is not valid Unicode; it cannot own memories") from None
-    return Scope(tenant, subject)
+    return MemoryScope(tenant, subject)

@@ -21,14 +21,14 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
 from mongogate.recall.index import scope_key
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.values import Doc
 
 
 async def reserve(
     revisions: AsyncCollection[Doc],
     memories: AsyncCollection[Doc],
-    scope: Scope,
+    scope: MemoryScope,
     n: int,
     limit: int,
     now: datetime,
@@ -58,13 +58,13 @@ async def reserve(
     return room, alive
 
 
-async def release(revisions: AsyncCollection[Doc], scope: Scope, n: int) -> None:
+async def release(revisions: AsyncCollection[Doc], scope: MemoryScope, n: int) -> None:
     """Give back `n` reserved places whose memories were not created."""
     if n > 0:
         await revisions.update_one({"_id": scope_key(scope)}, {"$inc": {"held": -n}})
 
 
-async def _count(memories: AsyncCollection[Doc], scope: Scope, now: datetime) -> tuple[int, int]:
+async def _count(memories: AsyncCollection[Doc], scope: MemoryScope, now: datetime) -> tuple[int, int]:
     """(memories stored in the scope, of which live)."""
     stored = alive = 0
     async for d in memories.find(scope.match(), {"expires_at": 1}):

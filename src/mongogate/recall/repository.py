@@ -20,7 +20,7 @@ from mongogate.errors import EmbeddingUnavailable, MongogateError
 from mongogate.recall import checks
 from mongogate.recall.embedding import Embedder
 from mongogate.recall.index import REVISIONS, IndexCache, begin, bump
-from mongogate.recall.model import Scope
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
 
@@ -67,14 +67,14 @@ class RecallRepository:
             )
         return vectors[0]
 
-    async def changed(self, scope: Scope, *memory_ids: str, held: int = 0) -> None:
+    async def changed(self, scope: MemoryScope, *memory_ids: str, held: int = 0) -> None:
         """After every write of memories: the scope's revision + 1 (every process's index sees it),
         and `held` added to its quota counter (-1 after a delete; `recall/quota.py`)."""
         await bump(self.revisions, scope, *memory_ids, held=held)
 
     @asynccontextmanager
     async def writing(
-        self, scope: Scope, ends_on: tuple[type[BaseException], ...] = (MongogateError,)
+        self, scope: MemoryScope, ends_on: tuple[type[BaseException], ...] = (MongogateError,)
     ) -> AsyncIterator[None]:
         """Around every write of the scope's memories (each followed by `changed` inside): the
         write is in flight for every process's recall until the block ends (`recall/index.py`),
@@ -91,7 +91,7 @@ class RecallRepository:
             raise
         await bump(self.revisions, scope, token=token)
 
-    def scoped(self, scope: Scope, namespace: object, now: datetime) -> Doc:
+    def scoped(self, scope: MemoryScope, namespace: object, now: datetime) -> Doc:
         query: Doc = dict(scope.match())
         if namespace is not None:
             query["ns_path"] = checks.check_namespace(namespace)

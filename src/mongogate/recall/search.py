@@ -25,7 +25,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import checks
 from mongogate.recall.indexed import recall_indexed
-from mongogate.recall.model import Recalled, RecallMethod, Scope
+from mongogate.recall.model import MemoryScope, Recalled, RecallMethod
 from mongogate.recall.pages import ITEM_FIELDS, cap_items, item_of
 from mongogate.recall.rank import fuse_recall
 from mongogate.recall.repository import RecallRepository
@@ -73,7 +73,7 @@ def log_path(path: str, store: RecallRepository) -> None:
 
 async def recall(
     store: RecallRepository,
-    scope: Scope,
+    scope: MemoryScope,
     query: object,
     *,
     namespace: object = None,
@@ -122,7 +122,7 @@ async def recall(
 
 
 async def by_meaning(
-    store: RecallRepository, scope: Scope, base: Doc, text: str, depth: int, *, required: bool
+    store: RecallRepository, scope: MemoryScope, base: Doc, text: str, depth: int, *, required: bool
 ) -> tuple[str, list[tuple[str, float]]]:
     """The vector path that ran and its ranking; "unavailable" when the embedder failed (unless required)."""
     try:
@@ -197,7 +197,7 @@ async def by_scan(
 
 
 async def by_vector_search(
-    store: RecallRepository, scope: Scope, base: Doc, vector: list[float], depth: int
+    store: RecallRepository, scope: MemoryScope, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
     """`$vectorSearch` filtered on the index's filter fields, then the rest of the scope filter."""
     pre: Doc = {**scope.match(), "embedding_model": store.embedder.model}

@@ -41,10 +41,10 @@ from mongogate.recall.ids import in_scope, memory_id, version_id
 from mongogate.recall.model import (
     History,
     MemoryPage,
+    MemoryScope,
     Recalled,
     RecallMethod,
     Remembered,
-    Scope,
 )
 from mongogate.recall.pages import (
     ITEM_FIELDS,
@@ -69,14 +69,14 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def identity(scope: Scope, namespace: str, key: str | None, digest: str) -> Doc:
+def identity(scope: MemoryScope, namespace: str, key: str | None, digest: str) -> Doc:
     """What makes a memory one (hashed into its `_id`): its key in the namespace, or else its text."""
     ident: Doc = {**scope.match(), "namespace": namespace}
     ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, "text_hash": digest}
     return ident
 
 
-def _on_version(scope: Scope, version: int) -> Doc:
+def _on_version(scope: MemoryScope, version: int) -> Doc:
     """The condition of every conditional update by `_id`: the caller's scope, the version read."""
     return {"$and": [same("tenant", scope.tenant), same("owner", scope.owner), same("version", version)]}
 
@@ -88,7 +88,7 @@ class LongTermMemory(RecallRepository):
         """Idempotent: `serve` and `check` run it at every start (`recall/setup.py`)."""
         await ensure_indexes(self)
 
-    async def lookup(self, scope: Scope, ident: Doc, fields: Doc) -> Doc | None:
+    async def lookup(self, scope: MemoryScope, ident: Doc, fields: Doc) -> Doc | None:
         """The memory of `ident` (`identity`), by its derived `_id`; None when absent or not the
         caller's. `fields` must not leave out tenant and owner."""
         doc = await self.memories.find_one({"_id": memory_id(ident)}, fields)
@@ -100,7 +100,7 @@ class LongTermMemory(RecallRepository):
 
     async def remember(
         self,
-        scope: Scope,
+        scope: MemoryScope,
         text: object,
         *,
         namespace: object = checks.DEFAULT_NAMESPACE,
@@ -130,7 +130,7 @@ class LongTermMemory(RecallRepository):
 
     async def _remember(
         self,
-        scope: Scope,
+        scope: MemoryScope,
         ident: Doc,
         body: str,
         digest: str,
@@ -175,12 +175,12 @@ class LongTermMemory(RecallRepository):
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
 
-    async def _created(self, scope: Scope, doc: Doc, ns: str, k: str | None) -> Remembered:
+    async def _created(self, scope: MemoryScope, doc: Doc, ns: str, k: str | None) -> Remembered:
         await self.changed(scope, doc["_id"])
         self.at("remember.after_write")
         return Remembered(doc["_id"], ns, k, 1, "created")
 
-    async def create(self, scope: Scope, doc: Doc, now: datetime, *, refuse: bool = True) -> bool:
+    async def create(self, scope: MemoryScope, doc: Doc, now: datetime, *, refuse: bool = True) -> bool:
         """Insert a new memory within the scope's quota; False when it already exists (a duplicate
         `_id`: another call made it), or, with `refuse=False`, when the scope is full (the caller
         then reads: an update of a memory the scope holds needs no new place). QuotaExceeded
@@ -239,7 +239,7 @@ class LongTermMemory(RecallRepository):
             "embedding_dims": self.embedder.dimensions,
         }
 
-    async def _update(self, scope: Scope, mid: str, version: int, fields: Doc) -> bool:
+    async def _update(self, scope: MemoryScope, mid: str, version: int, fields: Doc) -> bool:
         """Set `fields` on memory `mid` by `_id` alone, only if it is still at `version` in the
         caller's scope (the condition inside the pipeline); True when this call's change applied."""
         before = await self.memories.find_one_and_update(
@@ -250,7 +250,7 @@ class LongTermMemory(RecallRepository):
         )
         return in_scope(before, scope) and before is not None and before.get("version") == version
 
-    async def _set_expiry(self, scope: Scope, found: Doc, expires: datetime | None) -> bool:
+    async def _set_expiry(self, scope: MemoryScope, found: Doc, expires: datetime | None) -> bool:
         """An `unchanged` remember still sets the expiry it names (a new `ttl_days`, or none): the
         last remember decides when a memory expires, whatever its status. False when the memory
         changed since it was read."""
@@ -265,7 +265,7 @@ class LongTermMemory(RecallRepository):
 
     async def _new_version(
         self,
-        scope: Scope,
+        scope: MemoryScope,
         found: Doc,
         body: str,
         digest: str,
@@ -314,7 +314,7 @@ class LongTermMemory(RecallRepository):
         return True
 
     async def forget(
-        self, scope: Scope, *, id: object = None, namespace: object = None, key: object = None
+        self, scope: MemoryScope, *, id: object = None, namespace: object = None, key: object = None
     ) -> bool:
         """Erase one memory and its history; False when there is none (for this scope)."""
         if id is not None and (namespace is not None or key is not None):
@@ -348,7 +348,7 @@ class LongTermMemory(RecallRepository):
         expired = gone.get("expires_at") and as_utc(gone["expires_at"]) <= self.clock.now()
         return not expired
 
-    async def _delete(self, scope: Scope, found: Doc) -> Doc | None:
+    async def _delete(self, scope: MemoryScope, found: Doc) -> Doc | None:
         """Delete a memory read by `_id` and checked to be the caller's (an `_id` never changes
         scope: it is derived from the scope, or a uuid); the deleted document, or None when it was
         already gone. The revision and the quota counter follow in one update."""
@@ -361,13 +361,13 @@ class LongTermMemory(RecallRepository):
             await self.changed(scope, mid, held=-1 if gone is not None else 0)
         return gone
 
-    async def _erase(self, scope: Scope, found: Doc) -> None:
+    async def _erase(self, scope: MemoryScope, found: Doc) -> None:
         gone = await self._delete(scope, found)
         upto = max(int(found["version"]), int(gone["version"]) if gone is not None else 0)
         await hist.erase(self, scope, str(found["_id"]), upto)
 
     async def list(
-        self, scope: Scope, *, namespace: object = None, limit: object = None, cursor: object = None
+        self, scope: MemoryScope, *, namespace: object = None, limit: object = None, cursor: object = None
     ) -> MemoryPage:
         """Newest first (last written), through the (scope, updated_at, _id) index."""
         n = check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="memories per page")
@@ -385,7 +385,7 @@ class LongTermMemory(RecallRepository):
         nxt = encode_cursor(items[-1].updated_at, items[-1].id) if more else None
         return MemoryPage(items, nxt, truncated)
 
-    async def history(self, scope: Scope, id: object) -> History:
+    async def history(self, scope: MemoryScope, id: object) -> History:
         """Every version, oldest first, the current one last; another scope's id is `not_found`."""
         return await read_history(self, scope, id)
 
@@ -393,7 +393,7 @@ class LongTermMemory(RecallRepository):
 
     async def recall(
         self,
-        scope: Scope,
+        scope: MemoryScope,
         query: object,
         *,
         namespace: object = None,

@@ -28,7 +28,7 @@ from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.keyed import keyed_id, retire_unique
-from mongogate.memory.keys import check_id
+from mongogate.memory import check_id
 from mongogate.runs import documents as rd
 from mongogate.runs.documents import RunDoc, RunEventDoc
 from mongogate.runs.events import read_events

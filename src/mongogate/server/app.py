@@ -19,8 +19,7 @@ from mcp.server.auth.settings import AuthSettings as SdkAuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from mongogate.assembly import NO_FAULTS, Faults, open_services
-from mongogate.audit.log import AuditLog
-from mongogate.audit.setup import audit_from_settings
+from mongogate.audit import AuditLog, audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
@@ -36,9 +35,9 @@ from mongogate.server.auth.verify import (
     principal_for_stdio,
     require_scopes,
 )
-from mongogate.server.checks import StartupChecks, check_connection, check_indexes
 from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
+from mongogate.server.preflight import StartupChecks, check_connection, check_indexes
 from mongogate.server.startup import OpenAfterInitialize
 from mongogate.server.surface import UnknownTools, offer_surface
 from mongogate.server.tenant_limit import TenantConcurrency
@@ -62,7 +61,7 @@ DEFAULT_CHECKS = StartupChecks()
 
 async def _log_sizes(db: Database, threshold: int) -> None:
     """The embedded engine's collection sizes at start-up, and what calls cost past ``threshold``."""
-    from mongogate.memory.capacity import collection_sizes, size_report
+    from mongogate.memory import collection_sizes, size_report
 
     line, warnings = size_report(await collection_sizes(db.memory), threshold)
     log.info("%s", line)
@@ -233,7 +232,7 @@ def build_server(
 ) -> MCPServer[AppState]:
     """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio).
 
-    ``checks``: `serve`'s start-up checks (server/checks.py), run in the lifespan before any tool
+    ``checks``: `serve`'s start-up checks (server/preflight.py), run in the lifespan before any tool
     can run: the database answers and its query user cannot write (right after the open), and
     every query tool's declared index exists (after the registry's start-up hooks, which may
     create them). A refusal is a ConfigError that stops the start; None skips them (`serve

@@ -15,8 +15,7 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 
-from mongogate.audit.forbidden import allowed_names
-from mongogate.audit.log import Rejection
+from mongogate.audit import Rejection, allowed_names
 from mongogate.errors import MongogateError
 from mongogate.requests import Outcome
 from mongogate.requests import current as current_request

@@ -19,8 +19,8 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from mongogate.audit.log import AuditLog
-    from mongogate.recall.index import IndexCache
+    from mongogate.audit import AuditLog
+    from mongogate.recall import IndexCache
 
 #: seconds; a query tool call is a few ms, a slow database a few seconds
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

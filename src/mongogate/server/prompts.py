@@ -23,8 +23,8 @@ from mcp_types import (
     TextContent,
 )
 
-from mongogate.memory.model import Context
-from mongogate.policy.paths import seg
+from mongogate.memory import Context
+from mongogate.policy import seg
 from mongogate.server.caller import answered, caller, invalid
 from mongogate.tools.base import conversations_of
 from mongogate.values import ByteBudget

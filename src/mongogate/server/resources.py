@@ -30,12 +30,9 @@ from mcp_types import (
     TextResourceContents,
 )
 
-from mongogate.memory.model import summary_shape
-from mongogate.memory.sessions import session_shape
-from mongogate.policy.paths import seg
-from mongogate.recall.history import read_memory
-from mongogate.recall.model import scope_for
-from mongogate.recall.pages import item_json
+from mongogate.memory import session_shape, summary_shape
+from mongogate.policy import seg
+from mongogate.recall import item_json, read_memory, scope_for
 from mongogate.server.caller import answered, caller, invalid
 from mongogate.tools.base import conversations_of
 from mongogate.tools.state import AppState

@@ -24,7 +24,7 @@ from mcp_types import (
 
 from mongogate.compat.sdk import add_request_handler, drop_request_handlers
 from mongogate.errors import NotFound
-from mongogate.policy.paths import seg
+from mongogate.policy import seg
 from mongogate.server import prompts, resources
 from mongogate.tools.base import error_result
 

@@ -12,10 +12,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mongogate.config import LimitsSettings, MemorySettings, Settings
-from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role
-from mongogate.memory.model import Summary
-from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX
-from mongogate.memory.store import Message
+from mongogate.memory import MAX_TITLE_BYTES, PAGE_DEFAULT, PAGE_MAX, ROLES, Message, Role, Summary
 from mongogate.tools.base import (
     ID_RULES,
     IDEMPOTENT_WRITE,

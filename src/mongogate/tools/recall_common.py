@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mongogate.recall.model import Scope, scope_for
-from mongogate.recall.store import LongTermMemory
+from mongogate.recall import LongTermMemory, MemoryScope, scope_for
 from mongogate.tools.base import Call
 from mongogate.values import is_storable
 
@@ -33,7 +32,7 @@ AUTHOR = (
 )
 
 
-def service(call: Call) -> tuple[LongTermMemory, Scope]:
+def service(call: Call) -> tuple[LongTermMemory, MemoryScope]:
     s = call.app.settings.memory.long_term
     return call.app.recall, scope_for(s.scope, call.principal.tenant, call.principal.identity)
 

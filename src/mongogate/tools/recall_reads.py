@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
-from mongogate.memory.search import SCAN_MAX, search_messages
+from mongogate.memory import SCAN_MAX, search_messages
 from mongogate.tools.base import ID_RULES, Call, IdStr, ToolInput, ToolOutput, limit
 from mongogate.tools.recall_common import (
     AUTHOR,

@@ -17,11 +17,18 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mongogate.config import LimitsSettings, MemorySettings, Settings
-from mongogate.memory.search import MAX_QUERY_CHARS as MESSAGE_QUERY_CHARS
-from mongogate.memory.search import SEARCH_DEFAULT, SEARCH_MAX
-from mongogate.recall import checks
-from mongogate.recall.model import MemoryItem
-from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX
+from mongogate.memory import MAX_QUERY_CHARS as MESSAGE_QUERY_CHARS
+from mongogate.memory import SEARCH_DEFAULT, SEARCH_MAX
+from mongogate.recall import (
+    MAX_ID_CHARS,
+    MAX_KEY_CHARS,
+    MAX_NAMESPACE_CHARS,
+    MAX_NAMESPACE_DEPTH,
+    MAX_SEGMENT_CHARS,
+    PAGE_DEFAULT,
+    PAGE_MAX,
+    MemoryItem,
+)
 from mongogate.tools.base import (
     IDEMPOTENT_WRITE,
     READ_ONLY,
@@ -69,11 +76,11 @@ def limits_of(memory: MemorySettings, bounds: LimitsSettings) -> dict[str, objec
         **bounds.model_dump(),
         "max_id_length": memory.max_id_length,  # session ids (search_messages)
         **memory.long_term.model_dump(),
-        "max_namespace_depth": checks.MAX_NAMESPACE_DEPTH,
-        "max_segment_chars": checks.MAX_SEGMENT_CHARS,
-        "max_namespace_chars": checks.MAX_NAMESPACE_CHARS,
-        "max_key_chars": checks.MAX_KEY_CHARS,
-        "max_memory_id": checks.MAX_ID_CHARS,
+        "max_namespace_depth": MAX_NAMESPACE_DEPTH,
+        "max_segment_chars": MAX_SEGMENT_CHARS,
+        "max_namespace_chars": MAX_NAMESPACE_CHARS,
+        "max_key_chars": MAX_KEY_CHARS,
+        "max_memory_id": MAX_ID_CHARS,
         "page_default": PAGE_DEFAULT,
         "page_max": PAGE_MAX,
         "search_default": SEARCH_DEFAULT,

@@ -71,7 +71,7 @@ class ToolRegistry:
         check_tool_set(self._specs.values(), settings.policy.allowed_operators)
         tools = memory_tools(settings)
         for spec in self._specs.values():
-            from mongogate.tools.query import query_tool  # late: only when query tools exist
+            from mongogate.tools.query_tools import query_tool  # late: only when query tools exist
 
             tools.append(query_tool(spec, settings))
         for factory in self._factories:

@@ -14,8 +14,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mongogate.config import MemorySettings, Settings
-from mongogate.runs import DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT
-from mongogate.runs.model import RUN_STATUSES, RunStatus
+from mongogate.runs import DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, RUN_STATUSES, RunStatus
 from mongogate.tools.base import (
     ID_RULES,
     IDEMPOTENT_WRITE,

@@ -11,15 +11,13 @@ from typing import Any
 
 import anyio
 
-from mongogate.audit.log import AuditLog
+from mongogate.audit import AuditLog
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import StorageError
-from mongogate.memory.message_vectors import MessageVectors
-from mongogate.memory.store import MemoryStore
-from mongogate.memory.turns import Turns
+from mongogate.memory import MemoryStore, MessageVectors, Turns
 from mongogate.principal import Principal
-from mongogate.recall.store import LongTermMemory
+from mongogate.recall import LongTermMemory
 from mongogate.runs import Runs
 from mongogate.tools.faults import WriteHealth
 

@@ -24,7 +24,7 @@ import jwt
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import ConfigError
-from mongogate.server.auth.keys import Key, parse_jwks
+from mongogate.server.auth.signing_keys import Key, parse_jwks
 
 __all__ = [
     "MAX_JWKS_BYTES",

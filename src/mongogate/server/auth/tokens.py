@@ -14,7 +14,7 @@ import jwt
 
 from mongogate.config import AuthSettings
 from mongogate.errors import ConfigError
-from mongogate.server.auth.keys import hs256_secret_bytes
+from mongogate.server.auth.signing_keys import hs256_secret_bytes
 
 _TTL = re.compile(r"\s*(\d+)\s*([smhd]?)\s*", re.IGNORECASE)
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

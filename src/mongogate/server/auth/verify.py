@@ -32,7 +32,7 @@ from mongogate.server.auth.apikeys import (
 )
 from mongogate.server.auth.challenge import note_rejection
 from mongogate.server.auth.jwks import KeySource, Reason, Rejected, RemoteJwks, StaticKeys, reason_of
-from mongogate.server.auth.keys import (
+from mongogate.server.auth.signing_keys import (
     MIN_HS256_SECRET_BYTES,
     MIN_RSA_BITS,
     Key,

@@ -19,11 +19,17 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import ConfigDict
 
 from mongogate.config import Settings
-from mongogate.policy.aggregate_run import run_pipeline
-from mongogate.policy.aggregate_schema import aggregate_input_schema, aggregate_output_schema
-from mongogate.policy.execute import QueryResult, run_query
-from mongogate.policy.render import Renderer, encode
-from mongogate.policy.schema import input_schema, output_schema
+from mongogate.policy import (
+    QueryResult,
+    Renderer,
+    aggregate_input_schema,
+    aggregate_output_schema,
+    encode,
+    input_schema,
+    output_schema,
+    run_pipeline,
+    run_query,
+)
 from mongogate.requests import current as current_request
 from mongogate.specs import AggregateToolSpec, QueryToolSpec
 from mongogate.tools.base import READ_ONLY, Call, ToolInput, make_tool

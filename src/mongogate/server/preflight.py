@@ -80,7 +80,7 @@ async def check_connection(db: Database, settings: Settings, checks: StartupChec
 
 async def check_indexes(db: Database, specs: Iterable[QueryToolSpec], checks: StartupChecks) -> None:
     """Refuse to serve while a query tool's declared index is missing."""
-    from mongogate.policy.query_indexes import index_status, missing_report
+    from mongogate.policy import index_status, missing_report
 
     declared = [s for s in specs if s.index]
     if not declared:

@@ -14,9 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import EXE, free_port
-from tests.test_engine_isolation import NOBODY, _as_nobody
-
 from lib.redteam_base import (
     FAILED,
     ROOT,
@@ -29,6 +26,9 @@ from lib.redteam_base import (
     short,
     verdict,
 )
+from tests.helpers import EXE, free_port
+from tests.test_engine_isolation import NOBODY, _as_nobody
+
 from mongogate.audit.read import read_events
 from mongogate.engine import client as engine_client
 

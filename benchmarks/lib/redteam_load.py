@@ -16,10 +16,9 @@ from typing import Any
 
 import httpx2
 from fairness import HEAVY, client_loop, pct  # benchmarks/fairness.py, beside this script
+from lib.redteam_base import Outcome, Target, call, connect, json_bytes, short, verdict
 from slow_bodies import head, rss_mib  # benchmarks/slow_bodies.py
 from tests.server import rpc
-
-from lib.redteam_base import Outcome, Target, call, connect, json_bytes, short, verdict
 
 #: the aggregation whose first group stage has more than max_groups (10) groups while its answer
 #: is one document: the call then asks the engine a second time (the group-count probe)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from results import RESULTS, write_section  # benchmarks/results.py, beside this script
+from lib.results import RESULTS, write_section  # benchmarks/lib/results.py, beside this script
 
 from mongogate.config import PolicySettings
 from mongogate.demo import ORDER_STATS

@@ -32,11 +32,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lib.results import RESULTS, write_section
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from pymongo import MongoClient
 from query_overhead import ARGS, CONFIG, DB, TENANT, seed  # benchmarks/, beside this script
-from results import RESULTS, write_section
 
 HERE = Path(__file__).resolve().parent
 BLOCK = 100  # rounds between two emptyings of audit_events

@@ -38,8 +38,8 @@ from typing import Any, Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from convset import Conversation, build
-from results import command_line, parser, publish
+from lib.convset import Conversation, build
+from lib.results import command_line, parser, publish
 
 K = (1, 5, 10)
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results import write_section  # benchmarks/results.py, beside this script
+from lib.results import write_section  # benchmarks/lib/results.py, beside this script
 
 from mongogate.config import DatabaseSettings
 from mongogate.db import Database

@@ -31,7 +31,7 @@ from mongogate.compat import mongoeco as shim
 from mongogate.db import EmbeddedEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import command_line, parser, publish
+from lib.results import command_line, parser, publish
 
 from memory import unchecked_seeding  # beside this script
 

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from lib.results import write_section  # benchmarks/lib/results.py, beside this script
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pymongo import MongoClient
-from results import write_section  # benchmarks/results.py, beside this script
 
 from mongogate.config import load_settings
 from mongogate.demo import FIND_ORDERS, ORDER_STATS, ORDERS_INDEX

@@ -28,8 +28,8 @@ from typing import Any
 
 import httpx2
 import pydantic_core
-from mcp_messages import INITIALIZE, INITIALIZED  # benchmarks/mcp_messages.py, beside this script
-from results import write_section  # benchmarks/results.py, beside this script
+from lib.mcp_messages import INITIALIZE, INITIALIZED  # benchmarks/lib/mcp_messages.py, beside this script
+from lib.results import write_section  # benchmarks/lib/results.py, beside this script
 
 from mongogate.config import load_settings
 from mongogate.db import EmbeddedEngine

@@ -52,7 +52,7 @@ from mongogate.memory.store import MemoryStore
 from mongogate.runs.service import SAVE_FIELDS, event_id, save_update
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import command_line, parser, publish
+from lib.results import command_line, parser, publish
 
 from memory import unchecked_seeding  # beside this script
 

@@ -59,8 +59,8 @@ from mongogate.memory.keys import message_key
 from mongogate.memory.store import MemoryStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_report import WINDOW, SizeResult, Stats, findings, render  # beside this script
-from results import RESULTS, write_section  # benchmarks/results.py, beside this script
+from lib.memory_report import WINDOW, SizeResult, Stats, findings, render  # beside this script
+from lib.results import RESULTS, write_section  # benchmarks/lib/results.py, beside this script
 
 Doc = dict[str, Any]
 Op = Callable[[], Awaitable[None]]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from results import command_line, parser, publish
+from lib.results import command_line, parser, publish
 
 from mongogate.config import load_settings
 from mongogate.db import Database

@@ -20,7 +20,7 @@ from typing import Any
 
 from jsonschema import exceptions
 from jsonschema.validators import validator_for
-from results import write_section  # benchmarks/results.py, beside this script
+from lib.results import write_section  # benchmarks/lib/results.py, beside this script
 
 from mongogate.demo import FIND_ORDERS
 from mongogate.policy.schema import DIALECT, output_schema

@@ -21,7 +21,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from results import command_line, parser, publish  # benchmarks/results.py, beside this script
+from lib.results import command_line, parser, publish  # benchmarks/lib/results.py, beside this script
 
 HERE = Path(__file__).resolve().parent
 #: timed in the child: one find call (with count) and one aggregate call of the demo's tools

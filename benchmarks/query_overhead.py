@@ -3,7 +3,7 @@
 Three servers, each its own process on the SDK's stdio transport, all reading the same
 ``orders`` collection on the same embedded engine (its own process):
 
-- ``floor``: benchmarks/floor_server.py, a plain ``@server.tool()`` running the same ``find``
+- ``floor``: benchmarks/lib/floor_server.py, a plain ``@server.tool()`` running the same ``find``
   (scoped filter, projection, sort, limit + 1) with no policy, no schema check, no audit;
 - ``mongogate``: ``mongogate serve`` with the ``find_orders`` query tool (default settings);
 - ``mongogate+audit``: the same with ``audit.log_queries = true`` (one audit line per call).
@@ -33,10 +33,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from lib.results import RESULTS, write_section  # benchmarks/lib/results.py, beside this script
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from pymongo import MongoClient
-from results import RESULTS, write_section  # benchmarks/results.py, beside this script
 
 HERE = Path(__file__).resolve().parent
 DB = "bench_overhead"
@@ -57,6 +57,9 @@ fields = { status = "string", total = "number", createdAt = "date", number = "st
 sort = { createdAt = -1 }
 max_limit = 50
 """
+
+
+FLOOR = HERE / "lib" / "floor_server.py"
 
 
 def serve_engine(data_dir: str) -> None:
@@ -122,9 +125,9 @@ async def measure(
     if profile is not None:  # cProfile the plain mongogate server; the file is written at exit
         mg = ["-m", "cProfile", "-o", str(profile), *mg]
     contenders = {
-        "floor": StdioServerParameters(command=py, args=[str(HERE / "floor_server.py")], env=base_env),
+        "floor": StdioServerParameters(command=py, args=[str(FLOOR)], env=base_env),
         "floor, typed": StdioServerParameters(
-            command=py, args=[str(HERE / "floor_server.py")], env=base_env | {"BENCH_TYPED": "1"}
+            command=py, args=[str(FLOOR)], env=base_env | {"BENCH_TYPED": "1"}
         ),
         "mongogate": StdioServerParameters(
             command=py,
@@ -199,7 +202,7 @@ def render(times: dict[str, list[float]], command: str, docs: int, returned: int
         "One `find_orders` call (a `$in` on status and a date range, limit 20, "
         f"{returned} documents returned) through the SDK's `Client` over stdio, {len(times['floor'])} rounds "
         "after warm-up; every round calls each server once, rotating the order. `floor` is a bare",
-        "`MCPServer` tool running the same `find` with no policy (benchmarks/floor_server.py). "
+        "`MCPServer` tool running the same `find` with no policy (benchmarks/lib/floor_server.py). "
         f"Embedded engine in its own process, {docs} orders in 10 tenants.",
         "",
         "`paired Δ` is the median over rounds of (this server's call − the floor's call in the same",

@@ -3,7 +3,7 @@
 On one embedded engine, with the real local model (wordllama, 256 dimensions), through
 `LongTermMemory.recall` (the code the `recall` tool runs):
 
-- **quality**: the labelled set of benchmarks/recall_set.py (facts; questions asked in other
+- **quality**: the labelled set of benchmarks/lib/recall_set.py (facts; questions asked in other
   words, and questions naming an exact identifier with near-miss twins among the facts),
   recall@1 and recall@3 for exact-term only (`method="text"`), meaning only (`"vector"`) and
   fused (the default), on the facts alone and among 1,000 generated distractor memories in the
@@ -65,10 +65,10 @@ from mongogate.recall.terms import text_search
 from mongogate.recall.vectors import pack, scan_top, unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_report import Stats
-from recall_report import DEPTH, KINDS, LIMIT, Run, Tuned, render
-from recall_set import DID, FACTS, HALVES, QUESTIONS, WHAT, WHEN, WHO, split
-from results import RESULTS, publish
+from lib.memory_report import Stats
+from lib.recall_report import DEPTH, KINDS, LIMIT, Run, Tuned, render
+from lib.recall_set import DID, FACTS, HALVES, QUESTIONS, WHAT, WHEN, WHO, split
+from lib.results import RESULTS, publish
 
 from memory import loadavg, unchecked_seeding  # beside this script
 

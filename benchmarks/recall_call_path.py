@@ -39,8 +39,8 @@ from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lib.results import command_line, parser, publish
 from recall_index import build_before, echo_server, fill, settings_for, timed
-from results import command_line, parser, publish
 
 from memory import loadavg  # beside this script
 

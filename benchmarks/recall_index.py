@@ -3,7 +3,7 @@
 One embedded engine (its own thread, as benchmarks/recall.py), the real local model (wordllama).
 Every call goes through the SDK's in-process `Client` in "legacy" mode (JSON-RPC framing), both
 for mongogate's `build_server` and for the floor: a bare `MCPServer` with one `echo` tool (as
-benchmarks/startup_floor.py). Interleaved, round by round, after warm-up rounds:
+benchmarks/lib/startup_floor.py). Interleaved, round by round, after warm-up rounds:
 
 - `recall` p50 with 1,000 and with 10,000 memories in the caller's scope, over the echo p50;
   beside each, the same recall by a second server with the read path as before the settled
@@ -73,7 +73,7 @@ from mongogate.server.metrics import metrics_of, samples
 from mongogate.tools import output_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import command_line, parser, publish
+from lib.results import command_line, parser, publish
 
 from memory import loadavg, unchecked_seeding  # beside this script
 

@@ -33,10 +33,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import recall_set
 from conv_eval import docs_of
-from convset import build
-from results import command_line, parser, publish
+from lib import recall_set
+from lib.convset import build
+from lib.results import command_line, parser, publish
 
 from mongogate.recall import fusion
 from mongogate.recall.embedding import LOCAL_DIMENSIONS, LOCAL_MODEL, LocalEmbedder

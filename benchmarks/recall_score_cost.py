@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from results import command_line, parser
+from lib.results import command_line, parser
 
 from mongogate.recall.scope_index import ScopeIndex
 from mongogate.recall.vectors import pack

@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from fairness import seed  # benchmarks/fairness.py, beside this script
-from pymongo import MongoClient
-from redteam_access import audit_dodges, audit_files, engine_socket
-from redteam_base import DB, FAILED, FULL, QUICK, Outcome, Target, clean_env, make_target
-from redteam_load import (
+from lib.redteam_access import audit_dodges, audit_files, engine_socket
+from lib.redteam_base import DB, FAILED, FULL, QUICK, Outcome, Target, clean_env, make_target
+from lib.redteam_load import (
     PROBED,
     fair_share,
     half_open,
@@ -53,7 +52,8 @@ from redteam_load import (
     session_flood,
     slow_bodies,
 )
-from results import write_section
+from lib.results import write_section
+from pymongo import MongoClient
 
 from mongogate.engine import client as engine_client
 

@@ -38,7 +38,7 @@ from pymongo import AsyncMongoClient
 from mongogate.engine import client as engine_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import write_section
+from lib.results import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 EXE = [sys.executable, "-m", "mongogate.cli"]

@@ -40,9 +40,13 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from lib.results import RESULTS, write_section  # benchmarks/lib/results.py, beside this script
+from lib.scheduler_fleet import (  # benchmarks/lib/scheduler_fleet.py
+    main_fleet,
+    render_fleet,
+    upsert_schedules,
+)
 from pymongo import AsyncMongoClient
-from results import RESULTS, write_section  # benchmarks/results.py, beside this script
-from scheduler_fleet import main_fleet, render_fleet, upsert_schedules  # benchmarks/scheduler_fleet.py
 
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings

@@ -33,7 +33,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scheduler_fleet import load_previous
+from lib.scheduler_fleet import load_previous
 
 from mongogate.clock import ManualClock
 from mongogate.config import SchedulerSettings

@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from results import write_section  # benchmarks/results.py, beside this script
+from lib.results import write_section  # benchmarks/lib/results.py, beside this script
 
 from mongogate.engine.embedded import EmbeddedEngine
 

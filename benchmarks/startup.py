@@ -4,7 +4,7 @@ bare SDK server started the same way, interleaved in the same run; and where sta
 Contenders, each spawned fresh per round on the SDK's stdio transport (raw JSON-RPC lines over
 the pipes, so no client library time is counted), in a rotating order:
 
-- ``floor``: benchmarks/startup_floor.py, a bare ``MCPServer`` with one tool;
+- ``floor``: benchmarks/lib/startup_floor.py, a bare ``MCPServer`` with one tool;
 - ``mongogate``: ``mongogate serve`` on a warm data directory (its engine already running)
   with one query tool, as an operator runs it;
 - ``mongogate (no query tools)``: the same without ``[[query_tools]]``.
@@ -36,8 +36,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from mcp_messages import INITIALIZE, INITIALIZED  # benchmarks/mcp_messages.py, beside this script
-from results import RESULTS, write_section  # benchmarks/results.py, beside this script
+from lib.mcp_messages import INITIALIZE, INITIALIZED  # benchmarks/lib/mcp_messages.py, beside this script
+from lib.results import RESULTS, write_section  # benchmarks/lib/results.py, beside this script
 
 HERE = Path(__file__).resolve().parent
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
@@ -259,7 +259,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
         mg = [sys.executable, "-m", "mongogate.cli"]
         contenders = {
-            "floor": [sys.executable, str(HERE / "startup_floor.py")],
+            "floor": [sys.executable, str(HERE / "lib" / "startup_floor.py")],
             "mongogate": [*mg, "serve", "--config", str(with_tool)],
             "mongogate (no query tools)": [*mg, "serve", "--config", str(bare_cfg)],
         }

@@ -40,7 +40,7 @@ from pymongo import AsyncMongoClient
 from mongogate.db import EmbeddedEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import write_section
+from lib.results import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 DB = "soak"

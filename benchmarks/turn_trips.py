@@ -46,7 +46,7 @@ from mongogate.memory.turns import Turns
 from mongogate.server.app import build_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import command_line, parser, publish
+from lib.results import command_line, parser, publish
 
 from memory import unchecked_seeding  # beside this script
 

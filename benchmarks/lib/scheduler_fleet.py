@@ -36,7 +36,7 @@ from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import SchedulerSettings
 
 Client = AsyncMongoClient[dict[str, Any]]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INTERVAL_S = 60.0
 SEED_BATCH = 500
 

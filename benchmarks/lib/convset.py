@@ -1,6 +1,6 @@
 """A multi-session conversation set of our own, generated deterministically (no file to download).
 
-    from convset import build
+    from lib.convset import build
     convs = build(seed=26)     # list[Conversation]; the same seed gives the same set, byte for byte
 
 Each conversation is one person talking to an assistant over about a dozen sessions (a date each,

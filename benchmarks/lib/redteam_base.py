@@ -22,7 +22,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # tests/helpers.py and tests/server/rpc.py are reused, not copied
     sys.path.insert(0, str(ROOT))
 

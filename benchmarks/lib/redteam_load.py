@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx2
 from fairness import HEAVY, client_loop, pct  # benchmarks/fairness.py, beside this script
-from redteam_base import Outcome, Target, call, connect, json_bytes, short, verdict
+from lib.redteam_base import Outcome, Target, call, connect, json_bytes, short, verdict
 from slow_bodies import head, rss_mib  # benchmarks/slow_bodies.py
 from tests.server import rpc
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redteam_base import (
+from lib.redteam_base import (
     FAILED,
     ROOT,
     SKIPPED,

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
+RESULTS = Path(__file__).resolve().parents[1] / "RESULTS.md"
 
 
 def write_section(name: str, body: str, path: Path = RESULTS) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory_report import Stats, both
-from recall_set import FACTS, HALVES, QUESTIONS, split
+from lib.memory_report import Stats, both
+from lib.recall_set import FACTS, HALVES, QUESTIONS, split
 
 METHODS = ("text", "vector", "fused")
 KINDS = ("paraphrase", "identifier", "all")
@@ -137,7 +137,7 @@ def render(r: Run, reps: int, warmup: int) -> list[str]:
         f"**Quality**: {len(FACTS)} facts, {n} questions ({para} asked in other words, {n - para} naming "
         "an exact identifier that has a near-miss twin among the facts), split once into a tuning half "
         f"({len(split('tuning'))}) and a held-out half ({len(split('held-out'))}), alternate questions of "
-        "each kind (benchmarks/recall_set.py); `recall(limit=3)` through `LongTermMemory`.",
+        "each kind (benchmarks/lib/recall_set.py); `recall(limit=3)` through `LongTermMemory`.",
         "",
         f"On the {len(FACTS)} facts alone:",
         "",

@@ -5,7 +5,7 @@ projection, sort and limit + 1 as mongogate's ``find_orders``; no policy walk, n
 no audit. Its only argument handling is what any tool needs to run this query at all: ISO date
 strings for ``createdAt`` become datetimes, and the tenant is ANDed in.
 
-    MONGODB_URI=... BENCH_DB=... BENCH_TENANT=... python benchmarks/floor_server.py
+    MONGODB_URI=... BENCH_DB=... BENCH_TENANT=... python benchmarks/lib/floor_server.py
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Helpers the benchmark scripts share (benchmarks/README.md, "Helper modules")."""

@@ -26,9 +26,7 @@ WORDS = [f"w{j:03d}" for j in range(200)]
 async def test_recall_counts_matched_terms_within_the_byte_cap(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:
-    settings = make_settings(
-        engine_uri, db_name, tmp_path, memory={"long_term": {"max_response_bytes": CAP}}
-    )
+    settings = make_settings(engine_uri, db_name, tmp_path, memory={"long_term": {"max_response_bytes": CAP}})
     async with Client(build_server(settings)) as c:
         for i in range(30):
             await ok(c, "remember", text=f"note {i}: " + " ".join(WORDS), key=f"k{i}")

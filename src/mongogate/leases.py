@@ -51,7 +51,15 @@ def keep_unless(ok: Doc, fields: Doc) -> Doc:
     [$$ROOT, fields]}, $$ROOT]}}` (MongoDB 4.2+). The earlier shape, a `$set` of `{$cond: [ok, new,
     "$field"]}` per field, repeated `ok` in every field, and the embedded engine prepares and
     evaluates an update pipeline node by node: a lease take of eight fields cost 8.0 ms against
-    3.6 ms in this shape (docs/decisions/turn-write-path.md). A value may not be `$$REMOVE`."""
+    3.6 ms in this shape (docs/decisions/turn-write-path.md).
+
+    Refused (`ValueError`, a programming error): a value `$$REMOVE` (left out of the merged object,
+    so MongoDB keeps the field and the embedded engine fails the update), and a name that is empty,
+    holds a dot or starts with `$` (an operator, or a dotted top-level field on the engine and an
+    error on MongoDB). A caller's value goes in through `literal`."""
+    for name, value in fields.items():
+        if not name or "." in name or name.startswith("$") or value == "$$REMOVE":
+            raise ValueError(f"keep_unless: field {name!r} = {value!r} means different things on each engine")
     return {"$replaceWith": {"$cond": [ok, {"$mergeObjects": ["$$ROOT", fields]}, "$$ROOT"]}}
 
 

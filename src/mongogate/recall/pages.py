@@ -42,9 +42,15 @@ def version_json(version: Version) -> Doc:
     }
 
 
+def shown_json(item: MemoryItem) -> Doc:
+    """An item with the evidence the recall tool adds to it (`similarity`, and `matched_terms`:
+    as long as the question when the memory holds all its words): what the byte cap measures."""
+    return {**item_json(item), "similarity": item.similarity, "matched_terms": item.matched_terms}
+
+
 def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem], int]:
     """The leading items that fit in a reply of `max_bytes`, and how many were left out."""
-    kept = within(items_budget(max_bytes), items, item_json)
+    kept = within(items_budget(max_bytes), items, shown_json)
     return kept, len(items) - len(kept)
 
 

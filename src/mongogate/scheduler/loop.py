@@ -149,17 +149,19 @@ class WorkerLoop:
         except StorageError as e:
             log.warning("worker %s: could not record that it claims (%s)", worker, e)
         self._split_at = anyio.current_time()
-        async with anyio.create_task_group() as tg:
-            while not self.done():
-                wait = await self._pass(tg)
-                self._first_pass = False
-                wait = min(wait, self.left())
-                if wait > 0:
-                    await nap(self.clock, wait, stop)
-                else:
-                    await anyio.sleep(0)
-        with anyio.CancelScope(shield=True), contextlib.suppress(PyMongoError, StorageError):
-            await fleet.leave(self.store.db, worker)
+        try:
+            async with anyio.create_task_group() as tg:
+                while not self.done():
+                    wait = await self._pass(tg)
+                    self._first_pass = False
+                    wait = min(wait, self.left())
+                    if wait > 0:
+                        await nap(self.clock, wait, stop)
+                    else:
+                        await anyio.sleep(0)
+        finally:  # cancelled too (the second signal): the others take this worker's share at once
+            with anyio.CancelScope(shield=True), contextlib.suppress(PyMongoError, StorageError):
+                await fleet.leave(self.store.db, worker)
         st = self.stats
         log.info(
             "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped, "

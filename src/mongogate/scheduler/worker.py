@@ -71,11 +71,13 @@ async def run_scheduler(
     status_only: bool = False,
     stop: anyio.Event | None = None,
 ) -> WorkerReport:
-    """Run the scheduler until `stop`, `duration_s`, or SIGINT/SIGTERM; or only read its agents' status."""
+    """Run the scheduler until `stop`, `duration_s`, or SIGINT/SIGTERM; or only read its agents' status.
+    After a second signal (running ticks cancelled) the report has no stats."""
     if status_only:
         statuses = await scheduler.status()
         return WorkerReport(status=statuses, capacity=await scheduler.capacity(statuses))
     stop = stop or anyio.Event()
+    stats: SchedulerStats | None = None  # a second signal cancels `run` before it returns them
     async with anyio.create_task_group() as tg:
         if threading.current_thread() is threading.main_thread():
             tg.start_soon(_stop_on_signals, stop, tg.cancel_scope)

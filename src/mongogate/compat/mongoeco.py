@@ -144,7 +144,7 @@ class FastIdEngine(FlatInsertEngine):
         return self._one(db_name, coll_name, doc_id, semantics, context)
 
     async def _one(
-        self, db_name: str, coll_name: str, doc_id: str | ObjectId, semantics: Any, context: Any
+        self, db_name: str, coll_name: str, doc_id: Any, semantics: Any, context: Any
     ) -> AsyncIterator[Any]:
         self._record_operation_metadata(  # as the scan does: the session's last operation
             context, operation="scan_collection", comment=semantics.comment, max_time_ms=None, hint=None

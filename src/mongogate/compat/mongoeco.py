@@ -40,7 +40,7 @@ transaction, limit 1, no skip, sort, hint, collation, text query or time limit, 
 ``$elemMatch`` projection reads the filter). Anything else, numeric and compound ids included,
 takes the original path. It reads and calls ``_lock``, ``_get_document_sync`` and
 ``_record_operation_metadata`` (pinned). Measured: a ``find_one`` by ``_id`` of a revision document
-0.88 ms against 1.09-1.20 ms (p50 of 400, interleaved, a ``ping`` 0.36-0.46 ms); through a worker
+0.88 ms against 1.09-1.26 ms (p50 of 400, interleaved, a ``ping`` 0.36-0.47 ms); through a worker
 without the scan reader it was no faster (1.01-1.22 ms); docs/decisions/recall-index.md.
 """
 

@@ -5,10 +5,14 @@ does), each recall settled (no write between rounds), in a shuffled order each r
 MCP echo call of a bare SDK server:
 
 - all on (the code as it is);
+- without the primary-key read (`FastIdEngine.primary_key_reads = False` during its calls: the
+  revision read takes mongoeco's scan reader on a worker, as on main 33c5e54; branch rspeed3);
 - without the lean output schema (`tools/output_schema.LEAN = False` while it is built);
 - without the question cache (`IndexCache.query_terms` tokenizing every call);
 - without the question cache and the short revision read (`IndexCache.lean = False`);
-- none of the three (the code before them).
+- none of the three (the code before them);
+- without any revision read (each scope's first answer kept: NOT coherent, the bound of what a
+  lease on the revision could save; docs/decisions/recall-index.md, "Leases: a proposal").
 
 Run: `.venv/bin/python benchmarks/recall_call_path.py 1000 10000 --rounds 100` (about 2 minutes).
 """
@@ -32,6 +36,7 @@ from typing import Any
 from mcp import Client
 from pymongo import AsyncMongoClient
 
+from mongogate.compat.mongoeco import FastIdEngine
 from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.index import QueryTerms
@@ -45,12 +50,14 @@ from recall_index import build_before, echo_server, fill, settings_for, timed
 from memory import loadavg  # beside this script
 
 ECHO = "echo (bare SDK server)"
+PK = "without the primary-key read (main)"
 PIECES = (
     "all on",
     "without the lean output schema",
     "without the question cache",
     "without the question cache and the short revision read",
     "none of the three (before)",
+    "without any revision read (not coherent: a lease's bound)",
 )
 
 
@@ -60,8 +67,34 @@ def untrimmed(server: Any, piece: str) -> None:
     index = m.recall_index
     if piece == "without the question cache":
         index.query_terms = QueryTerms.of  # type: ignore[method-assign]
+    elif piece == PIECES[5]:
+        leased(index)
     elif piece in PIECES[3:]:
         index.lean = False
+
+
+def leased(index: Any) -> None:
+    """Each scope's first `fresh` answer kept and given again: what a recall costs without its
+    revision read (stale after any write: for this measurement only)."""
+    original = index.fresh
+    kept: dict[Any, Any] = {}
+
+    async def fresh(*args: Any, **kwargs: Any) -> Any:
+        key = (args[2], args[3])  # scope, model
+        if key not in kept:
+            kept[key] = await original(*args, **kwargs)
+        return kept[key]
+
+    index.fresh = fresh
+
+
+async def scanned(client: Client, q: dict[str, Any]) -> Any:
+    """A recall of the "all on" server whose reads take mongoeco's scan (the engine is in this process)."""
+    FastIdEngine.primary_key_reads = False
+    try:
+        return await client.call_tool("recall", q)
+    finally:
+        FastIdEngine.primary_key_reads = True
 
 
 async def one_size(uri: str, tmp: str, size: int, rounds: int, warmup: int) -> dict[str, float]:
@@ -89,6 +122,7 @@ async def one_size(uri: str, tmp: str, size: int, rounds: int, warmup: int) -> d
             await c.call_tool("recall", q)  # the index built, then the piece turned off
             untrimmed(servers[p], p)
             ops[p] = partial(c.call_tool, "recall", q)
+        ops[PK] = partial(scanned, clients[PIECES[0]], q)
         times: dict[str, list[float]] = {k: [] for k in ops}
         order = list(ops)
         for i in range(warmup + rounds):
@@ -125,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         "| server (recall p50 ms, x echo) | " + " | ".join(f"{s:,}" for s in args.sizes) + " |",
         "|---|" + "---:|" * len(args.sizes),
     ]
-    for name in (ECHO, *PIECES):
+    for name in (ECHO, PIECES[0], PK, *PIECES[1:]):
         cells = []
         for size in args.sizes:
             ms = results[size][name]
             cells.append(f"{ms:.2f}" if name == ECHO else f"{ms:.2f} ({ms / results[size][ECHO]:.1f}x)")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     publish(
-        "recall call path, each piece alone (issue 26, rspeed2)", "\n".join(lines) + "\n", not args.no_write
+        "recall call path, each piece alone (issue 26, rspeed3)", "\n".join(lines) + "\n", not args.no_write
     )
     return 0
 

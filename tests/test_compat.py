@@ -17,7 +17,7 @@ from bson import Int64, ObjectId
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from pymongo import MongoClient
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 from mongogate.compat import mongoeco, sdk, settings
 from mongogate.compat.uvicorn import H11Protocol
@@ -294,3 +294,154 @@ def test_an_insert_by_string_id_reads_no_stored_document(
         assert loads == []
         coll.insert_one({"_id": 42})
         assert loads == ["c"]
+
+
+def test_mongoeco_find_semantics_has_the_fields_the_fast_id_engine_reads() -> None:
+    """FastIdEngine decides from these fields of mongoeco's find semantics, then calls
+    `get_document` with these keywords: the names must stay."""
+    from dataclasses import fields
+
+    from mongoeco.engines.semantic_core import EngineFindSemantics
+    from mongoeco.engines.sqlite import SQLiteEngine
+
+    names = {f.name for f in fields(EngineFindSemantics)}
+    wanted = {"filter_spec", "limit", "skip", "sort", "hint", "collation", "text_query", "max_time_ms"}
+    assert wanted | {"projection", "dialect", "operation_context"} <= names
+    params = inspect.signature(SQLiteEngine.get_document).parameters
+    assert list(params)[:4] == ["self", "db_name", "coll_name", "doc_id"]
+    for name in ("projection", "dialect", "operation_context"):
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+    assert "context" in inspect.signature(SQLiteEngine.scan_find_semantics).parameters
+    assert "operation_context" in inspect.signature(SQLiteEngine._get_document_sync).parameters
+    recorded = inspect.signature(SQLiteEngine._record_operation_metadata).parameters
+    assert {"operation", "comment", "max_time_ms", "hint"} <= set(recorded)
+
+
+PROJECTIONS: list[dict[str, Any] | None] = [
+    None,
+    {"rev": 1, "pending": 1, "changes": {"$slice": -2}},
+    {"changes": 0},
+    {"_id": 0, "rev": 1},
+    {"changes.$": 1},  # positional: reads the filter, the original path
+    {"changes": {"$elemMatch": {"$eq": "c"}}},
+]
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+@pytest.mark.parametrize("projection", PROJECTIONS)
+@pytest.mark.parametrize(
+    "doc_id", ["scope-1", ObjectId("6b0f6250940860c3b9c317a8"), 1, Int64(2), 3.0, {"a": 1}, "absent"]
+)
+def test_a_find_by_id_answers_as_the_engines_own_scan(
+    engine_uri: str, db_name: str, doc_id: object, projection: dict[str, Any] | None
+) -> None:
+    """The primary-key read gives what mongoeco's scan gives (`{_id: {$eq: id}}` takes the scan):
+    found, not found, each projection, numeric and compound ids."""
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        stored: list[object] = ["scope-1", ObjectId("6b0f6250940860c3b9c317a8"), 1, 2, 3, {"a": 1}]
+        coll.insert_many(
+            [
+                {"_id": i, "rev": n, "pending": {"t": n}, "changes": ["a", "b", "c"]}
+                for n, i in enumerate(stored)
+            ]
+        )
+        fast = answer(coll, {"_id": doc_id}, projection)
+        scanned = answer(coll, {"_id": {"$eq": doc_id}}, projection)
+        assert fast == scanned
+        assert (fast is None) == (doc_id == "absent")
+
+
+def answer(coll: Any, query: dict[str, Any], projection: dict[str, Any] | None) -> object:
+    """The document found, or the error's code (a positional projection by `_id` alone is refused)."""
+    try:
+        return coll.find_one(query, projection)
+    except OperationFailure as e:
+        return ("refused", e.code)
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_only_a_plain_find_of_one_string_or_object_id_takes_the_primary_key_read(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the fast path covers: one document by a string or ObjectId `_id` with a plain
+    projection; a numeric id, a second condition, a positional projection, a session, a sort or
+    a time limit take the scan."""
+    taken: list[object] = []
+    original = mongoeco.FastIdEngine._one
+
+    def counting(self: Any, db: str, coll: str, doc_id: object, semantics: Any, context: Any) -> Any:
+        if db == db_name:
+            taken.append(doc_id)
+        return original(self, db, coll, doc_id, semantics, context)
+
+    oid = ObjectId("6b0f6250940860c3b9c317a8")
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        coll.insert_many([{"_id": "s", "n": 1}, {"_id": oid, "n": 2}, {"_id": 7, "n": 3}])
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_one", counting)
+        assert coll.find_one({"_id": "s"}, {"n": 1}) == {"_id": "s", "n": 1}
+        assert coll.find_one({"_id": oid}) == {"_id": oid, "n": 2}
+        assert coll.find_one({"_id": "nope"}) is None
+        assert taken == ["s", oid, "nope"]
+        assert coll.find_one({"_id": 7}) == {"_id": 7, "n": 3}
+        assert coll.find_one({"_id": "s", "n": 2}) is None
+        assert answer(coll, {"_id": "s"}, {"n.$": 1}) == answer(coll, {"_id": {"$eq": "s"}}, {"n.$": 1})
+        assert coll.find_one({"_id": "s"}, sort=[("n", 1)]) == {"_id": "s", "n": 1}
+        assert coll.find_one({"_id": "s"}, max_time_ms=1000) == {"_id": "s", "n": 1}
+        assert list(coll.find({"_id": "s"})) == [{"_id": "s", "n": 1}]
+        assert taken == ["s", oid, "nope"]
+        with client.start_session() as session:  # a session of its own, outside a transaction
+            assert coll.find_one({"_id": "s"}, session=session) == {"_id": "s", "n": 1}
+        assert taken == ["s", oid, "nope", "s"]
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_a_find_by_id_while_a_write_holds_the_engine_waits_on_a_worker_not_on_the_loop(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The primary-key read runs on the engine's loop only when the engine's lock is free: while
+    another thread holds it (a write), the find waits on a worker and the loop still serves
+    everyone else (a ping answers); once the lock is released the find answers."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    engines: list[Any] = []
+    asked = threading.Event()
+    original = mongoeco.FastIdEngine._one
+
+    def capturing(self: Any, *args: Any) -> Any:
+        engines.append(self)
+        asked.set()
+        return original(self, *args)
+
+    with (
+        MongoClient[dict[str, Any]](engine_uri) as client,
+        MongoClient[dict[str, Any]](engine_uri, socketTimeoutMS=60_000) as other,  # fails, never hangs
+        ThreadPoolExecutor(1) as pool,
+    ):
+        coll = client[db_name]["c"]
+        coll.insert_one({"_id": "s", "n": 1})
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_one", capturing)
+        assert coll.find_one({"_id": "s"}) == {"_id": "s", "n": 1}
+        lock = engines[0]._lock
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with lock:
+                held.set()
+                release.wait()
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait()
+        asked.clear()
+        try:
+            waiting = pool.submit(coll.find_one, {"_id": "s"})
+            asked.wait()  # the find is in the engine, waiting for the lock
+            assert other.admin.command("ping")["ok"] == 1  # the loop is not blocked
+        finally:
+            release.set()
+            holder.join()
+        assert waiting.result() == {"_id": "s", "n": 1}
+        assert len(engines) == 2

@@ -5,7 +5,7 @@ in-process index (`recall/scope_index.py`) and `search_messages` (`memory/search
 the normalised BM25 of `textrank.bm25` (1.0: holds every query word) and `similarity` the cosine of
 the query's and the text's embeddings. Here, below `recall` and `memory`, because neither of those
 may import the other (pyproject's import-linter layers); the weights were chosen on
-benchmarks/recall_set.py (docs/decisions/recall-index.md).
+benchmarks/lib/recall_set.py (docs/decisions/recall-index.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 __all__ = ["TEXT_POWER", "TEXT_WEIGHT", "blend", "blend_many"]
 
-#: the text side's share of the score (chosen on benchmarks/recall_set.py's tuning half)
+#: the text side's share of the score (chosen on benchmarks/lib/recall_set.py's tuning half)
 TEXT_WEIGHT = 0.5
 #: the text side counts as text ** TEXT_POWER; 2 (a one-word overlap counts little) kept fewer
 #: answers above a floor that empties unrelated questions than 1 did (docs/decisions/recall-index.md)

@@ -62,9 +62,9 @@ class EmbeddedEngine:
         self._loop = loop
         self._thread = threading.Thread(target=loop.run_forever, name="mongogate-embedded", daemon=True)
         self._thread.start()
-        from mongogate.compat.mongoeco import FlatInsertEngine  # inserts flat in collection size
+        from mongogate.compat.mongoeco import FastIdEngine  # flat inserts, primary-key finds
 
-        sqlite = FlatInsertEngine(str(self.data_file), executor_workers=2)
+        sqlite = FastIdEngine(str(self.data_file), executor_workers=2)
         server: Any
         if self.socket_path is not None:
             from mongogate.compat.mongoeco import UnixProxyServer

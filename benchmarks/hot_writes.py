@@ -16,8 +16,9 @@ parallel collections (`*_prev`: ObjectId ids and the compound unique indexes; th
 checkpoint put as upserts; the save filtered by lease and version), the same way.
 
 A third table (`--only ticks`): the scheduler's tick claim (the write that advances the schedule)
-and a tick's outcome write, through this tree's scheduler and bc6dfd9's, on one agent of 1,000 and
-then 10,000 registered agents (`hot_writes_ticks.py`).
+and a tick's outcome write, through this tree's scheduler and bc6dfd9's, on one agent of 1,000 or
+10,000 registered agents; four databases (version x size), all four measured in each round in
+rotating order (`hot_writes_ticks.py`).
 
 Seeding is not timed and skips the engine's per-insert uniqueness scan (as benchmarks/memory.py).
 
@@ -56,10 +57,10 @@ from mongogate.memory.store import MemoryStore
 from mongogate.runs.service import SAVE_FIELDS, event_id, save_update
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import command_line, parser, publish
-
 from hot_writes_ticks import PREVIOUS as TICKS_PREVIOUS
 from hot_writes_ticks import previous_module, seed_schedule, tick_writes
+from results import command_line, parser, publish
+
 from memory import unchecked_seeding  # beside this script
 
 Doc = dict[str, Any]
@@ -538,23 +539,23 @@ async def run_inserts(uri: str, rounds: int) -> dict[int, dict[tuple[str, str], 
 
 
 async def run_ticks(uri: str, rounds: int) -> dict[int, dict[tuple[str, str], float]]:
-    out: dict[int, dict[tuple[str, str], float]] = {}
+    """Both versions at both sizes, each in its own database, measured in one interleaved loop
+    (the sizes alternate within each round, so a change of load hits both alike)."""
     core = previous_module()
     async with AsyncMongoClient[Doc](uri, tz_aware=True) as client:
-        dbs = {TICKS_PREVIOUS: client["bench_hot_ticks_prev"], "this tree": client["bench_hot_ticks"]}
-        have = 0
+        ops: dict[str, list[Write]] = {}
         for size in SIZES:
-            with unchecked_seeding():
-                for db in dbs.values():
-                    await seed_schedule(db, have, size)
-            have = size
-            mid = f"agent-{size // 2:05d}"  # the same position in the collection each time
-            ops = {
-                TICKS_PREVIOUS: tick_writes(dbs[TICKS_PREVIOUS], mid, core),
-                "this tree": tick_writes(dbs["this tree"], mid),
-            }
-            out[size] = await measure(ops, rounds)
-    return out
+            for v, suffix, prev in ((TICKS_PREVIOUS, "_prev", core), ("this tree", "", None)):
+                db = client[f"bench_hot_ticks_{size}{suffix}"]
+                with unchecked_seeding():
+                    await seed_schedule(db, 0, size)
+                mid = f"agent-{size // 2:05d}"  # the same position in the collection
+                ops[f"{v}@{size}"] = tick_writes(db, mid, prev)
+        res = await measure(ops, rounds)
+    return {
+        size: {(n, v.split("@")[0]): ms for (n, v), ms in res.items() if v.endswith(f"@{size}")}
+        for size in SIZES
+    }
 
 
 def render(res: dict[int, dict[tuple[str, str], float]], before: str = "031f087") -> str:

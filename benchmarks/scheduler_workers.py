@@ -88,7 +88,9 @@ async def worker(
         await client.close()
     ended = time.time()
     lines.append(
-        json.dumps({"stats": {"claimed": stats.claimed, "lost": stats.lost, "scans": stats.scans, "ended": ended}})
+        json.dumps(
+            {"stats": {"claimed": stats.claimed, "lost": stats.lost, "scans": stats.scans, "ended": ended}}
+        )
     )
     out.write_text("\n".join(lines) + "\n")
 

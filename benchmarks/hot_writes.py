@@ -15,9 +15,14 @@ and a run's checkpoint save (`runs/service.py` `save_update`), against bc6dfd9's
 parallel collections (`*_prev`: ObjectId ids and the compound unique indexes; the event and the
 checkpoint put as upserts; the save filtered by lease and version), the same way.
 
+A third table (`--only ticks`): the scheduler's tick claim (the write that advances the schedule)
+and a tick's outcome write, through this tree's scheduler and bc6dfd9's, on one agent of 1,000 or
+10,000 registered agents; four databases (version x size), all four measured in each round in
+rotating order (`hot_writes_ticks.py`).
+
 Seeding is not timed and skips the engine's per-insert uniqueness scan (as benchmarks/memory.py).
 
-Run: `.venv/bin/python benchmarks/hot_writes.py [--rounds 15] [--only leases|inserts]`; writes
+Run: `.venv/bin/python benchmarks/hot_writes.py [--rounds 15] [--only leases|inserts|ticks]`; writes
 the `## hot writes` section of benchmarks/RESULTS.md unless `--no-write`.
 """
 
@@ -52,6 +57,8 @@ from mongogate.memory.store import MemoryStore
 from mongogate.runs.service import SAVE_FIELDS, event_id, save_update
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lib.hot_writes_ticks import PREVIOUS as TICKS_PREVIOUS
+from lib.hot_writes_ticks import previous_module, seed_schedule, tick_writes
 from lib.results import command_line, parser, publish
 
 from memory import unchecked_seeding  # beside this script
@@ -531,6 +538,26 @@ async def run_inserts(uri: str, rounds: int) -> dict[int, dict[tuple[str, str], 
     return out
 
 
+async def run_ticks(uri: str, rounds: int) -> dict[int, dict[tuple[str, str], float]]:
+    """Both versions at both sizes, each in its own database, measured in one interleaved loop
+    (the sizes alternate within each round, so a change of load hits both alike)."""
+    core = previous_module()
+    async with AsyncMongoClient[Doc](uri, tz_aware=True) as client:
+        ops: dict[str, list[Write]] = {}
+        for size in SIZES:
+            for v, suffix, prev in ((TICKS_PREVIOUS, "_prev", core), ("this tree", "", None)):
+                db = client[f"bench_hot_ticks_{size}{suffix}"]
+                with unchecked_seeding():
+                    await seed_schedule(db, 0, size)
+                mid = f"agent-{size // 2:05d}"  # the same position in the collection
+                ops[f"{v}@{size}"] = tick_writes(db, mid, prev)
+        res = await measure(ops, rounds)
+    return {
+        size: {(n, v.split("@")[0]): ms for (n, v), ms in res.items() if v.endswith(f"@{size}")}
+        for size in SIZES
+    }
+
+
 def render(res: dict[int, dict[tuple[str, str], float]], before: str = "031f087") -> str:
     small, large = SIZES
     names = list(dict.fromkeys(name for name, _ in res[small]))  # in the order run
@@ -551,7 +578,7 @@ def render(res: dict[int, dict[tuple[str, str], float]], before: str = "031f087"
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--only", choices=("leases", "inserts"), help="one of the two tables (default both)")
+    p.add_argument("--only", choices=("leases", "inserts", "ticks"), help="one of the tables (default all)")
     args = p.parse_args(argv)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
@@ -559,8 +586,9 @@ def main(argv: list[str] | None = None) -> None:
         engine = EmbeddedEngine(Path(tmp))
         uri = engine.start()
         try:
-            res = asyncio.run(run(uri, args.rounds)) if args.only != "inserts" else None
-            ins = asyncio.run(run_inserts(uri, args.rounds)) if args.only != "leases" else None
+            res = asyncio.run(run(uri, args.rounds)) if args.only in (None, "leases") else None
+            ins = asyncio.run(run_inserts(uri, args.rounds)) if args.only in (None, "inserts") else None
+            ticks = asyncio.run(run_ticks(uri, args.rounds)) if args.only in (None, "ticks") else None
         finally:
             engine.stop()
     tables = []
@@ -569,6 +597,11 @@ def main(argv: list[str] | None = None) -> None:
     if ins is not None:
         tables.append(
             "Inserts and the checkpoint save (issue 27.2, second part):\n\n" + render(ins, "bc6dfd9")
+        )
+    if ticks is not None:
+        tables.append(
+            "The scheduler's tick claim and outcome (issue 27, schedule of N agents):\n\n"
+            + render(ticks, TICKS_PREVIOUS)
         )
     body = (
         f"Command: `{command_line('hot_writes.py', argv)}`  \n"

@@ -9,7 +9,10 @@ running `Scheduler.run` of one version, so workers race in the database as a fle
 per round, a fresh database seeded with N agents every 60 s whose slots start 20 s ahead (spread
 over the minute by the stable offset, with this version's writes for both versions: the
 documents are the same shape), then 1 or 3 workers of one version for S seconds. Each tick
-records how late it was claimed after its slot (drift); ticks/s counts ticks claimed in the run.
+records how late it was claimed after its slot (drift). Ticks/s and due/s are over the window in
+which ticks fell due: from the earliest seeded slot (about 20 s after seeding, read back from the
+database) to the moment the last worker stopped; "due" counts the slots of every agent inside that
+window, so ticks < due means slots not run (or coalesced) by the end.
 `first-tick`: a fresh database, W workers started at once with N new agents; the time from
 spawning them to the first tick (set-up, registration included), and to the last worker's set-up.
 """
@@ -83,15 +86,22 @@ async def worker(
         stats = await s.run(duration_s=seconds)
     finally:
         await client.close()
-    lines.append(json.dumps({"stats": {"claimed": stats.claimed, "lost": stats.lost, "scans": stats.scans}}))
+    ended = time.time()
+    lines.append(
+        json.dumps(
+            {"stats": {"claimed": stats.claimed, "lost": stats.lost, "scans": stats.scans, "ended": ended}}
+        )
+    )
     out.write_text("\n".join(lines) + "\n")
 
 
 # ---------------------------------------------------------------- the driver
 
 
-async def seed(uri: str, db_name: str, n: int, ahead_s: float) -> None:
+async def seed(uri: str, db_name: str, n: int, ahead_s: float) -> list[float]:
+    """Register N agents whose slots start `ahead_s` from now; their first slots (epoch seconds)."""
     from mongogate.scheduler import Agent, Scheduler
+    from mongogate.scheduler.documents import DUE_AT, SCHEDULE_COLLECTION
 
     async def noop(ctx: Any) -> None:
         return None
@@ -109,8 +119,18 @@ async def seed(uri: str, db_name: str, n: int, ahead_s: float) -> None:
         )
         await s.ensure_indexes()
         await s.register()
+        docs = await client[db_name][SCHEDULE_COLLECTION].find({}, {DUE_AT: 1}).to_list()
+        return [d[DUE_AT].timestamp() for d in docs]
     finally:
         await client.close()
+
+
+def due_window(firsts: list[float], stats: list[dict[str, Any]]) -> tuple[float, int]:
+    """The seconds from the earliest first slot to the last worker's stop, and the slots due in it."""
+    end = max(s["ended"] for s in stats)
+    start = min(firsts)
+    due = sum(int((end - f) // INTERVAL_S) + 1 for f in firsts if f <= end)
+    return end - start, due
 
 
 def spawn(
@@ -163,21 +183,24 @@ def pct(xs: list[float], q: int) -> float:
 def lag(uri: str, n: int, seconds: float, rev: str, rounds: int, versions: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp())
     print(f"load average before: {os.getloadavg()}", flush=True)
-    cols = ["round", "version", "workers", "ticks", "ticks/s", "drift p50 s", "drift p95 s", "drift max s"]
-    print("| " + " | ".join([*cols, "lost races", "dup ticks"]) + " |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    cols = ["round", "version", "workers", "due window s", "due", "ticks", "due/s", "ticks/s"]
+    cols += ["drift p50 s", "drift p95 s", "drift max s", "lost races", "dup ticks"]
+    print("| " + " | ".join(cols) + " |")
+    print("|---:|---|" + "---:|" * (len(cols) - 2))
     order = [(v, w) for v, w in [("previous", 1), ("this", 1), ("this", 3), ("previous", 3)] if v in versions]
     for r in range(rounds):
         for version, workers in order if r % 2 == 0 else list(reversed(order)):
             db_name = f"lag_{version}_{workers}_{r}"
-            asyncio.run(seed(uri, db_name, n, ahead_s=20))
+            firsts = asyncio.run(seed(uri, db_name, n, ahead_s=20))
             outs = spawn(uri, db_name, n, seconds, tmp, workers, rev if version == "previous" else None)
             ticks, stats = read(outs)
             drifts = [t["drift_s"] for t in ticks]
             dups = sum(c - 1 for c in Counter((t["agent"], t["slot"]) for t in ticks).values())
             lost = sum(s["lost"] for s in stats)
+            window, due = due_window(firsts, stats)
             print(
-                f"| {r + 1} | {version} | {workers} | {len(ticks)} | {len(ticks) / seconds:.1f} | "
+                f"| {r + 1} | {version} | {workers} | {window:.0f} | {due} | {len(ticks)} | "
+                f"{due / window:.1f} | {len(ticks) / window:.1f} | "
                 f"{pct(drifts, 50):.3f} | {pct(drifts, 95):.3f} | {max(drifts, default=0):.3f} | "
                 f"{lost} | {dups} |",
                 flush=True,

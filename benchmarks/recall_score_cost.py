@@ -8,8 +8,6 @@ random unit vectors and texts drawn from a fixed vocabulary.
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from lib.gitref import module_at
 from lib.results import command_line, parser
 
 from mongogate.recall.scope_index import ScopeIndex
@@ -34,20 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def base_module(rev: str) -> ModuleType:
     """`recall/scope_index.py` as of `rev`, imported under another name."""
-    src = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{rev}:src/mongogate/recall/scope_index.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "base_scope_index.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("base_scope_index", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return module_at(rev, "src/mongogate/recall/scope_index.py", "base_scope_index", Path(tempfile.mkdtemp()))
 
 
 def fill(idx: ScopeIndex, n: int, rng: np.random.Generator) -> None:

@@ -25,7 +25,6 @@ import importlib
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from mongogate.memory.turns import Turns
 from mongogate.server.app import build_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lib.gitref import package_at
 from lib.results import command_line, parser, publish
 
 from memory import unchecked_seeding  # beside this script
@@ -81,31 +81,14 @@ class CommandLog(monitoring.CommandListener):
 
 def load_previous(rev: str, into: Path) -> ModuleType:
     """`memory/` and `leases.py` at `rev`, importable as `prev_memory` (imports rewritten)."""
-
-    def show(path: str) -> str:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True
-        )
-        out.check_returncode()
-        return (
-            out.stdout.replace("mongogate.memory", "prev_memory")
-            .replace("from mongogate import leases", "from prev_memory import leases")
-            .replace("mongogate.leases", "prev_memory.leases")
-        )
-
-    names = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:src/mongogate/memory"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    pkg = into / "prev_memory"
-    pkg.mkdir()
-    for name in names:
-        if name.endswith(".py"):
-            (pkg / name).write_text(show(f"src/mongogate/memory/{name}"))
-    (pkg / "leases.py").write_text(show("src/mongogate/leases.py"))
-    sys.path.insert(0, str(into))
+    replace = [
+        ("mongogate.memory", "prev_memory"),
+        ("from mongogate import leases", "from prev_memory import leases"),
+        ("mongogate.leases", "prev_memory.leases"),
+    ]
+    package_at(
+        rev, "src/mongogate/memory", "prev_memory", into, replace, {"src/mongogate/leases.py": "leases.py"}
+    )
     return importlib.import_module("prev_memory.turns")
 
 

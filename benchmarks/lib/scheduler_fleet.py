@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from lib.gitref import package_at
 from pymongo import AsyncMongoClient, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 
@@ -49,25 +48,9 @@ PREVIOUS_REV = "7a628699ea"
 
 def load_previous(rev: str, into: Path) -> ModuleType:
     """The scheduler package at `rev`, importable as `prev_scheduler` (imports rewritten)."""
-    files = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", f"{rev}:src/mongogate/scheduler"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    pkg = into / "prev_scheduler"
-    pkg.mkdir()
-    for name in files:
-        if not name.endswith(".py"):
-            continue
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{rev}:src/mongogate/scheduler/{name}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        (pkg / name).write_text(text.replace("mongogate.scheduler", "prev_scheduler"))
-    sys.path.insert(0, str(into))
+    package_at(
+        rev, "src/mongogate/scheduler", "prev_scheduler", into, [("mongogate.scheduler", "prev_scheduler")]
+    )
     return importlib.import_module("prev_scheduler.core")
 
 

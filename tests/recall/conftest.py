@@ -60,3 +60,13 @@ async def ltm(
     store = LongTermMemory(mongo[db_name], settings, embedder, clock, limits=LimitsSettings())
     await store.ensure_indexes()
     yield store
+
+
+@pytest.fixture
+async def other_client(engine_uri: str) -> AsyncIterator[AsyncMongoClient[dict[str, object]]]:
+    """A second, independent client: what another server process holds."""
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(engine_uri, tz_aware=True)
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -43,16 +43,6 @@ def service(client: Mongo, db_name: str, clock: ManualClock | None = None) -> Lo
     return LongTermMemory(client[db_name], settings, LocalEmbedder(), clock, limits=LimitsSettings())
 
 
-@pytest.fixture
-async def other_client(engine_uri: str) -> Any:
-    """A second, independent client: what another server process holds."""
-    client: Mongo = AsyncMongoClient(engine_uri, tz_aware=True)
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
 async def ids_for(ltm: LongTermMemory, query: str) -> list[str]:
     return [m.id for m in (await ltm.recall(ACME, query, limit=10, min_score=0)).memories]
 

@@ -4,8 +4,6 @@ only) still patches an index further behind than those, and still sees a write i
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from pymongo import AsyncMongoClient
 
@@ -30,16 +28,6 @@ Mongo = AsyncMongoClient[dict[str, object]]
 def service(client: Mongo, db_name: str) -> LongTermMemory:
     settings = LongTermSettings(max_per_scope=200, min_score=0.0)
     return LongTermMemory(client[db_name], settings, LocalEmbedder(), limits=LimitsSettings())
-
-
-@pytest.fixture
-async def other_client(engine_uri: str) -> Any:
-    """A second, independent client: what another server process holds."""
-    client: Mongo = AsyncMongoClient(engine_uri, tz_aware=True)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def shown(ltm: LongTermMemory, query: str) -> list[tuple[str, float, list[str] | None]]:

@@ -21,7 +21,7 @@ from mongogate.errors import MongogateError
 if TYPE_CHECKING:
     from mongogate.server.preflight import StartupChecks
 
-log = logging.getLogger("mongogate")
+log = logging.getLogger(__name__)
 
 
 class _Drop(logging.Filter):

@@ -38,7 +38,7 @@ from mongogate.engine.files import (
 )
 from mongogate.errors import ConfigError
 
-log = logging.getLogger("mongogate.engine")
+log = logging.getLogger(__name__)
 
 #: exit status when another engine already serves the directory (not an error for a starter)
 ALREADY_RUNNING = 3

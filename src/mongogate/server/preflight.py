@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mongogate.db import Database
     from mongogate.specs import QueryToolSpec
 
-log = logging.getLogger("mongogate")
+log = logging.getLogger(__name__)
 
 #: how a message names the override of a refusal: (what was given, how to give it)
 _OVERRIDES = {

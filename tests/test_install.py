@@ -61,3 +61,17 @@ async def test_wheel_installs_alone_and_serves_over_stdio(tmp_path: Path) -> Non
         assert not r.is_error, r.content
         docs = (r.structured_content or {})["documents"]
         assert len(docs) == 2 and all(d["number"].startswith("AC-") for d in docs)
+
+
+def test_the_checkout_tracks_no_virtual_environment() -> None:
+    """A `.venv` in git (a worktree's link to a shared venv was committed once) replaces a
+    checkout's own venv on merge and makes `make setup` fail on a fresh clone (a link to itself)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an installed copy)")
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--", ".venv", ".venv/*"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked == []

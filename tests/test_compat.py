@@ -445,3 +445,44 @@ def test_a_find_by_id_while_a_write_holds_the_engine_waits_on_a_worker_not_on_th
             holder.join()
         assert waiting.result() == {"_id": "s", "n": 1}
         assert len(engines) == 2
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_a_find_by_id_whose_ttl_purge_runs_long_does_not_hold_the_loop(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read first purges the collection's expired documents (mongoeco's TTL): a write of any
+    size (3,000 expired documents took 342-367 ms, during which every other client's ping waited
+    as long when that purge ran on the engine's loop). A find by `_id` on a collection with a TTL
+    index must leave the loop free while it purges: the purge is held here (a failpoint) and a
+    ping from another client still answers."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    armed, purging, release = threading.Event(), threading.Event(), threading.Event()
+    original = mongoeco.FastIdEngine._purge_expired_documents_sync
+
+    def held(self: Any, conn: Any, db: str, coll: str, **kwargs: Any) -> Any:
+        if armed.is_set() and db == db_name:
+            purging.set()
+            release.wait()
+        return original(self, conn, db, coll, **kwargs)
+
+    with (
+        MongoClient[dict[str, Any]](engine_uri) as client,
+        MongoClient[dict[str, Any]](engine_uri, socketTimeoutMS=30_000) as other,  # fails, never hangs
+        ThreadPoolExecutor(1) as pool,
+    ):
+        coll = client[db_name]["c"]
+        coll.create_index("expires_at", expireAfterSeconds=0)
+        coll.insert_one({"_id": "s", "n": 1})
+        assert other.admin.command("ping")["ok"] == 1
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_purge_expired_documents_sync", held)
+        armed.set()
+        try:
+            finding = pool.submit(coll.find_one, {"_id": "s"})
+            purging.wait()  # the find is in the engine, purging
+            assert other.admin.command("ping")["ok"] == 1  # the loop is not blocked
+        finally:
+            release.set()
+        assert finding.result() == {"_id": "s", "n": 1}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -476,6 +477,7 @@ def test_a_find_by_id_whose_ttl_purge_runs_long_does_not_hold_the_loop(
         coll = client[db_name]["c"]
         coll.create_index("expires_at", expireAfterSeconds=0)
         coll.insert_one({"_id": "s", "n": 1})
+        coll.insert_one({"_id": "expired", "expires_at": datetime(2000, 1, 1)})  # the next read purges it
         assert other.admin.command("ping")["ok"] == 1
         monkeypatch.setattr(mongoeco.FastIdEngine, "_purge_expired_documents_sync", held)
         armed.set()
@@ -486,3 +488,47 @@ def test_a_find_by_id_whose_ttl_purge_runs_long_does_not_hold_the_loop(
         finally:
             release.set()
         assert finding.result() == {"_id": "s", "n": 1}
+        assert coll.find_one({"_id": "expired"}) is None
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_a_find_by_id_on_a_ttl_collection_with_nothing_due_stays_on_the_loop(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TTL index alone (memories have one) does not cost the loop path: only a due document
+    sends the read to a worker, and the next read, with nothing due, is on the loop again."""
+    import threading
+
+    threads: list[str] = []
+    original = mongoeco.FastIdEngine._get_document_sync
+
+    def noting(self: Any, db: str, *args: Any, **kwargs: Any) -> Any:
+        if db == db_name:
+            threads.append(threading.current_thread().name)
+        return original(self, db, *args, **kwargs)
+
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        coll.create_index("expires_at", expireAfterSeconds=0)
+        coll.insert_one({"_id": "s", "n": 1, "expires_at": datetime(2999, 1, 1)})
+        coll.insert_one({"_id": "expired", "expires_at": datetime(2000, 1, 1)})
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_get_document_sync", noting)
+        assert coll.find_one({"_id": "s"}, {"n": 1}) == {"_id": "s", "n": 1}  # purges "expired"
+        assert coll.find_one({"_id": "s"}, {"n": 1}) == {"_id": "s", "n": 1}
+        assert coll.find_one({"_id": "expired"}) is None
+    loop = "mongogate-embedded"  # engine/embedded.py's thread
+    assert threads[0] != loop
+    assert threads[1:] == [loop, loop]
+
+
+def test_mongoeco_purge_reads_the_ttl_entries_the_fast_id_engine_checks() -> None:
+    """FastIdEngine runs on the loop only when mongoeco's purge would delete nothing, by the
+    purge's own candidate query (TTL_DUE): the table, columns and helpers must stay."""
+    from mongoeco.engines.sqlite import SQLiteEngine
+
+    purge = inspect.getsource(SQLiteEngine._purge_expired_documents_sync)
+    assert "FROM ttl_index_entries" in purge
+    assert "WHERE collection_id = ? AND expires_at_epoch_ms <= ?" in purge
+    assert "self._lookup_collection_id(conn, db_name, coll_name)" in purge
+    assert "int(now.timestamp() * 1_000)" in purge
+    assert list(inspect.signature(SQLiteEngine._load_indexes).parameters) == ["self", "db_name", "coll_name"]

@@ -532,3 +532,63 @@ def test_mongoeco_purge_reads_the_ttl_entries_the_fast_id_engine_checks() -> Non
     assert "self._lookup_collection_id(conn, db_name, coll_name)" in purge
     assert "int(now.timestamp() * 1_000)" in purge
     assert list(inspect.signature(SQLiteEngine._load_indexes).parameters) == ["self", "db_name", "coll_name"]
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_finds_by_id_racing_writes_see_each_write_whole_and_in_order(engine_uri: str, db_name: str) -> None:
+    """Readers on the loop path race a writer on the engine's workers (update, findAndModify,
+    replace, updateMany in turn, each setting `a`, `b` and the last array element together): no
+    read sees a write half applied or goes back in time, and a read after a write's
+    acknowledgement, from another client, sees it."""
+    import threading
+
+    from pymongo import ReturnDocument
+
+    rounds, last = 200, -1
+    start = threading.Barrier(3)
+    seen: list[object] = []
+    with (
+        MongoClient[dict[str, Any]](engine_uri) as writer_client,
+        MongoClient[dict[str, Any]](engine_uri) as after,
+        MongoClient[dict[str, Any]](engine_uri) as r1,
+        MongoClient[dict[str, Any]](engine_uri) as r2,
+    ):
+        coll = writer_client[db_name]["c"]
+        coll.insert_one({"_id": "s", "a": 0, "b": 0, "arr": [0]})
+
+        def write() -> None:
+            start.wait()
+            for i in [*range(1, rounds + 1), last]:
+                change = {"$set": {"a": i, "b": i}, "$push": {"arr": i}}
+                if i % 4 == 0:
+                    coll.update_one({"_id": "s"}, change)
+                elif i % 4 == 1:
+                    coll.find_one_and_update({"_id": "s"}, change, return_document=ReturnDocument.AFTER)
+                elif i % 4 == 2:
+                    coll.replace_one({"_id": "s"}, {"a": i, "b": i, "arr": [*range(i % 7), i]})
+                else:
+                    coll.update_many({"_id": {"$in": ["s", "other"]}}, change)
+                acked = after[db_name]["c"].find_one({"_id": "s"}, {"a": 1})
+                if acked is None or (i != last and acked["a"] < i):
+                    seen.append(("stale after the acknowledgement", i, acked))
+
+        def read(client: MongoClient[dict[str, Any]]) -> None:
+            newest = 0
+            start.wait()
+            while True:
+                d = client[db_name]["c"].find_one({"_id": "s"}, {"a": 1, "b": 1, "arr": {"$slice": -1}})
+                if d is None or d["a"] == last:
+                    break
+                if d["a"] != d["b"] or d["arr"] != [d["a"]] or d["a"] < newest:
+                    seen.append(d)
+                newest = d["a"]
+
+        threads = [
+            threading.Thread(target=write),
+            *(threading.Thread(target=read, args=(c,)) for c in (r1, r2)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == []

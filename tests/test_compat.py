@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -445,3 +446,149 @@ def test_a_find_by_id_while_a_write_holds_the_engine_waits_on_a_worker_not_on_th
             holder.join()
         assert waiting.result() == {"_id": "s", "n": 1}
         assert len(engines) == 2
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_a_find_by_id_whose_ttl_purge_runs_long_does_not_hold_the_loop(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read first purges the collection's expired documents (mongoeco's TTL): a write of any
+    size (3,000 expired documents took 342-367 ms, during which every other client's ping waited
+    as long when that purge ran on the engine's loop). A find by `_id` on a collection with a TTL
+    index must leave the loop free while it purges: the purge is held here (a failpoint) and a
+    ping from another client still answers."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    armed, purging, release = threading.Event(), threading.Event(), threading.Event()
+    original = mongoeco.FastIdEngine._purge_expired_documents_sync
+
+    def held(self: Any, conn: Any, db: str, coll: str, **kwargs: Any) -> Any:
+        if armed.is_set() and db == db_name:
+            purging.set()
+            release.wait()
+        return original(self, conn, db, coll, **kwargs)
+
+    with (
+        MongoClient[dict[str, Any]](engine_uri) as client,
+        MongoClient[dict[str, Any]](engine_uri, socketTimeoutMS=30_000) as other,  # fails, never hangs
+        ThreadPoolExecutor(1) as pool,
+    ):
+        coll = client[db_name]["c"]
+        coll.create_index("expires_at", expireAfterSeconds=0)
+        coll.insert_one({"_id": "s", "n": 1})
+        coll.insert_one({"_id": "expired", "expires_at": datetime(2000, 1, 1)})  # the next read purges it
+        assert other.admin.command("ping")["ok"] == 1
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_purge_expired_documents_sync", held)
+        armed.set()
+        try:
+            finding = pool.submit(coll.find_one, {"_id": "s"})
+            purging.wait()  # the find is in the engine, purging
+            assert other.admin.command("ping")["ok"] == 1  # the loop is not blocked
+        finally:
+            release.set()
+        assert finding.result() == {"_id": "s", "n": 1}
+        assert coll.find_one({"_id": "expired"}) is None
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_a_find_by_id_on_a_ttl_collection_with_nothing_due_stays_on_the_loop(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TTL index alone (memories have one) does not cost the loop path: only a due document
+    sends the read to a worker, and the next read, with nothing due, is on the loop again."""
+    import threading
+
+    threads: list[str] = []
+    original = mongoeco.FastIdEngine._get_document_sync
+
+    def noting(self: Any, db: str, *args: Any, **kwargs: Any) -> Any:
+        if db == db_name:
+            threads.append(threading.current_thread().name)
+        return original(self, db, *args, **kwargs)
+
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        coll.create_index("expires_at", expireAfterSeconds=0)
+        coll.insert_one({"_id": "s", "n": 1, "expires_at": datetime(2999, 1, 1)})
+        coll.insert_one({"_id": "expired", "expires_at": datetime(2000, 1, 1)})
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_get_document_sync", noting)
+        assert coll.find_one({"_id": "s"}, {"n": 1}) == {"_id": "s", "n": 1}  # purges "expired"
+        assert coll.find_one({"_id": "s"}, {"n": 1}) == {"_id": "s", "n": 1}
+        assert coll.find_one({"_id": "expired"}) is None
+    loop = "mongogate-embedded"  # engine/embedded.py's thread
+    assert threads[0] != loop
+    assert threads[1:] == [loop, loop]
+
+
+def test_mongoeco_purge_reads_the_ttl_entries_the_fast_id_engine_checks() -> None:
+    """FastIdEngine runs on the loop only when mongoeco's purge would delete nothing, by the
+    purge's own candidate query (TTL_DUE): the table, columns and helpers must stay."""
+    from mongoeco.engines.sqlite import SQLiteEngine
+
+    purge = inspect.getsource(SQLiteEngine._purge_expired_documents_sync)
+    assert "FROM ttl_index_entries" in purge
+    assert "WHERE collection_id = ? AND expires_at_epoch_ms <= ?" in purge
+    assert "self._lookup_collection_id(conn, db_name, coll_name)" in purge
+    assert "int(now.timestamp() * 1_000)" in purge
+    assert list(inspect.signature(SQLiteEngine._load_indexes).parameters) == ["self", "db_name", "coll_name"]
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_finds_by_id_racing_writes_see_each_write_whole_and_in_order(engine_uri: str, db_name: str) -> None:
+    """Readers on the loop path race a writer on the engine's workers (update, findAndModify,
+    replace, updateMany in turn, each setting `a`, `b` and the last array element together): no
+    read sees a write half applied or goes back in time, and a read after a write's
+    acknowledgement, from another client, sees it."""
+    import threading
+
+    from pymongo import ReturnDocument
+
+    rounds, last = 200, -1
+    start = threading.Barrier(3)
+    seen: list[object] = []
+    with (
+        MongoClient[dict[str, Any]](engine_uri) as writer_client,
+        MongoClient[dict[str, Any]](engine_uri) as after,
+        MongoClient[dict[str, Any]](engine_uri) as r1,
+        MongoClient[dict[str, Any]](engine_uri) as r2,
+    ):
+        coll = writer_client[db_name]["c"]
+        coll.insert_one({"_id": "s", "a": 0, "b": 0, "arr": [0]})
+
+        def write() -> None:
+            start.wait()
+            for i in [*range(1, rounds + 1), last]:
+                change = {"$set": {"a": i, "b": i}, "$push": {"arr": i}}
+                if i % 4 == 0:
+                    coll.update_one({"_id": "s"}, change)
+                elif i % 4 == 1:
+                    coll.find_one_and_update({"_id": "s"}, change, return_document=ReturnDocument.AFTER)
+                elif i % 4 == 2:
+                    coll.replace_one({"_id": "s"}, {"a": i, "b": i, "arr": [*range(i % 7), i]})
+                else:
+                    coll.update_many({"_id": {"$in": ["s", "other"]}}, change)
+                acked = after[db_name]["c"].find_one({"_id": "s"}, {"a": 1})
+                if acked is None or (i != last and acked["a"] < i):
+                    seen.append(("stale after the acknowledgement", i, acked))
+
+        def read(client: MongoClient[dict[str, Any]]) -> None:
+            newest = 0
+            start.wait()
+            while True:
+                d = client[db_name]["c"].find_one({"_id": "s"}, {"a": 1, "b": 1, "arr": {"$slice": -1}})
+                if d is None or d["a"] == last:
+                    break
+                if d["a"] != d["b"] or d["arr"] != [d["a"]] or d["a"] < newest:
+                    seen.append(d)
+                newest = d["a"]
+
+        threads = [
+            threading.Thread(target=write),
+            *(threading.Thread(target=read, args=(c,)) for c in (r1, r2)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == []

@@ -110,8 +110,12 @@ async def test_three_workers_racing_for_the_same_due_ticks_claim_each_once(
         workers = [Scheduler(c[db_name], agents, cfg(), f"w{n}", clock=clock) for n, c in enumerate(clients)]
         await workers[0].register()
         for _slot in range(3):
-            for agent in agents:
+            for i, agent in enumerate(agents):
                 barrier = Barrier(3)
+                # each agent starts the three in another order: which one claims first follows the
+                # order they reach the barrier, never a timing (the race stays real: all three read
+                # before any claims)
+                order = workers[i % 3 :] + workers[: i % 3]
 
                 async def race(s: Scheduler, agent: Agent = agent, barrier: Barrier = barrier) -> None:
                     seen = await s.coll.find_one({"_id": agent.key}, CLAIM_FIELDS)
@@ -122,7 +126,7 @@ async def test_three_workers_racing_for_the_same_due_ticks_claim_each_once(
 
                 with anyio.fail_after(60):  # a hang guard only
                     async with anyio.create_task_group() as tg:
-                        for s in workers:
+                        for s in order:
                             tg.start_soon(race, s)
             for key, worker, claim in [w for w in won if w[2].scheduled_at == clock.now()]:
                 doc = await workers[0].coll.find_one({"_id": key})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -187,6 +189,17 @@ async def test_unknown_session_and_other_tenant_look_the_same(store: MemoryStore
             await store.append(tenant, session, "t9", "user", "intrusion")
     assert errors[0] == errors[1]
     assert await store.messages.count_documents({"session_id": sid}) == 1
+
+
+@asynccontextmanager
+async def listened_store(
+    engine_uri: str, db_name: str, listener: monitoring.CommandListener
+) -> AsyncIterator[MemoryStore]:
+    """A store (indexes made) on a client of its own whose commands `listener` sees."""
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
+        store = MemoryStore(c[db_name], MemorySettings())
+        await store.ensure_indexes()
+        yield store
 
 
 class Commands(monitoring.CommandListener):

@@ -13,16 +13,14 @@ from mongogate.errors import NotFound
 from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
 from mongogate.runs.service import Runs
-from tests.memory.test_store import Commands
+from tests.memory.test_store import Commands, listened_store
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_a_fenced_turn_is_five_round_trips(engine_uri: str, db_name: str) -> None:
     listener = Commands()
-    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
-        store = MemoryStore(c[db_name], MemorySettings())
-        await store.ensure_indexes()
+    async with listened_store(engine_uri, db_name, listener) as store:
         turns = Turns(store)
         sid = await store.create_session("acme")
         for turn in ("t1", "t2", "t3"):  # the second and third find the previous answer parked
@@ -145,9 +143,7 @@ async def test_a_compacted_session_still_begins_a_turn_in_three_round_trips(
     compacted session reads no summary of its own (a separate lookup made begin_turn 4 trips), and
     a newer compaction replaces the published one while an older retry does not move it back."""
     listener = Commands()
-    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
-        store = MemoryStore(c[db_name], MemorySettings())
-        await store.ensure_indexes()
+    async with listened_store(engine_uri, db_name, listener) as store:
         turns = Turns(store)
         sid = await store.create_session("acme")
         seqs = []

@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient, ReturnDocument, monitoring
 
-from mongogate.config import MemorySettings
 from mongogate.errors import NotFound
 from mongogate.leases import keep_unless, literal, same
-from mongogate.memory.store import MemoryStore
 from mongogate.memory.turns import Turns
-from tests.memory.test_store import Commands
+from tests.memory.test_store import Commands, listened_store
 
 pytestmark = pytest.mark.anyio
 
@@ -66,9 +64,7 @@ async def test_a_fenced_turn_states_each_lease_test_once(engine_uri: str, db_nam
     old shape (`{$cond: [ok, new, "$field"]}` per field) sent the take's eight times and cost the
     engine 8.0 ms per take against 3.6 ms."""
     listener = Updates()
-    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
-        store = MemoryStore(c[db_name], MemorySettings())
-        await store.ensure_indexes()
+    async with listened_store(engine_uri, db_name, listener) as store:
         turns = Turns(store)
         sid = await store.create_session("acme")
         start = await turns.begin_turn("acme", sid, "t1", "q1")
@@ -98,9 +94,7 @@ async def test_the_window_of_a_turn_is_read_by_session_alone(engine_uri: str, db
     projects (on the engine a projection costs more than the fields it leaves out), and another
     tenant still sees neither the session nor its messages."""
     listener = Finds()
-    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
-        store = MemoryStore(c[db_name], MemorySettings())
-        await store.ensure_indexes()
+    async with listened_store(engine_uri, db_name, listener) as store:
         turns = Turns(store)
         sid = await store.create_session("acme")
         start = await turns.begin_turn("acme", sid, "t1", "q1")

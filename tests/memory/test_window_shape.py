@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
@@ -20,7 +19,7 @@ from mongogate.config import LimitsSettings, MemorySettings
 from mongogate.memory.model import message_shape
 from mongogate.memory.store import MemoryStore, Message
 from mongogate.values import RESPONSE_ENVELOPE, ByteBudget, json_size
-from tests.memory.test_store import Commands
+from tests.memory.test_store import Commands, listened_store
 
 pytestmark = pytest.mark.anyio
 
@@ -87,9 +86,7 @@ async def test_with_the_default_cap_a_default_window_is_still_one_find(engine_ur
     """Reading in bounded replies costs no extra round trip at the defaults (41 messages, 4 MiB cap):
     one find for the window, after the one for the newest summary (issue 29)."""
     listener = Commands()
-    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True, event_listeners=[listener]) as c:
-        store = MemoryStore(c[db_name], MemorySettings())
-        await store.ensure_indexes()
+    async with listened_store(engine_uri, db_name, listener) as store:
         sid = await store.create_session("acme")
         for i in range(21):
             await store.append("acme", sid, f"t{i}", "user", f"q{i}")

@@ -3,7 +3,6 @@ forgotten memory, surviving an engine restart, bounded by its budget; scores wit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,6 @@ FACTS = [
     "Invoices go to billing@acme.example by the fifth of each month.",
     "The dentist appointment is on Thursday at 3pm with Dr. Varga.",
 ]
-
-
-@pytest.fixture
-async def other_client(engine_uri: str) -> AsyncIterator[AsyncMongoClient[dict[str, object]]]:
-    """A second, independent client: what another server process holds."""
-    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(engine_uri, tz_aware=True)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def service(client: AsyncMongoClient[dict[str, object]], db_name: str, **kw: object) -> LongTermMemory:

@@ -37,8 +37,9 @@ a busy machine); when a write holds the lock it waits on a worker as before, so 
 blocks; and only when the TTL purge every read starts with would delete nothing (no TTL index, or
 none of its entries due: the purge's own candidate query, ``TTL_DUE``, under the same lock), since
 a purge is a write of any size (3,000 expired documents took 0.34 s on the loop, every ping waiting
-as long). Only when nothing else could change the answer: no session but the driver's own outside a
-transaction, limit 1, no skip, sort, hint, collation, text query or time limit, a filter of exactly
+as long). Only when nothing else could change the answer: outside a transaction (any session, any read
+concern answers as the scan does: checked by a red-team pass), limit 1, no skip, sort,
+hint, collation, text query or time limit, a filter of exactly
 ``{"_id": id}``, and a projection of inclusions, exclusions and ``$slice`` only (a positional or
 ``$elemMatch`` projection reads the filter). Anything else, numeric and compound ids included,
 takes the original path. It reads and calls ``_lock``, ``_get_document_sync``,
@@ -100,7 +101,8 @@ def by_id(semantics: Any, context: object) -> str | ObjectId | None:
     operation = semantics.operation_context
     plain = (
         operation is not None
-        and operation.session is context  # the driver's implicit session, or None
+        and operation.session is context  # mongoeco 4.11 passes the read's own session: a read
+        # whose operation names another one takes the scan
         and not getattr(context, "in_transaction", False)
         and semantics.limit == 1
         and not semantics.skip

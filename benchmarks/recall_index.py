@@ -41,6 +41,7 @@ just before), with 10,000 memories in the scope.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 import statistics
@@ -61,9 +62,11 @@ from pymongo import AsyncMongoClient
 
 from mongogate.config import load_settings
 from mongogate.db import EmbeddedEngine
+from mongogate.engine import client as engine_client
+from mongogate.engine.write_signal import WriteSignal
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.ids import memory_id
-from mongogate.recall.index import CHANGES, bump
+from mongogate.recall.index import CHANGES, bump, scope_key
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.store import text_hash
@@ -120,11 +123,14 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
         }
         doc["_id"] = memory_id(doc)  # the stored shape: the id derived from the identity
         docs.append(doc | {"embedding": pack(vec)})
-    with unchecked_seeding():
-        for start in range(0, len(docs), 2000):
-            await coll.insert_many(docs[start : start + 2000])
-    revisions = coll.database["memory_revisions"]
-    await bump(revisions, MemoryScope(tenant, str(template["owner"])), *[d["_id"] for d in docs[-CHANGES:]])
+    scope = MemoryScope(tenant, str(template["owner"]))
+    signal = WriteSignal.of(coll.database.client)  # a writer as every writer: signalled
+    with signal.writing(scope_key(scope)) if signal is not None else contextlib.nullcontext():
+        with unchecked_seeding():
+            for start in range(0, len(docs), 2000):
+                await coll.insert_many(docs[start : start + 2000])
+        revisions = coll.database["memory_revisions"]
+        await bump(revisions, scope, *[d["_id"] for d in docs[-CHANGES:]])
 
 
 def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:
@@ -154,6 +160,7 @@ def untrim(server: MCPServer[Any], *, settled: bool = True) -> None:
     assert m is not None and m.recall_index is not None
     m.recall_index.lean = False
     m.recall_index.answer_settled = settled
+    m.recall_index.trust_signal = False  # before the write signal too
 
 
 async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
@@ -305,6 +312,7 @@ async def run_recall(uri: str, tmp: str, rounds: int, warmup: int, sizes: list[i
             s = settings_for(uri, db, tmp, "acme")
             servers = {
                 "": build_server(s),
+                "revision read each call": build_server(s),
                 "call path before": build_before(s),
                 "read path before": build_before(s),
             }
@@ -317,7 +325,11 @@ async def run_recall(uri: str, tmp: str, rounds: int, warmup: int, sizes: list[i
             await fill(client[db]["memories"], template, "acme", size - 1, embedder)
             for k, c in clients.items():
                 await c.call_tool("recall", q)
-                if k:
+                if k == "revision read each call":  # the write signal written but not trusted
+                    m = metrics_of(servers[k])
+                    assert m is not None and m.recall_index is not None
+                    m.recall_index.trust_signal = False
+                elif k:
                     untrim(servers[k], settled=k == "call path before")
                 ops[f"recall, {size:,} in scope" + (f", {k}" if k else "")] = partial(
                     c.call_tool, "recall", q
@@ -436,11 +448,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--recall-only", type=int, nargs="+", metavar="SIZE", help="only echo and recall at these sizes"
     )
+    p.add_argument(
+        "--engine",
+        choices=("thread", "process"),
+        default="process",
+        help="the engine in its own process on a Unix socket, as `mongogate serve` runs it (default), "
+        "or on a thread of this process on a TCP port (no write signal)",
+    )
     args = p.parse_args(argv)
     started, load0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime()), loadavg()
     with tempfile.TemporaryDirectory(prefix="mongogate-bench-") as tmp:
         engine = EmbeddedEngine(Path(tmp) / "engine")
-        uri = engine.start()
+        if args.engine == "process":  # the daemon `mongogate serve` leases (engine/client.py)
+            held = engine_client.lease(Path(tmp) / "engine", idle_stop_s=3600.0)
+            held.release()
+            uri = held.uri
+        else:
+            uri = engine.start()
         try:
             if args.recall_only:
                 lines = asyncio.run(run_recall(uri, tmp, args.rounds, args.warmup, args.recall_only))
@@ -448,7 +472,10 @@ def main(argv: list[str] | None = None) -> int:
                 go = run_writes if args.writes else run
                 lines = asyncio.run(go(uri, tmp, args.rounds, args.warmup))
         finally:
-            engine.stop()
+            if args.engine == "process":
+                engine_client.stop(Path(tmp) / "engine")
+            else:
+                engine.stop()
     head = [
         f"Command: `{command_line('recall_index.py', argv)}`; {args.rounds} rounds after {args.warmup} "
         f"warm-up, interleaved. Python {platform.python_version()}, {os.cpu_count()} cores, {started} UTC, "

@@ -136,12 +136,14 @@ def _read_only_user(admin_uri: str) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def engine_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A `mongodb://` URI: $MONGODB_URI if set, else the embedded engine on its own thread."""
+    """A `mongodb://` URI: $MONGODB_URI if set, else the embedded engine on its own thread, on a
+    Unix socket with its write signal as `mongogate serve` reaches it (engine/write_signal.py)."""
     if os.environ.get("MONGODB_URI"):
         with _read_only_user(os.environ["MONGODB_URI"]):
             yield os.environ["MONGODB_URI"]
         return
-    engine = EmbeddedEngine(tmp_path_factory.mktemp("engine"))
+    where = tmp_path_factory.mktemp("engine")
+    engine = EmbeddedEngine(where, socket_path=where / "engine.sock")
     uri = engine.start()
     try:
         yield uri

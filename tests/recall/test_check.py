@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mongogate.config import LongTermSettings
+from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LOCAL_DIMENSIONS
 from mongogate.recall.vectors import vector_index_definition
 from tests.conftest import Cli
@@ -38,6 +39,7 @@ def test_check_reports_the_vector_path_and_index(env: dict[str, str], mode: str,
     )
     assert f"long-term memory vector path: index (memory.long_term.vector_search = {mode})" in r.stdout
     assert "long-term memory writes: flat (each memory by its derived _id" in r.stdout
+    assert "long-term memory recall: the engine's write signal (" in r.stdout  # a Unix socket
     i = next(i for i, ln in enumerate(lines) if ln.startswith("long-term memory vector index"))
     assert "'mongogate_memory_vectors': missing" in lines[i]
     printed = json.loads(lines[i + 1])
@@ -54,4 +56,20 @@ def test_check_fails_when_atlas_is_forced_and_the_index_is_missing(env: dict[str
     assert (
         "PROBLEM vector_search = 'atlas' but the search index 'mongogate_memory_vectors' is missing"
         in r.stdout
+    )
+
+
+def test_check_says_every_recall_reads_its_revision_without_a_write_signal(
+    env: dict[str, str], cli: Cli, tmp_path: Path
+) -> None:
+    """An engine on a TCP port (or any MongoDB) has no write signal every writer shares."""
+    engine = EmbeddedEngine(tmp_path / "tcp")
+    uri = engine.start()
+    try:
+        r = cli(["check"], env | {"MONGOGATE_DATABASE__URI": uri})
+    finally:
+        engine.stop()
+    assert r.returncode == 0, r.stderr
+    assert (
+        "long-term memory recall: one revision read (by _id) per recall keeps the index coherent" in r.stdout
     )

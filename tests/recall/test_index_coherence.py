@@ -18,8 +18,9 @@ from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.engine.write_signal import WriteSignal
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.index import LEASE, begin, bump
+from mongogate.recall.index import LEASE
 from mongogate.recall.model import MemoryItem, MemoryScope
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import http_servers, ok
@@ -34,6 +35,15 @@ FACTS = [
     "Invoices go to billing@acme.example by the fifth of each month.",
 ]
 Mongo = AsyncMongoClient[dict[str, object]]
+
+
+@pytest.fixture(params=["write signal", "no write signal"])
+def signal(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each in-process case with the engine's write signal (engine/write_signal.py: a settled
+    recall may skip its revision read) and without it (every recall reads it, as on MongoDB)."""
+    if request.param == "no write signal":
+        monkeypatch.setattr(WriteSignal, "of", classmethod(lambda cls, client: None))
+    return str(request.param)
 
 
 def service(client: Mongo, db_name: str, clock: ManualClock | None = None) -> LongTermMemory:
@@ -82,7 +92,7 @@ async def test_two_server_processes_see_each_others_writes_at_once(
 
 
 async def test_a_forget_stopped_before_its_bump_never_comes_back_and_the_lease_ends_it(
-    mongo: Mongo, other_client: Mongo, db_name: str
+    mongo: Mongo, other_client: Mongo, db_name: str, signal: str
 ) -> None:
     """The process of `a` stops between the delete and the revision bump: `b`'s warm index still
     holds the memory and the revision says nothing changed; the write in flight makes `b` read
@@ -113,7 +123,7 @@ async def test_a_forget_stopped_before_its_bump_never_comes_back_and_the_lease_e
 
 
 async def test_a_recall_between_a_forgets_delete_and_its_bump_never_returns_it(
-    mongo: Mongo, db_name: str, engine_uri: str
+    mongo: Mongo, db_name: str, engine_uri: str, signal: str
 ) -> None:
     """A forget held (in its own thread, loop and client: another process) after its delete and
     before its bump; a recall then, on a warm index whose revision has not moved."""
@@ -153,7 +163,7 @@ async def test_a_recall_between_a_forgets_delete_and_its_bump_never_returns_it(
 
 
 async def test_an_expired_memory_is_left_out_by_the_clock_without_a_read_back(
-    mongo: Mongo, db_name: str
+    mongo: Mongo, db_name: str, signal: str
 ) -> None:
     clock = ManualClock()
     ltm = service(mongo, db_name, clock)
@@ -170,7 +180,7 @@ def _shown(m: MemoryItem) -> tuple[Any, ...]:
     return (m.id, m.namespace, m.key, m.text, m.metadata, m.version, m.author)
 
 
-async def test_a_settled_answer_is_the_read_back_answer(mongo: Mongo, db_name: str) -> None:
+async def test_a_settled_answer_is_the_read_back_answer(mongo: Mongo, db_name: str, signal: str) -> None:
     """Every field of every result, provenance and scores included, from the index (settled) and
     from the database (a write in flight), for the same questions."""
     ltm = service(mongo, db_name)
@@ -181,9 +191,8 @@ async def test_a_settled_answer_is_the_read_back_answer(mongo: Mongo, db_name: s
     questions = ["what does the cat eat?", "ORD-58213", "where do invoices go?", "vpn config"]
     settled = [(await ltm.recall(ACME, q, limit=10, min_score=0)).memories for q in questions]
     assert ltm.index.stats.readbacks == 0
-    token = await begin(ltm.revisions, ACME, ltm.clock.now())  # a write in flight, elsewhere
-    read_back = [(await ltm.recall(ACME, q, limit=10, min_score=0)).memories for q in questions]
-    await bump(ltm.revisions, ACME, token=token)
+    async with ltm.writing(ACME):  # a write in flight: every writer's bracket
+        read_back = [(await ltm.recall(ACME, q, limit=10, min_score=0)).memories for q in questions]
     assert ltm.index.stats.readbacks == len(questions)
     assert settled == read_back
     cat = next(m for m in settled[0] if m.key == "k1")

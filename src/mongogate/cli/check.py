@@ -100,6 +100,17 @@ async def _check_long_term(settings: Settings, services: AppState) -> int:
             "long-term memory writes: flat (each memory by its derived _id, quota by counter; "
             "no unique index but _id)"
         )
+    signal = ltm.index.signal
+    if signal is not None and signal.stamp("check") is not None:
+        print(
+            f"long-term memory recall: the engine's write signal ({signal.path}) lets a settled recall "
+            "skip its revision read"
+        )
+    else:
+        print(
+            "long-term memory recall: one revision read (by _id) per recall keeps the index coherent "
+            "(no write signal: the engine is not reached through its Unix socket)"
+        )
     for line in report:
         print(line)
     s = settings.memory.long_term

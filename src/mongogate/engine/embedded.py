@@ -68,6 +68,10 @@ class EmbeddedEngine:
         server: Any
         if self.socket_path is not None:
             from mongogate.compat.mongoeco import UnixProxyServer
+            from mongogate.engine.write_signal import prepare
+
+            # before the socket exists: every client finds the file, under this start's new epoch
+            prepare(self.socket_path.parent)
 
             server = UnixProxyServer(self.socket_path, engine=sqlite, auth_users=users)
         else:

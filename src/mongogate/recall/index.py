@@ -23,21 +23,30 @@ its `bump`, or its process died there), the recall reads its results back by `_i
 database decides. A token older than LEASE (by the injectable clock) is taken as abandoned: it
 is unset and the revision jumped past CHANGES, so every process's index is read whole once.
 
+On the embedded engine, every process is on the engine's machine, and the write signal
+(`engine/write_signal.py`) lets a recall skip the revision read: each bracketed write also moves
+its scope's counter in a shared file and holds a lock there while in flight; a recall that finds
+no write in flight and the counter where it was at its last settled revision read answers from
+the index without reading (`IndexStats.unread`).
+
 Indexes live in one LRU map bounded by `[memory.long_term] index_budget_mb`; the least recently
 used scope is dropped past the budget (the one being used stays, even alone larger).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
+from mongogate.engine.write_signal import WriteSignal
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.textrank import fold, query_tokens
@@ -165,6 +174,8 @@ class IndexStats:
     readbacks: int = 0
     #: writes in flight past LEASE, taken as abandoned (every index of the scope read whole)
     abandoned: int = 0
+    #: recalls answered with no revision read: the write signal said nothing changed
+    unread: int = 0
 
 
 class IndexCache:
@@ -185,6 +196,21 @@ class IndexCache:
         #: False: the revision read takes every change and questions are tokenized each call, as
         #: before they were trimmed (benchmarks/recall_index.py measures both in one run)
         self.lean = True
+        #: the engine's write signal (`engine/write_signal.py`), None where there is none (TCP,
+        #: a remote MongoDB): then every recall reads the revision
+        self.signal: WriteSignal | None = None
+        #: False: the signal is still written but never trusted (benchmarks/recall_index.py)
+        self.trust_signal = True
+
+    @contextlib.contextmanager
+    def announcing(self, scope: MemoryScope) -> Iterator[None]:
+        """Around a whole bracketed write of `scope` (`RecallRepository.writing`): in flight for
+        every process's write signal until the block ends."""
+        if self.signal is None:
+            yield
+            return
+        with self.signal.writing(scope_key(scope)):
+            yield
 
     def query_vector(self, model: str, text: str) -> list[float] | None:
         vec = self._queries.get((model, text)) if self.answer_settled else None
@@ -240,6 +266,19 @@ class IndexCache:
         `now` (the injectable clock) ages the writes in flight; None never takes one as abandoned."""
         key = scope_key(scope)
         known = self._indexes.get(key)
+        trusting = self.signal is not None and self.trust_signal and self.answer_settled
+        stamp = self.signal.stamp(key) if trusting and self.signal is not None else None
+        if (
+            stamp is not None
+            and known is not None
+            and known.verified == stamp
+            and known.model == model
+            and known.dims == dims
+        ):  # no write of the scope began or ended since a settled read, and none is in flight
+            self.stats.fresh += 1
+            self.stats.unread += 1
+            self._indexes.move_to_end(key)
+            return Fresh(known, True)
         head = await read_head(revisions, key, known.rev if known is not None else None, whole=not self.lean)
         pending = head.get("pending") if head else None
         pending = pending if isinstance(pending, dict) else {}
@@ -284,6 +323,8 @@ class IndexCache:
             async for d in memories.find(scope.match(), INDEX_FIELDS):
                 idx.put(d)
             self.stats.rebuilds += 1
+        # taken before the read that found no write in flight: trusted until the signal moves
+        idx.verified = stamp if not pending else None
         self._indexes[key] = idx
         self._indexes.move_to_end(key)
         self._evict(keep=key)

@@ -16,6 +16,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import EmbeddingUnavailable, MongogateError
 from mongogate.recall import checks
 from mongogate.recall.embedding import Embedder
@@ -48,6 +49,8 @@ class RecallRepository:
         self.revisions: AsyncCollection[Doc] = db[REVISIONS]
         #: this process's copies of the scopes' memories, bounded by `index_budget_mb`
         self.index = IndexCache(settings.index_budget_mb * 1024 * 1024)
+        #: on the embedded engine, every writer and reader of this machine shares its signal
+        self.index.signal = WriteSignal.of(db.client)
         #: memories stored by the previous version under uuid ids are left (`recall/ids.py`):
         #: identity lookups fall back to a query; True until `ensure_indexes` has looked
         self.legacy = True
@@ -83,13 +86,14 @@ class RecallRepository:
         exception (a lost connection, the process stopped) leaves it in flight, which a recall
         takes as abandoned after `index.LEASE`; `ends_on` adds the exceptions after which the
         block's writes are known to be bumped (a `changed` in a `finally`)."""
-        token = await begin(self.revisions, scope, self.clock.now())
-        try:
-            yield
-        except ends_on:
+        with self.index.announcing(scope):  # the engine's write signal: in flight until the end
+            token = await begin(self.revisions, scope, self.clock.now())
+            try:
+                yield
+            except ends_on:
+                await bump(self.revisions, scope, token=token)
+                raise
             await bump(self.revisions, scope, token=token)
-            raise
-        await bump(self.revisions, scope, token=token)
 
     def scoped(self, scope: MemoryScope, namespace: object, now: datetime) -> Doc:
         query: Doc = dict(scope.match())

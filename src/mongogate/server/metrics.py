@@ -70,13 +70,15 @@ class _RecallIndexCollector(Collector):
         yield scopes
         refreshes = CounterMetricFamily(
             "mongogate_recall_index_refreshes",
-            "Recall index lookups: fresh (no read), patch (changed memories read), rebuild (scope read "
-            "whole), evict (a scope dropped past the budget)",
+            "Recall index lookups: fresh (no memory read), unread (fresh, and the engine's write "
+            "signal let it skip the revision read too), patch (changed memories read), rebuild (scope "
+            "read whole), evict (a scope dropped past the budget)",
             labels=["kind"],
         )
         stats = index.stats if index is not None else None
         for kind, field in (
             ("fresh", "fresh"),
+            ("unread", "unread"),
             ("patch", "patches"),
             ("rebuild", "rebuilds"),
             ("evict", "evictions"),

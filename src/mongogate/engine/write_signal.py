@@ -1,0 +1,208 @@
+"""The write signal: a small file beside the embedded engine's socket that lets a recall skip its
+revision read when nothing was written since its last one, on the one machine the engine serves.
+
+Why: on the embedded engine the revision read (one `find_one` by `_id`, `recall/index.py`) is a
+third of a settled recall at 1,000 memories (about 0.9 ms of 3; docs/decisions/recall-index.md,
+"The write signal"). Every process that reaches the engine does so through its Unix socket, so
+every one of them is on this machine and can share a file with the others.
+
+The file (`recall.seq`, 0600 in the engine's 0700 data directory) holds an epoch (new at every
+engine start) and a counter per bucket of scopes (a scope's key hashed into BUCKETS). The
+database stays the only truth; the file only says when a process may trust what it last read:
+
+- a writer (`writing`) takes a shared OFD lock on its bucket's flight byte, adds 1 to the bucket's
+  counter, does its whole bracketed write (`begin`, the memory write, `bump`), adds 1 again and
+  lets the lock go. The kernel lets the lock go when the process dies, and the counter already
+  moved at the start, so a write stopped halfway is never missed.
+- a recall (`stamp`) asks whether any lock is held on the bucket's flight byte (`F_OFD_GETLK`,
+  taking nothing); if none, the stamp is (epoch, counter). An index verified by a revision read
+  that found no write in flight, taken after a stamp, answers again without the read while the
+  stamp is the same: no write of that bucket began or ended since, and none is in flight.
+
+Counters only grow (each addition runs under an exclusive lock on the MUTEX byte), so a stamp
+never comes back. OFD locks belong to an open file description, not to a process: two writes
+of one process each open the file and hold their own lock, and a recall of the same process sees
+them. A file replaced or removed (the data directory wiped) is noticed by its inode at every
+stamp; the epoch changes when the engine restarts (a database restored while it was stopped).
+Any error gives no stamp, so the recall reads the revision as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: the file's name, beside the engine's socket
+FILE = "recall.seq"
+#: buckets of scopes: two scopes in one bucket only make each other read more often
+BUCKETS = 4096
+MAGIC = b"mgseq\x00\x00\x01"
+#: magic (8 bytes), epoch (8), then one counter of 8 bytes per bucket
+HEADER = 16
+SIZE = HEADER + 8 * BUCKETS
+#: the byte whose exclusive lock serializes the counters' additions (any offset can be locked)
+MUTEX = 0
+#: the byte of bucket b held shared while one of its writes is in flight is FLIGHT + b
+FLIGHT = 1 << 20
+_U64 = struct.Struct("<Q")
+_FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux: type, whence, start, len, pid
+
+
+def _lock(fd: int, command: int, kind: int, start: int) -> int:
+    """One OFD lock call on the byte at `start`; returns the type a GETLK reports."""
+    got = fcntl.fcntl(fd, command, _FLOCK.pack(kind, os.SEEK_SET, start, 1, 0))
+    return int(_FLOCK.unpack(got)[0])
+
+
+def supported() -> bool:
+    return all(hasattr(fcntl, n) for n in ("F_OFD_GETLK", "F_OFD_SETLK", "F_OFD_SETLKW"))
+
+
+def _add(fd: int, bucket: int) -> None:
+    """Counter of `bucket` + 1, under the exclusive MUTEX lock (writers of other processes race)."""
+    at = HEADER + 8 * bucket
+    _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, MUTEX)
+    try:
+        (value,) = _U64.unpack(os.pread(fd, 8, at))
+        os.pwrite(fd, _U64.pack(value + 1), at)
+    finally:
+        _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
+
+
+def _ours(fd: int) -> bool:
+    return os.fstat(fd).st_size == SIZE and os.pread(fd, 8, 0) == MAGIC
+
+
+def prepare(directory: Path) -> Path | None:
+    """At every engine start: the signal file in `directory`, created if absent, with a new
+    epoch. None where the platform has no OFD locks (recalls then always read the revision)."""
+    if not supported():
+        return None
+    path = directory / FILE
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, MUTEX)
+        try:
+            os.fchmod(fd, 0o600)  # the engine's owner only, whatever made it
+            if not _ours(fd):
+                os.ftruncate(fd, 0)  # new, or not ours: every counter from 0, under a new epoch
+                os.ftruncate(fd, SIZE)
+                os.pwrite(fd, MAGIC, 0)
+            os.pwrite(fd, os.urandom(8), 8)
+        finally:
+            _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
+    finally:
+        os.close(fd)
+    return path
+
+
+def bucket_of(key: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") % BUCKETS
+
+
+class WriteSignal:
+    """The signal file of one engine, as a writer and a reader use it (module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, client: Any) -> WriteSignal | None:
+        """The signal of the engine `client` reaches through a Unix socket, else None (TCP, a
+        replica set, a remote MongoDB: no file every writer shares)."""
+        if not supported():
+            return None
+        try:
+            seeds = list(client.topology_description.server_descriptions())
+        except Exception:  # not a pymongo client
+            return None
+        if len(seeds) != 1:
+            return None
+        host, port = seeds[0]
+        if port is not None or not str(host).endswith(".sock"):
+            return None
+        return cls(Path(str(host)).parent / FILE)
+
+    # -- a writer -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writing(self, key: str) -> Iterator[None]:
+        """Around a whole bracketed write of scope `key` (module docstring). Where the file does
+        not exist (an engine that made none) there is nothing to signal and no reader trusts it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            yield
+            return
+        if not _ours(fd):  # no reader trusts a file that is not a signal: nothing to tell
+            os.close(fd)
+            yield
+            return
+        try:
+            b = bucket_of(key)
+            _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, FLIGHT + b)  # never waits: no one holds it exclusive
+            _add(fd, b)
+            try:
+                yield
+            finally:
+                _add(fd, b)
+        finally:
+            os.close(fd)  # lets the flight lock go
+
+    # -- a reader -------------------------------------------------------------------------------
+
+    def stamp(self, key: str) -> tuple[int, int] | None:
+        """(epoch, counter) of scope `key`'s bucket when no write of it is in flight, else None
+        (also when the file is missing, replaced or unreadable)."""
+        try:
+            fd = self._open()
+            if fd is None:
+                return None
+            b = bucket_of(key)
+            if _lock(fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK, FLIGHT + b) != fcntl.F_UNLCK:
+                return None  # a write of the bucket is in flight
+            _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, MUTEX)  # no addition half-read
+            try:
+                (epoch,) = _U64.unpack(os.pread(fd, 8, 8))
+                (count,) = _U64.unpack(os.pread(fd, 8, HEADER + 8 * b))
+            finally:
+                _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
+            return int(epoch), int(count)
+        except (OSError, struct.error) as e:
+            log.debug("write signal %s unreadable (%s): reading the revision", self.path, e)
+            self.close()
+            return None
+
+    def _open(self) -> int | None:
+        """The file open for reading, reopened when it was replaced (its inode changed)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.close()
+            return None
+        if self._fd is None or self._ino != (st.st_dev, st.st_ino):
+            self.close()
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            held = os.fstat(fd)
+            if not _ours(fd):
+                os.close(fd)
+                return None
+            self._fd, self._ino = fd, (held.st_dev, held.st_ino)
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = self._ino = None

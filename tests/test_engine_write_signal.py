@@ -1,0 +1,193 @@
+"""The engine's write signal (engine/write_signal.py): a write in flight in any process hides the
+stamp, its end (or its start, when the process dies halfway) moves it, racing writers never lose
+an addition, and a restarted engine or a replaced file is never trusted as before. Real files,
+real processes, real OFD locks; no clock."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pymongo import MongoClient
+
+from mongogate.engine import write_signal
+from mongogate.engine.files import socket_uri
+from mongogate.engine.write_signal import BUCKETS, FILE, WriteSignal, bucket_of, prepare
+
+pytestmark = pytest.mark.skipif(not write_signal.supported(), reason="no OFD locks on this platform")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from mongogate.engine.write_signal import WriteSignal
+    with WriteSignal(Path(sys.argv[1])).writing(sys.argv[2]):
+        print("in flight", flush=True)
+        sys.stdin.readline()  # until told, or killed
+    """
+)
+
+
+@contextlib.contextmanager
+def holder(path: Path, key: str) -> Iterator[subprocess.Popen[str]]:
+    """Another process inside `writing(key)`, once it said so; killed if still there at the end."""
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), key],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "in flight\n"
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def other_key(key: str) -> str:
+    return next(k for k in (f"other-{i}" for i in range(1000)) if bucket_of(k) != bucket_of(key))
+
+
+@pytest.mark.parametrize(
+    ("uri", "found"),
+    [
+        (socket_uri("/tmp/e/engine.sock"), "/tmp/e/" + FILE),
+        (socket_uri("/tmp/e/engine.sock", "pw"), "/tmp/e/" + FILE),
+        ("mongodb://127.0.0.1:27017/", None),
+        ("mongodb://a.example:27017,b.example:27017/?replicaSet=rs", None),
+    ],
+)
+def test_the_signal_is_found_beside_a_unix_socket_only(uri: str, found: str | None) -> None:
+    client: MongoClient[dict[str, object]] = MongoClient(uri, connect=False)
+    try:
+        sig = WriteSignal.of(client)
+        assert (str(sig.path) if sig is not None else None) == found
+    finally:
+        client.close()
+
+
+def test_a_write_in_flight_in_another_process_hides_the_stamp_and_its_end_moves_it(tmp_path: Path) -> None:
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    assert before is not None
+    with holder(path, "acme") as proc:
+        assert reader.stamp("acme") is None  # in flight: every recall reads the revision
+        assert reader.stamp(other_key("acme")) is not None  # another bucket is not held
+        assert proc.stdin is not None
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+    after = reader.stamp("acme")
+    assert after is not None and after[0] == before[0] and after[1] == before[1] + 2
+
+
+def test_a_writer_killed_halfway_leaves_no_write_in_flight_and_the_stamp_moved(tmp_path: Path) -> None:
+    """The kernel lets the dead process's lock go; the addition at its start already moved the
+    counter, so an index verified before it is never trusted again."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    with holder(path, "acme") as proc:
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    after = reader.stamp("acme")
+    assert before is not None and after is not None
+    assert after[1] == before[1] + 1
+
+
+def test_two_writes_of_one_process_each_hold_their_own_flight(tmp_path: Path) -> None:
+    """OFD locks belong to an open file, not a process: the first write ending does not end the
+    second's, and a recall of the same process sees both."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader, first, second = WriteSignal(path), WriteSignal(path), WriteSignal(path)
+    with first.writing("acme"):
+        with second.writing("acme"):
+            assert reader.stamp("acme") is None
+        assert reader.stamp("acme") is None
+    assert reader.stamp("acme") is not None
+
+
+def _race(path: str, key: str, n: int, barrier: Any) -> None:
+    sig = WriteSignal(Path(path))
+    barrier.wait()
+    for _ in range(n):
+        with sig.writing(key):
+            pass
+
+
+def test_racing_writers_in_three_processes_never_lose_an_addition(tmp_path: Path) -> None:
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(3)
+    procs = [ctx.Process(target=_race, args=(str(path), "acme", 200, barrier)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    after = reader.stamp("acme")
+    assert before is not None and after is not None
+    assert after[1] - before[1] == 3 * 200 * 2
+
+
+def test_a_restarted_engine_or_a_replaced_file_is_never_trusted_as_before(tmp_path: Path) -> None:
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    first = reader.stamp("acme")
+    assert prepare(tmp_path) == path  # the engine started again: same counters, a new epoch
+    second = reader.stamp("acme")
+    assert first is not None and second is not None
+    assert second[1] == first[1] and second[0] != first[0]
+    fresh = tmp_path / "other"
+    fresh.mkdir()
+    os.replace(prepare(fresh) or "", path)  # the directory wiped and a new engine's file there
+    third = reader.stamp("acme")
+    assert third is not None and third[0] not in (first[0], second[0])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"x" * 100, b"\0" * (write_signal.SIZE)],
+    ids=["empty", "short", "right size, not ours"],
+)
+def test_a_file_that_is_not_a_signal_is_never_trusted_and_a_start_remakes_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    (tmp_path / FILE).write_bytes(content)
+    reader = WriteSignal(tmp_path / FILE)
+    assert reader.stamp("acme") is None
+    with reader.writing("acme"):  # a writer still signals (the counters of a foreign file)
+        pass
+    prepare(tmp_path)
+    assert reader.stamp("acme") is not None
+    assert os.stat(tmp_path / FILE).st_mode & 0o777 == 0o600
+    assert os.path.getsize(tmp_path / FILE) == write_signal.SIZE
+
+
+def test_no_file_means_no_stamp_and_writers_carry_on(tmp_path: Path) -> None:
+    sig = WriteSignal(tmp_path / FILE)
+    with sig.writing("acme"):
+        assert sig.stamp("acme") is None
+    assert not (tmp_path / FILE).exists()
+    assert 0 <= bucket_of("acme") < BUCKETS

@@ -41,7 +41,6 @@ just before), with 10,000 memories in the scope.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import platform
 import statistics
@@ -66,7 +65,7 @@ from mongogate.engine import client as engine_client
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.ids import memory_id
-from mongogate.recall.index import CHANGES, bump, scope_key
+from mongogate.recall.index import CHANGES, IndexCache, bump
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.store import text_hash
@@ -124,8 +123,9 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
         doc["_id"] = memory_id(doc)  # the stored shape: the id derived from the identity
         docs.append(doc | {"embedding": pack(vec)})
     scope = MemoryScope(tenant, str(template["owner"]))
-    signal = WriteSignal.of(coll.database.client)  # a writer as every writer: signalled
-    with signal.writing(scope_key(scope)) if signal is not None else contextlib.nullcontext():
+    writer = IndexCache(0, coll.database.name)  # a writer as every writer: signalled
+    writer.signal = WriteSignal.of(coll.database.client)
+    with writer.announcing(scope):
         with unchecked_seeding():
             for start in range(0, len(docs), 2000):
                 await coll.insert_many(docs[start : start + 2000])
@@ -171,7 +171,7 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
+async def run(uri: str, tmp: str, rounds: int, warmup: int, *, shapes: bool = True) -> list[str]:
     client: AsyncMongoClient[Doc] = AsyncMongoClient(uri, tz_aware=True)
     embedder = LocalEmbedder()
     servers = {
@@ -292,7 +292,10 @@ async def run(uri: str, tmp: str, rounds: int, warmup: int) -> list[str]:
             f"({idx.nbytes() / 2**20:.1f} MiB by its own estimate; the 10,000-scope server's "
             f"/metrics says {est / 2**20:.1f} MiB for its {len(docs):,} memories)."
         )
-        out += ["", *await write_shapes(client, rounds)]
+        if shapes:  # seeded with the uniqueness scan off, which only an engine in this process allows
+            out += ["", *await write_shapes(client, rounds)]
+        else:
+            out += ["", "Write shapes: not measured with the engine in its own process (`--engine thread`)."]
     await client.close()
     return out
 
@@ -469,8 +472,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.recall_only:
                 lines = asyncio.run(run_recall(uri, tmp, args.rounds, args.warmup, args.recall_only))
             else:
-                go = run_writes if args.writes else run
-                lines = asyncio.run(go(uri, tmp, args.rounds, args.warmup))
+                if args.writes:
+                    lines = asyncio.run(run_writes(uri, tmp, args.rounds, args.warmup))
+                else:
+                    lines = asyncio.run(
+                        run(uri, tmp, args.rounds, args.warmup, shapes=args.engine == "thread")
+                    )
         finally:
             if args.engine == "process":
                 engine_client.stop(Path(tmp) / "engine")

@@ -181,7 +181,7 @@ class IndexStats:
 class IndexCache:
     """MemoryScope -> ScopeIndex, least recently used first out past `budget_bytes`."""
 
-    def __init__(self, budget_bytes: int) -> None:
+    def __init__(self, budget_bytes: int, database: str = "") -> None:
         self.budget_bytes = budget_bytes
         self._indexes: OrderedDict[str, ScopeIndex] = OrderedDict()
         self.stats = IndexStats()
@@ -201,6 +201,13 @@ class IndexCache:
         self.signal: WriteSignal | None = None
         #: False: the signal is still written but never trusted (benchmarks/recall_index.py)
         self.trust_signal = True
+        #: the name of the database the memories are in (part of `signal_key`)
+        self.database = database
+
+    def signal_key(self, scope: MemoryScope) -> str:
+        """The scope as the write signal knows it: with the database's name, so the same scope
+        in two databases of one engine (tests, two deployments) does not share a counter."""
+        return f"{len(self.database)}:{self.database}:{scope_key(scope)}"
 
     @contextlib.contextmanager
     def announcing(self, scope: MemoryScope) -> Iterator[None]:
@@ -209,7 +216,7 @@ class IndexCache:
         if self.signal is None:
             yield
             return
-        with self.signal.writing(scope_key(scope)):
+        with self.signal.writing(self.signal_key(scope)):
             yield
 
     def query_vector(self, model: str, text: str) -> list[float] | None:
@@ -267,7 +274,7 @@ class IndexCache:
         key = scope_key(scope)
         known = self._indexes.get(key)
         trusting = self.signal is not None and self.trust_signal and self.answer_settled
-        stamp = self.signal.stamp(key) if trusting and self.signal is not None else None
+        stamp = self.signal.stamp(self.signal_key(scope)) if trusting and self.signal is not None else None
         if (
             stamp is not None
             and known is not None

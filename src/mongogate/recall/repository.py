@@ -48,7 +48,7 @@ class RecallRepository:
         #: one document per scope: the revision every write bumps (`recall/index.py`)
         self.revisions: AsyncCollection[Doc] = db[REVISIONS]
         #: this process's copies of the scopes' memories, bounded by `index_budget_mb`
-        self.index = IndexCache(settings.index_budget_mb * 1024 * 1024)
+        self.index = IndexCache(settings.index_budget_mb * 1024 * 1024, db.name)
         #: on the embedded engine, every writer and reader of this machine shares its signal
         self.index.signal = WriteSignal.of(db.client)
         #: memories stored by the previous version under uuid ids are left (`recall/ids.py`):

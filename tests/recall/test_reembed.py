@@ -160,3 +160,23 @@ async def test_the_command_line_reembeds_and_reports(
     assert run("--dry-run").splitlines() == [f"0 memories to re-embed with {LOCAL_MODEL}"]
     bad = subprocess.run([*cli, "--batch-size", "0"], capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "give 1 to 2048" in bad.stderr
+
+
+async def test_a_serving_index_finds_re_embedded_memories_by_meaning_at_once(
+    mongo: AsyncMongoClient[dict[str, Any]], db_name: str
+) -> None:
+    """A server's index built while the memories had the old model's vectors holds them without
+    a vector; re-embedding them must reach it like any other write (the revision and the write
+    signal), not wait for the index to be read whole (an eviction or a restart)."""
+    from mongogate.config import LimitsSettings, LongTermSettings
+    from mongogate.recall.model import MemoryScope
+    from mongogate.recall.store import LongTermMemory
+
+    db, _ = await seed(mongo, db_name)
+    serving = LongTermMemory(db, LongTermSettings(min_score=0.0), LocalEmbedder(), limits=LimitsSettings())
+    question = "supplier 5 appointment location"  # shares words; asked by meaning alone below
+    before = await serving.recall(MemoryScope("acme"), question, limit=3, method="vector")
+    assert TEXTS[5] not in [m.text for m in before.memories]  # no vector of this model yet
+    await reembed(db, LocalEmbedder(), batch_size=3)
+    after = await serving.recall(MemoryScope("acme"), question, limit=3, method="vector")
+    assert TEXTS[5] in [m.text for m in after.memories]

@@ -12,21 +12,30 @@ update on the `version` and `embedding_model` it read:
   and size together);
 - safe beside a serving mongogate: a memory changed between the read and the write (a new
   `version`, or embedded anew by `remember`) is skipped, never overwritten with the vector of
-  its old text.
+  its old text;
+- seen by every serving process at once: each batch's write is bracketed per scope like every
+  other write of memories (the scope's revision and the engine's write signal,
+  `recall/index.py`), so the indexes re-read the memories it wrote and find them by meaning.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from pymongo import ASCENDING, UpdateOne
 from pymongo.errors import PyMongoError
 
+from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
 from mongogate.recall.embedding import Embedder
+from mongogate.recall.index import REVISIONS, IndexCache, begin, bump
+from mongogate.recall.model import MemoryScope
 from mongogate.recall.vectors import pack
 
 log = logging.getLogger(__name__)
@@ -35,7 +44,7 @@ __all__ = ["COLLECTION", "ReembedReport", "reembed", "stale_counts"]
 
 COLLECTION = "memories"
 #: what a batch reads of each memory
-_FIELDS = {"_id": 1, "text": 1, "version": 1, "embedding_model": 1}
+_FIELDS = {"_id": 1, "text": 1, "version": 1, "embedding_model": 1, "tenant": 1, "owner": 1}
 
 Doc = dict[str, Any]
 #: a test failpoint: runs after a batch is embedded and before it is written
@@ -120,7 +129,7 @@ async def reembed(
             for d, vec in zip(batch, vectors, strict=True)
         ]
         try:
-            result = await coll.bulk_write(writes, ordered=False)
+            result = await _bracketed(db, batch, partial(coll.bulk_write, writes, ordered=False))
         except PyMongoError as e:
             raise StorageError("writing re-embedded memories") from e
         report.reembedded += result.modified_count
@@ -131,3 +140,23 @@ async def reembed(
     except PyMongoError as e:
         raise StorageError("counting memories to re-embed") from e
     return report
+
+
+async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[Any]]) -> Any:
+    """`write` in flight for every scope of `batch` (a token in each scope's revision document and
+    the write signal held), then each scope's revision bumped naming its memories, as
+    `RecallRepository.writing` + `changed` do for one scope."""
+    scopes: dict[MemoryScope, list[str]] = {}
+    for d in batch:
+        scopes.setdefault(MemoryScope(str(d.get("tenant")), str(d.get("owner"))), []).append(str(d["_id"]))
+    revisions = db[REVISIONS]
+    signal = IndexCache(0, db.name)
+    signal.signal = WriteSignal.of(db.client)
+    with ExitStack() as held:
+        for scope in scopes:
+            held.enter_context(signal.announcing(scope))
+        tokens = {scope: await begin(revisions, scope, datetime.now(UTC)) for scope in scopes}
+        async with AsyncExitStack() as ends:
+            for scope, ids in scopes.items():  # bumped whether the write went through or not
+                ends.push_async_callback(bump, revisions, scope, *ids, token=tokens[scope])
+            return await write()

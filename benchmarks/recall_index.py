@@ -1,6 +1,11 @@
 """Recall through the in-process scope index, over MCP, against an MCP echo call of a bare SDK server.
 
-One embedded engine (its own thread, as benchmarks/recall.py), the real local model (wordllama).
+One embedded engine, the real local model (wordllama). By default (`--engine process`) the engine
+runs in its own process on its Unix socket, as `mongogate serve` leases it, so recalls go through
+the engine's write signal (engine/write_signal.py) and skip their revision read while nothing was
+written; `--engine thread` runs it on a thread of this process on a TCP port (no write signal,
+a revision read per recall; the only mode that measures the write shapes, which seed with the
+engine's uniqueness scan turned off in this process).
 Every call goes through the SDK's in-process `Client` in "legacy" mode (JSON-RPC framing), both
 for mongogate's `build_server` and for the floor: a bare `MCPServer` with one `echo` tool (as
 benchmarks/lib/startup_floor.py). Interleaved, round by round, after warm-up rounds:
@@ -14,7 +19,7 @@ benchmarks/lib/startup_floor.py). Interleaved, round by round, after warm-up rou
   over the same recall with no one else in the collection;
 - the first recall of each scope (the index built from the database) is reported on its own;
 - the index's bytes per 10,000 memories: its own estimate (`/metrics`) and tracemalloc's count.
-- write shapes on the embedded engine at 1,000 and 10,000 documents: `insert_one`, and an upsert
+- (`--engine thread`) write shapes on the embedded engine at 1,000 and 10,000 documents: `insert_one`, and an upsert
   by `_id` (`update_one({_id}, {$setOnInsert}, upsert=True)`), and an update by `_id`.
 
 Filling: memories are inserted in bulk (`insert_many`, the stored shape of a remembered one),
@@ -483,15 +488,21 @@ def main(argv: list[str] | None = None) -> int:
                 engine_client.stop(Path(tmp) / "engine")
             else:
                 engine.stop()
+    where = (
+        "the engine in its own process, on its socket with the write signal, as `mongogate serve` runs it"
+        if args.engine == "process"
+        else "the engine on a thread of this process, on TCP: no write signal"
+    )
     head = [
         f"Command: `{command_line('recall_index.py', argv)}`; {args.rounds} rounds after {args.warmup} "
         f"warm-up, interleaved. Python {platform.python_version()}, {os.cpu_count()} cores, {started} UTC, "
-        f"load average {load0} at the start, {loadavg()} at the end (a shared machine).",
+        f"load average {load0} at the start, {loadavg()} at the end (a shared machine). Engine: {where}.",
         "",
     ]
     name = "recall index (in-process, issue 26)"
     name = "recall writes at 10,000 (issue 26 item 2)" if args.writes else name
-    name = "recall call path (issue 26, rspeed2, --recall-only)" if args.recall_only else name
+    name = "recall call path (issue 26, --recall-only)" if args.recall_only else name
+    name = f"{name}: {where.split(',')[0]}"
     publish(name, "\n".join(head + lines) + "\n", not args.no_write)
     return 0
 

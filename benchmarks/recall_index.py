@@ -20,7 +20,8 @@ benchmarks/lib/startup_floor.py). Interleaved, round by round, after warm-up rou
 - the first recall of each scope (the index built from the database) is reported on its own;
 - the index's bytes per 10,000 memories: its own estimate (`/metrics`) and tracemalloc's count.
 - (`--engine thread`) write shapes on the embedded engine at 1,000 and 10,000 documents:
-  `insert_one`, and an upsert by `_id` (`update_one({_id}, {$setOnInsert}, upsert=True)`), and an update by `_id`.
+  `insert_one`, an upsert by `_id` (`update_one({_id}, {$setOnInsert}, upsert=True)`), and an
+  update by `_id`.
 
 Filling: memories are inserted in bulk (`insert_many`, the stored shape of a remembered one),
 with the engine's per-insert uniqueness scan off (as benchmarks/memory.py), not through remember.

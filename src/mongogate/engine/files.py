@@ -72,7 +72,7 @@ def private_file(path: Path) -> None:
 
 
 #: the files mongogate keeps in a data directory (only these are tightened: the directory may be shared)
-OWN_FILES = ("engine.", "mongogate.sqlite3", "audit")
+OWN_FILES = ("engine.", "mongogate.sqlite3", "audit", "recall.")
 
 
 def tighten_all(data_dir: Path) -> None:

@@ -24,7 +24,10 @@ never comes back. OFD locks belong to an open file description, not to a process
 of one process each open the file and hold their own lock, and a recall of the same process sees
 them. A file replaced or removed (the data directory wiped) is noticed by its inode at every
 stamp; the epoch changes when the engine restarts (a database restored while it was stopped).
-Any error gives no stamp, so the recall reads the revision as before.
+Any error gives no stamp, so the recall reads the revision as before. Only a regular file of
+this user that no other user can open is trusted or written (`_private`): a socket may be in a
+shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could plant
+a file, rewind its counters and hold its locks; a FIFO there never blocks an open.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,8 +82,20 @@ def _add(fd: int, bucket: int) -> None:
         _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
 
 
+#: how every process opens the file: never through a symlink, never waiting on a FIFO
+_OPEN = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK
+
+
+def _private(st: os.stat_result) -> bool:
+    """A regular file of this user that no other user can open: one that another local user
+    planted (a socket in a shared directory such as /tmp, where a real mongod puts its socket)
+    or can write would let them rewind a counter (a stale recall) or hold a lock forever (a
+    loop blocked), so no reader trusts it and no writer signals in it."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
 def _ours(fd: int) -> bool:
-    return os.fstat(fd).st_size == SIZE and os.pread(fd, 8, 0) == MAGIC
+    return _private(os.fstat(fd)) and os.fstat(fd).st_size == SIZE and os.pread(fd, 8, 0) == MAGIC
 
 
 def prepare(directory: Path) -> Path | None:
@@ -141,9 +157,8 @@ class WriteSignal:
     def writing(self, key: str) -> Iterator[None]:
         """Around a whole bracketed write of scope `key` (module docstring). Where the file does
         not exist (an engine that made none) there is nothing to signal and no reader trusts it."""
-        try:
-            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
+        fd = self._open_for_writing()
+        if fd is None:
             yield
             return
         if not _ours(fd):  # no reader trusts a file that is not a signal: nothing to tell
@@ -160,6 +175,23 @@ class WriteSignal:
                 _add(fd, b)
         finally:
             os.close(fd)  # lets the flight lock go
+
+    def _open_for_writing(self) -> int | None:
+        """The file open for writing; None where no reader trusts what is there (nothing, a
+        directory, another user's file). A private file this process cannot open raises: a
+        reader may trust it, so the write must not go unsignalled."""
+        try:
+            return os.open(self.path, os.O_RDWR | _OPEN)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            try:
+                trusted = _private(os.lstat(self.path))
+            except OSError:
+                trusted = False
+            if trusted:
+                raise
+            return None
 
     # -- a reader -------------------------------------------------------------------------------
 
@@ -194,7 +226,7 @@ class WriteSignal:
             return None
         if self._fd is None or self._ino != (st.st_dev, st.st_ino):
             self.close()
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(self.path, os.O_RDONLY | _OPEN)
             held = os.fstat(fd)
             if not _ours(fd):
                 os.close(fd)

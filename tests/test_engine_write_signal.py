@@ -189,5 +189,7 @@ def test_no_file_means_no_stamp_and_writers_carry_on(tmp_path: Path) -> None:
     sig = WriteSignal(tmp_path / FILE)
     with sig.writing("acme"):
         assert sig.stamp("acme") is None
-    assert not (tmp_path / FILE).exists()
+    assert not (tmp_path / FILE).exists() and not sig.usable()
+    prepare(tmp_path)
+    assert sig.usable()
     assert 0 <= bucket_of("acme") < BUCKETS

@@ -73,3 +73,21 @@ def test_check_says_every_recall_reads_its_revision_without_a_write_signal(
     assert (
         "long-term memory recall: one revision read (by _id) per recall keeps the index coherent" in r.stdout
     )
+
+
+def test_check_says_so_when_a_socket_has_no_write_signal(
+    env: dict[str, str], cli: Cli, tmp_path: Path
+) -> None:
+    """A Unix socket without a signal beside it (a real mongod's, or the file removed): a revision
+    read per recall, and the path it looked for."""
+    where = tmp_path / "sock"
+    engine = EmbeddedEngine(where, socket_path=where / "engine.sock")
+    uri = engine.start()
+    (where / "recall.seq").unlink()
+    try:
+        r = cli(["check"], env | {"MONGOGATE_DATABASE__URI": uri})
+    finally:
+        engine.stop()
+    assert r.returncode == 0, r.stderr
+    assert "one revision read (by _id) per recall" in r.stdout
+    assert f"no write signal of this user's at {where / 'recall.seq'}" in r.stdout

@@ -101,15 +101,19 @@ async def _check_long_term(settings: Settings, services: AppState) -> int:
             "no unique index but _id)"
         )
     signal = ltm.index.signal
-    if signal is not None and signal.stamp("check") is not None:
+    if signal is not None and signal.usable():
         print(
             f"long-term memory recall: the engine's write signal ({signal.path}) lets a settled recall "
             "skip its revision read"
         )
     else:
+        why = (
+            "the database is not reached through a Unix socket"
+            if signal is None
+            else f"no write signal of this user's at {signal.path} (not a mongogate engine's socket)"
+        )
         print(
-            "long-term memory recall: one revision read (by _id) per recall keeps the index coherent "
-            "(no write signal: the engine is not reached through its Unix socket)"
+            f"long-term memory recall: one revision read (by _id) per recall keeps the index coherent ({why})"
         )
     for line in report:
         print(line)

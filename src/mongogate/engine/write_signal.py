@@ -217,6 +217,14 @@ class WriteSignal:
             self.close()
             return None
 
+    def usable(self) -> bool:
+        """The file is there and trusted (`mongogate check`): a stamp may come from it."""
+        try:
+            return self._open() is not None
+        except OSError:
+            self.close()
+            return False
+
     def _open(self) -> int | None:
         """The file open for reading, reopened when it was replaced (its inode changed)."""
         try:

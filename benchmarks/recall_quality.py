@@ -246,7 +246,7 @@ RULES: list[tuple[str, Rule]] = [
     ("own fused score (before)", lambda c: [r.fused for r in c.got]),
     ("best x 0.5 + own x 0.5", listed(0.5)),
     ("best x 0.8 + own x 0.2", listed(0.8)),
-    ("best x 0.9 + own x 0.1 (default)", lambda c: [r.score for r in c.got]),
+    ("0.9 best + 0.1 own, evidence gate (default)", lambda c: [r.score for r in c.got]),
     ("best alone (flat list)", listed(1.0)),
     ("best - mean cosine / 2, x 0.9", listed(0.9, lambda c: max(0.0, c.got[0].fused - c.mu / 2))),
     (

@@ -6,6 +6,9 @@ scope of ten memories and in one of a thousand.
 `test_an_answer_ranked_below_a_stronger_match_is_kept_at_the_default_floor` failed on the old
 code: each memory was compared to the floor (0.2) on its own fused score, and the gym memory
 (0.12 on its own, 4th) was cut though the question is answerable.
+`test_a_best_match_weak_on_both_sides_is_no_evidence` failed before branch floor2: "How long
+should sourdough proof overnight?" returned the budget memory at 0.161 (cosine 0.17, "long" a
+sixth of the question's words), above the floor.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ FACTS = [
 #: does Jupiter have?" reaches 0.143 there (a cosine of 0.29 with a memory about a load test), above
 #: the floor; docs/decisions/recall-ranking.md gives the shares that the floor empties
 UNRELATED = ("What is the capital of Peru?", "quantum chromodynamics lecture notes")
+#: small talk a conversation holds (benchmarks/lib/convset.py): each shares one common word with
+#: unrelated questions ("long", "notes")
+SMALL_TALK = (
+    "I started a budget spreadsheet, we'll see how long I keep it up.",
+    "We had a team offsite, lots of sticky notes and too much coffee.",
+    "I keep meaning to call my grandmother, she loves a long chat.",
+)
 NAMES = ["Ana", "Ben", "Chen", "Dana", "Emil", "Fatima", "Goran", "Hana", "Ivo", "Jade", "Kofi", "Lea"]
 TEAMS = ["payments", "search", "mobile", "billing", "growth", "platform", "data", "support"]
 TOPICS = [
@@ -132,6 +142,24 @@ async def test_an_answer_ranked_below_a_stronger_match_is_kept_at_the_default_fl
     # the best memory shows its own fused score, every other one LIST_SHARE of it and more
     assert all(m.score is not None and m.score >= fusion.LIST_SHARE * best.score for m in got)
     assert [m.score for m in got] == sorted((m.score or 0.0 for m in got), reverse=True)
+
+
+async def test_a_best_match_weak_on_both_sides_is_no_evidence(
+    mongo: AsyncMongoClient[dict[str, object]], db_name: str
+) -> None:
+    ltm = store(mongo, db_name)
+    await fill(ltm, [t for _, t in FACTS] + list(SMALL_TALK))
+    question = "How long should sourdough proof overnight?"
+    assert (await ltm.recall(ACME, question)).memories == []
+    weak = (await ltm.recall(ACME, question, min_score=0, limit=3)).memories
+    assert weak[0].text == SMALL_TALK[0] and weak[0].matched_terms == ["long"]
+    assert weak[0].similarity is not None and weak[0].similarity < fusion.EVIDENCE_COSINE
+    # no evidence on either side: each memory shows only its own tenth, in the fused order
+    assert all(m.score is not None and m.score <= 1 - fusion.LIST_SHARE for m in weak)
+    assert [m.score for m in weak] == sorted((m.score or 0.0 for m in weak), reverse=True)
+    # one side strong enough is evidence: the same memory found by a question about it
+    got = (await ltm.recall(ACME, "how long have I kept my budget spreadsheet?", limit=3)).memories
+    assert got and got[0].text == SMALL_TALK[0] and got[0].score is not None and got[0].score >= FLOOR
 
 
 async def test_the_recall_tool_tells_the_model_how_to_read_an_empty_result_and_the_scores(

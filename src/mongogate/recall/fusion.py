@@ -27,6 +27,13 @@ The order is the fused score's order (ties by id).
    The shown score is in [0, 1], the same for every query (the best match's evidence), and
    follows the fused order exactly (`best` is one number per recall); `own`'s tenth keeps each
    memory's own match visible in it.
+5. **Evidence on one side** (`evidenced`, branch floor2): the best match must have a cosine of at
+   least `EVIDENCE_COSINE` with the query or hold at least `EVIDENCE_SHARE` of the query's idf
+   mass (its distinct query tokens); otherwise the recall shows only each memory's own tenth, under
+   any floor above 0.1. A sum of two weak sides ("quantum chromodynamics lecture notes" beside
+   "lots of sticky notes": cosine 0.145, a ninth of the words, fused 0.131) is not evidence that
+   anything stored is about the question. Applied when both sides rank (the fused method with a
+   query vector); it only lowers scores, so it never keeps what the floor alone would cut.
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ HOP_TERMS = 3
 HOP_DISCOUNT = 0.8
 #: the share of a memory's shown score that is its recall's best fused score (`shown`)
 LIST_SHARE = 0.9
+#: the best match's cosine, or its share of the query's idf, that makes a recall evidenced
+EVIDENCE_COSINE = 0.175
+EVIDENCE_SHARE = 0.175
 
 Scores = npt.NDArray[np.float64]
 
@@ -52,10 +62,18 @@ def direct(text: Scores, sims: npt.NDArray[np.floating], weight_text: float, wei
     return np.asarray(np.clip(mixed, 0.0, 1.0), dtype=np.float64)
 
 
-def shown(own: float, best: float) -> float:
+def shown(own: float, best: float, evidenced: bool = True) -> float:
     """The score a recall shows for a memory whose fused score is `own`, when the recall's best
-    fused score is `best` (>= own): in [0, 1], ordered as `own` is."""
-    return min(1.0, max(0.0, LIST_SHARE * best + (1.0 - LIST_SHARE) * own))
+    fused score is `best` (>= own): in [0, 1], ordered as `own` is. A recall whose best match has
+    no evidence on either side (`evidenced`) shows only the memory's own share."""
+    listed = LIST_SHARE * best if evidenced else 0.0
+    return min(1.0, max(0.0, listed + (1.0 - LIST_SHARE) * own))
+
+
+def evidenced(similarity: float, share: float) -> bool:
+    """Whether a best match with this cosine and this share of the query's idf is evidence that
+    something stored is about the query."""
+    return similarity >= EVIDENCE_COSINE or share >= EVIDENCE_SHARE
 
 
 def hop_terms(held: Iterable[str], query: Iterable[str], df: Callable[[str], int]) -> list[str]:

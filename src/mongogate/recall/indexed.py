@@ -4,9 +4,10 @@
 Memories are ranked by the fused score of `recall/fusion.py` (`TEXT_WEIGHT * text +
 (1 - TEXT_WEIGHT) * max(similarity, 0)`, or a discounted hop from the best match when higher;
 `scope_index.py` says what `text` is). Each memory's `score` is `fusion.shown`: 0.9 x the best
-match's fused score + 0.1 x its own, in [0, 1], comparable across queries and in rank order.
-Memories under `min_score` are left out, so a question about something never stored (whose best
-match is weak) returns none.
+match's fused score + 0.1 x its own, in [0, 1], comparable across queries and in rank order; only
+the 0.1 x its own when the best match has neither a cosine nor a share of the query's words that
+is evidence (`fusion.evidenced`). Memories under `min_score` are left out, so a question about
+something never stored (whose best match is weak) returns none.
 A settled scope (no write in flight when its revision was read:
 `recall/index.py`) answers from the index, which holds what a result shows; expiry, namespace
 and metadata are checked there with the injectable clock. While a write is in flight, the ranked

@@ -60,12 +60,15 @@ class Ranked:
     fused: float = 0.0
     #: the best fused score of the same ranking (its first memory's `fused`)
     best: float = 0.0
+    #: the ranking's best match has evidence on one side (`fusion.evidenced`)
+    evidenced: bool = True
 
     @property
     def score(self) -> float:
         """The score a recall shows and `min_score` compares, in [0, 1], in `rank`'s order:
-        mostly the ranking's best fused score, a tenth the memory's own (`fusion.shown`)."""
-        return fusion.shown(self.fused, max(self.best, self.fused))
+        mostly the ranking's best fused score, a tenth the memory's own (`fusion.shown`); only
+        the tenth when the best match has no evidence on either side."""
+        return fusion.shown(self.fused, max(self.best, self.fused), self.evidenced)
 
 
 @dataclass
@@ -254,6 +257,11 @@ class ScopeIndex:
         kept = fusion.distinct(order, lambda i: frozenset(self.rows[i].terms.items()), depth)
         qset = set(query_tokens)
         best = float(scores[kept[0]]) if kept else 0.0
+        evidenced = True
+        if kept and vector is not None and weight_text > 0 and weight_vector > 0:
+            top_row = self.rows[kept[0]]
+            cos = float(sims[kept[0]]) if top_row.has_vector else 0.0
+            evidenced = fusion.evidenced(cos, self.share(top_row.terms, query_tokens))
         return [
             Ranked(
                 self.rows[i].id,
@@ -263,6 +271,7 @@ class ScopeIndex:
                 self.rows[i].has_vector and vector is not None and weight_vector > 0,
                 fused=float(scores[i]),
                 best=best,
+                evidenced=evidenced,
             )
             for i in kept
         ]
@@ -286,6 +295,17 @@ class ScopeIndex:
         if upper > 0:
             text = np.minimum(text / upper, 1.0)
         return text
+
+    def idf(self, term: str) -> float:
+        """BM25's idf of `term` in this scope (a term no memory holds: the highest)."""
+        n, df = len(self.rows), self._df(term)
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def share(self, held: Counter[str], query_tokens: list[str]) -> float:
+        """The share of the query's idf mass (its distinct tokens) that the tokens `held` cover."""
+        asked = set(query_tokens)
+        total = sum(self.idf(t) for t in asked)
+        return sum(self.idf(t) for t in asked if t in held) / total if total > 0 else 0.0
 
     def _df(self, term: str) -> int:
         return len(self.postings.get(term, {}))

@@ -193,3 +193,36 @@ def test_no_file_means_no_stamp_and_writers_carry_on(tmp_path: Path) -> None:
     prepare(tmp_path)
     assert sig.usable()
     assert 0 <= bucket_of("acme") < BUCKETS
+
+
+MUTEX_HOLDER = textwrap.dedent(
+    """
+    import fcntl, os, sys
+    from mongogate.engine import write_signal as ws
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    ws._lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, ws.MUTEX)  # a writer stopped inside an addition
+    print("holding", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_a_writer_stopped_inside_an_addition_never_blocks_a_recall(tmp_path: Path) -> None:
+    """The reader never waits for the counters' lock: it reads the revision instead."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    assert reader.stamp("acme") is not None
+    with subprocess.Popen(
+        [sys.executable, "-c", MUTEX_HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "holding\n"
+            assert reader.stamp("acme") is None  # answered at once, no stamp
+        finally:
+            proc.kill()
+    assert reader.stamp("acme") is not None

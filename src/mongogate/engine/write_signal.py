@@ -33,6 +33,7 @@ a file, rewind its counters and hold its locks; a FIFO there never blocks an ope
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -95,7 +96,8 @@ def _private(st: os.stat_result) -> bool:
 
 
 def _ours(fd: int) -> bool:
-    return _private(os.fstat(fd)) and os.fstat(fd).st_size == SIZE and os.pread(fd, 8, 0) == MAGIC
+    st = os.fstat(fd)
+    return _private(st) and st.st_size == SIZE and os.pread(fd, 8, 0) == MAGIC
 
 
 def prepare(directory: Path) -> Path | None:
@@ -205,7 +207,12 @@ class WriteSignal:
             b = bucket_of(key)
             if _lock(fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK, FLIGHT + b) != fcntl.F_UNLCK:
                 return None  # a write of the bucket is in flight
-            _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, MUTEX)  # no addition half-read
+            try:  # no addition half-read; never waited for (a writer stopped inside one)
+                _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_RDLCK, MUTEX)
+            except OSError as e:
+                if e.errno in (errno.EAGAIN, errno.EACCES):
+                    return None  # an addition right now: read the revision
+                raise
             try:
                 (epoch,) = _U64.unpack(os.pread(fd, 8, 8))
                 (count,) = _U64.unpack(os.pread(fd, 8, HEADER + 8 * b))

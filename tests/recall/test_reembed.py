@@ -180,3 +180,35 @@ async def test_a_serving_index_finds_re_embedded_memories_by_meaning_at_once(
     await reembed(db, LocalEmbedder(), batch_size=3)
     after = await serving.recall(MemoryScope("acme"), question, limit=3, method="vector")
     assert TEXTS[5] in [m.text for m in after.memories]
+
+
+def _few_files() -> None:  # in the child: a soft limit below the scopes of one batch
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FEW_FILES, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+#: the child's soft limit of open files (1024, the common default, needed 1,100 scopes)
+FEW_FILES = 256
+
+
+async def test_a_batch_spanning_more_scopes_than_open_files_is_re_embedded(
+    mongo: AsyncMongoClient[dict[str, Any]], db_name: str, engine_uri: str, tmp_path: Path
+) -> None:
+    """Each scope of a batch is in flight for the write signal; one open file per scope ran out
+    of files: OSError [Errno 24] out of `mongogate memory reembed --batch-size 2048` over 1,100
+    tenants under `ulimit -n 1024`, and no memory of the batch re-embedded."""
+    docs = [memory_doc(f"memory of tenant t{i}") | {"tenant": f"t{i}"} for i in range(FEW_FILES + 50)]
+    await mongo[db_name][COLLECTION].insert_many(docs)
+    config = tmp_path / "mongogate.toml"
+    config.write_text(
+        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path}"\n',
+        encoding="utf-8",
+    )
+    cli = [*EXE, "memory", "reembed", "--config", str(config), "--batch-size", "2048"]
+    done = subprocess.run(
+        cli, capture_output=True, text=True, timeout=120, check=False, preexec_fn=_few_files
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    n = len(docs)
+    assert done.stdout.splitlines()[0] == f"re-embedded {n} of {n} memories with {LOCAL_MODEL}"

@@ -156,9 +156,11 @@ class WriteSignal:
     # -- a writer -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def writing(self, key: str) -> Iterator[None]:
-        """Around a whole bracketed write of scope `key` (module docstring). Where the file does
-        not exist (an engine that made none) there is nothing to signal and no reader trusts it."""
+    def writing(self, *keys: str) -> Iterator[None]:
+        """Around a whole bracketed write of the scopes `keys` (module docstring), all on one open
+        file (a reembed batch of a thousand scopes held a thousand: EMFILE under `ulimit -n 1024`).
+        Where the file does not exist (an engine that made none) there is nothing to signal and
+        no reader trusts it."""
         fd = self._open_for_writing()
         if fd is None:
             yield
@@ -168,13 +170,15 @@ class WriteSignal:
             yield
             return
         try:
-            b = bucket_of(key)
-            _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, FLIGHT + b)  # never waits: no one holds it exclusive
-            _add(fd, b)
+            buckets = sorted({bucket_of(key) for key in keys})
+            for b in buckets:  # each flight lock (never waited for: no one holds one exclusive), then +1
+                _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, FLIGHT + b)
+                _add(fd, b)
             try:
                 yield
             finally:
-                _add(fd, b)
+                for b in buckets:
+                    _add(fd, b)
         finally:
             os.close(fd)  # lets the flight lock go
 

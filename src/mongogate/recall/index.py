@@ -210,13 +210,13 @@ class IndexCache:
         return f"{len(self.database)}:{self.database}:{scope_key(scope)}"
 
     @contextlib.contextmanager
-    def announcing(self, scope: MemoryScope) -> Iterator[None]:
-        """Around a whole bracketed write of `scope` (`RecallRepository.writing`): in flight for
-        every process's write signal until the block ends."""
+    def announcing(self, *scopes: MemoryScope) -> Iterator[None]:
+        """Around a whole bracketed write of `scopes` (`RecallRepository.writing`, a reembed
+        batch): in flight for every process's write signal until the block ends."""
         if self.signal is None:
             yield
             return
-        with self.signal.writing(self.signal_key(scope)):
+        with self.signal.writing(*(self.signal_key(scope) for scope in scopes)):
             yield
 
     def query_vector(self, model: str, text: str) -> list[float] | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -152,9 +152,7 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
     revisions = db[REVISIONS]
     signal = IndexCache(0, db.name)
     signal.signal = WriteSignal.of(db.client)
-    with ExitStack() as held:
-        for scope in scopes:
-            held.enter_context(signal.announcing(scope))
+    with signal.announcing(*scopes):  # one open file for every scope of the batch
         tokens = {scope: await begin(revisions, scope, datetime.now(UTC)) for scope in scopes}
         async with AsyncExitStack() as ends:
             for scope, ids in scopes.items():  # bumped whether the write went through or not

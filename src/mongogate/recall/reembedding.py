@@ -24,13 +24,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from pymongo import ASCENDING, UpdateOne
 from pymongo.errors import PyMongoError
 
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
 from mongogate.recall.embedding import Embedder
@@ -91,7 +91,12 @@ async def stale_counts(db: Any, model: str) -> dict[str, int]:
 
 
 async def reembed(
-    db: Any, embedder: Embedder, *, batch_size: int = 64, before_write: BeforeWrite | None = None
+    db: Any,
+    embedder: Embedder,
+    *,
+    batch_size: int = 64,
+    before_write: BeforeWrite | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ReembedReport:
     """Re-embed every memory of `db` not embedded by `embedder.model`; `EmbeddingUnavailable`
     stops the run (what was written stays written; run again to go on)."""
@@ -129,7 +134,7 @@ async def reembed(
             for d, vec in zip(batch, vectors, strict=True)
         ]
         try:
-            result = await _bracketed(db, batch, partial(coll.bulk_write, writes, ordered=False))
+            result = await _bracketed(db, batch, partial(coll.bulk_write, writes, ordered=False), clock)
         except PyMongoError as e:
             raise StorageError("writing re-embedded memories") from e
         report.reembedded += result.modified_count
@@ -142,7 +147,7 @@ async def reembed(
     return report
 
 
-async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[Any]]) -> Any:
+async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[Any]], clock: Clock) -> Any:
     """`write` in flight for every scope of `batch` (a token in each scope's revision document and
     the write signal held), then each scope's revision bumped naming its memories, as
     `RecallRepository.writing` + `changed` do for one scope."""
@@ -153,7 +158,8 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
     signal = IndexCache(0, db.name)
     signal.signal = WriteSignal.of(db.client)
     with signal.announcing(*scopes):  # one open file for every scope of the batch
-        tokens = {scope: await begin(revisions, scope, datetime.now(UTC)) for scope in scopes}
+        # begun at the injectable clock's time: the lease ages the writes by it
+        tokens = {scope: await begin(revisions, scope, clock.now()) for scope in scopes}
         async with AsyncExitStack() as ends:
             for scope, ids in scopes.items():  # bumped whether the write went through or not
                 ends.push_async_callback(bump, revisions, scope, *ids, token=tokens[scope])

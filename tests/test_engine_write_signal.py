@@ -40,21 +40,26 @@ HOLDER = textwrap.dedent(
 
 
 @contextlib.contextmanager
-def holder(path: Path, key: str) -> Iterator[subprocess.Popen[str]]:
-    """Another process inside `writing(key)`, once it said so; killed if still there at the end."""
+def another_process(script: str, *args: str, ready: str) -> Iterator[subprocess.Popen[str]]:
+    """`script` in another process, once it printed `ready`; killed if still there at the end."""
     with subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path), key],
+        [sys.executable, "-c", script, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
     ) as proc:
         try:
-            assert proc.stdout is not None and proc.stdout.readline() == "in flight\n"
+            assert proc.stdout is not None and proc.stdout.readline() == ready + "\n"
             yield proc
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+def holder(path: Path, key: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """Another process inside `writing(key)`."""
+    return another_process(HOLDER, str(path), key, ready="in flight")
 
 
 def other_key(key: str) -> str:
@@ -213,16 +218,6 @@ def test_a_writer_stopped_inside_an_addition_never_blocks_a_recall(tmp_path: Pat
     assert path is not None
     reader = WriteSignal(path)
     assert reader.stamp("acme") is not None
-    with subprocess.Popen(
-        [sys.executable, "-c", MUTEX_HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    ) as proc:
-        try:
-            assert proc.stdout is not None and proc.stdout.readline() == "holding\n"
-            assert reader.stamp("acme") is None  # answered at once, no stamp
-        finally:
-            proc.kill()
+    with another_process(MUTEX_HOLDER, str(path), ready="holding"):
+        assert reader.stamp("acme") is None  # answered at once, no stamp
     assert reader.stamp("acme") is not None

@@ -71,6 +71,14 @@ def service(client: Mongo, db_name: str) -> LongTermMemory:
     )
 
 
+async def pair(mongo: Mongo, client: Mongo, db_name: str) -> tuple[LongTermMemory, LongTermMemory]:
+    """A writer, and a reader on the listened client, with FACTS remembered."""
+    writer, reader = service(mongo, db_name), service(client, db_name)
+    for text in FACTS:
+        await writer.remember(ACME, text)
+    return writer, reader
+
+
 async def texts(ltm: LongTermMemory, query: str) -> list[str]:
     return [m.text for m in (await ltm.recall(ACME, query, limit=10, min_score=0)).memories]
 
@@ -85,9 +93,7 @@ async def test_a_settled_recall_reads_no_revision_until_another_client_writes(
     listened: tuple[Mongo, RevisionReads], mongo: Mongo, db_name: str
 ) -> None:
     client, reads = listened
-    writer, reader = service(mongo, db_name), service(client, db_name)
-    for text in FACTS:
-        await writer.remember(ACME, text)
+    writer, reader = await pair(mongo, client, db_name)
     assert (await texts(reader, "ORD-58213"))[0] == FACTS[0]
     assert reads.reads == 1  # first use: the revision read, found settled
     for _ in range(3):
@@ -160,9 +166,7 @@ async def test_a_write_in_flight_in_this_process_makes_another_recall_read(
 ) -> None:
     """OFD locks are per open file: a write in flight in the same process is seen as well."""
     client, reads = listened
-    writer, reader = service(mongo, db_name), service(client, db_name)
-    for text in FACTS:
-        await writer.remember(ACME, text)
+    writer, reader = await pair(mongo, client, db_name)
     await texts(reader, "ORD-58213")
     await texts(reader, "ORD-58213")
     assert reader.index.stats.unread == 1

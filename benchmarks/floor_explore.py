@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from conv_eval import docs_of
 from lib import recall_set
 from lib.convset import build
-from recall_quality import UNRELATED, cached, index_of, ranked
+from recall_quality import UNRELATED, at_floor, cached, index_of, ranked, tuned_floor
 
 from mongogate.recall.embedding import LOCAL_DIMENSIONS, LOCAL_MODEL, LocalEmbedder
 from mongogate.recall.scope_index import ScopeIndex
@@ -42,8 +42,9 @@ class Feat:
 
     def __init__(self, q: str, want: set[str] | None, idx: ScopeIndex, vec: list[float]) -> None:
         self.q, self.want = q, want
-        self.got = ranked(idx, q, vec, depth=30)
-        self.top = self.got[:10]
+        #: 30 deep (the k-th best scores); `got`, its top 10, is what a rule scores
+        self.deep = ranked(idx, q, vec, depth=30)
+        self.got = self.deep[:10]
         n = len(idx)
         qv = np.asarray(vec, dtype=np.float32)
         self.maxcos = float((idx.matrix[:n] @ (qv / np.linalg.norm(qv))).max())
@@ -51,18 +52,18 @@ class Feat:
         idf = {t: idx.idf(t) for t in toks}
         total = sum(idf.values()) or 1.0
         #: the share of the query's idf each ranked memory holds (its distinct query tokens)
-        self.share = [sum(idf[t] for t in r.matched) / total for r in self.got]
+        self.share = [sum(idf[t] for t in r.matched) / total for r in self.deep]
         held: npt.NDArray[np.float64] = np.zeros(n, dtype=np.float64)
         for t in toks:
             for at in idx.postings.get(t, {}):
                 held[at] += idf[t]
         #: the highest share any memory of the scope holds
         self.maxshare = float(np.max(held)) / total
-        self.best = self.got[0].fused if self.got else 0.0
-        self.kth = {k: (self.got[k - 1].fused if len(self.got) >= k else 0.0) for k in (5, 10, 20)}
-        self.cos0 = self.got[0].similarity if self.got else 0.0
-        self.text0 = self.got[0].text if self.got else 0.0
-        self.hit = None if want is None else next((i for i, r in enumerate(self.top) if r.id in want), None)
+        self.best = self.deep[0].fused if self.deep else 0.0
+        self.kth = {k: (self.deep[k - 1].fused if len(self.deep) >= k else 0.0) for k in (5, 10, 20)}
+        self.cos0 = self.deep[0].similarity if self.deep else 0.0
+        self.text0 = self.deep[0].text if self.deep else 0.0
+        self.hit = None if want is None else next((i for i, r in enumerate(self.got) if r.id in want), None)
 
 
 def features() -> dict[str, list[Feat]]:
@@ -94,32 +95,11 @@ Rule = Callable[[Feat], list[float]]
 
 
 def shown(f: Feat, level: float) -> list[float]:
-    return [min(1.0, max(0.0, 0.9 * level + 0.1 * r.fused)) for r in f.top]
-
-
-def at_floor(fs: list[Feat], rule: Rule, floor: float) -> tuple[float, float]:
-    """(hit@10, ev@10) of answerable questions, or (share emptied, 0) of unrelated ones, in %."""
-    hit = ev = 0.0
-    for f in fs:
-        kept = {r.id for r, s in zip(f.top, rule(f), strict=True) if s >= floor}
-        if f.want is None:
-            hit += not kept
-        else:
-            hit += bool(kept & f.want)
-            ev += len(kept & f.want) / len(f.want)
-    return 100 * hit / len(fs), 100 * ev / len(fs)
+    return [min(1.0, max(0.0, 0.9 * level + 0.1 * r.fused)) for r in f.got]
 
 
 def tuned(rule: Rule) -> float:
-    keys = ("rs tuning", "cv tuning")
-    base = {k: at_floor(D[k], rule, 0.0) for k in keys}
-    floor = 0.0
-    for step in range(1, 161):
-        got = {k: at_floor(D[k], rule, step / 200) for k in keys}
-        if any(got[k][0] < base[k][0] - 3 for k in keys) or got["cv tuning"][1] < base["cv tuning"][1] - 3:
-            break
-        floor = step / 200
-    return floor
+    return tuned_floor(D, rule, highest=0.8)
 
 
 def emptied_tuning(rule: Rule) -> float:
@@ -141,11 +121,11 @@ def row(name: str, rule: Rule) -> str:
 
 
 def margin(k: int, lam: float) -> Rule:
-    return lambda f: shown(f, max(0.0, f.best - lam * f.kth[k])) if f.top else []
+    return lambda f: shown(f, max(0.0, f.best - lam * f.kth[k])) if f.got else []
 
 
 def relative(k: int, p: float) -> Rule:
-    return lambda f: shown(f, f.best * max(0.0, 1 - f.kth[k] / f.best) ** p) if f.top and f.best > 0 else []
+    return lambda f: shown(f, f.best * max(0.0, 1 - f.kth[k] / f.best) ** p) if f.got and f.best > 0 else []
 
 
 def gate(cos: float, share: float, where: str = "best") -> Rule:
@@ -154,7 +134,7 @@ def gate(cos: float, share: float, where: str = "best") -> Rule:
     `cos` or holds `share` of the query's idf; else L = 0."""
 
     def rule(f: Feat) -> list[float]:
-        if not f.top:
+        if not f.got:
             return []
         c, s = {
             "best": (f.cos0, f.share[0]),
@@ -168,7 +148,7 @@ def gate(cos: float, share: float, where: str = "best") -> Rule:
 
 def soft(cos: float, share: float, p: float) -> Rule:
     """best x min(1, max(cos0 / cos, share0 / share)) ** p."""
-    return lambda f: shown(f, f.best * min(1.0, max(f.cos0 / cos, f.share[0] / share)) ** p) if f.top else []
+    return lambda f: shown(f, f.best * min(1.0, max(f.cos0 / cos, f.share[0] / share)) ** p) if f.got else []
 
 
 def x_of(f: Feat) -> npt.NDArray[np.float64]:
@@ -179,8 +159,8 @@ def logistic(lam: float) -> Rule:
     """L = P(answerable) of an L2 logistic over (cos0, text0, share0, best - 10th, best), fit on
     the tuning halves (answerable questions with an answer in the top 10; the conversation set's
     tuning-half unrelated ones); each unrelated question is scored by a fit without its text."""
-    pos = [f for k in ("rs tuning", "cv tuning") for f in D[k] if f.hit is not None and f.top]
-    neg = [f for f in D["cv unrelated tuning"] if f.top]
+    pos = [f for k in ("rs tuning", "cv tuning") for f in D[k] if f.hit is not None and f.got]
+    neg = [f for f in D["cv unrelated tuning"] if f.got]
     x = np.array([x_of(f) for f in pos + neg])
     y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
 
@@ -200,7 +180,7 @@ def logistic(lam: float) -> Rule:
     every = list(range(len(pos) + len(neg)))
     full = fit(every)
     loo = {q: fit([i for i in every if i < len(pos) or neg[i - len(pos)].q != q]) for q in {f.q for f in neg}}
-    return lambda f: shown(f, (full if f.want is not None else loo.get(f.q, full))(f)) if f.top else []
+    return lambda f: shown(f, (full if f.want is not None else loo.get(f.q, full))(f)) if f.got else []
 
 
 def best_of(make: Callable[..., Rule], grid: Sequence[tuple[float, ...]]) -> tuple[tuple[float, ...], Rule]:
@@ -216,7 +196,7 @@ def main() -> None:
         "rule | floor | recall_set held-out hit@10 (no floor), unrelated emptied"
         " | convset held-out hit@10 ev@10 (no floor), unrelated emptied tuning / held-out"
     )
-    print(row("0.9 best + 0.1 own (in force on main)", lambda f: shown(f, f.best) if f.top else []))
+    print(row("0.9 best + 0.1 own (in force on main)", lambda f: shown(f, f.best) if f.got else []))
     for k in (5, 10, 20):
         for lam in (0.5, 1.0):
             print(row(f"margin: best - {lam} x {k}th best", margin(k, lam)))

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -256,7 +256,18 @@ RULES: list[tuple[str, Rule]] = [
 ]
 
 
-def at_floor(cases: list[Case], rule: Rule, floor: float) -> tuple[float, float]:
+class Scored(Protocol):
+    """A question as the floor sees it: what answers it (None: nothing stored does) and its top
+    10, which a rule scores (`Case` here, floor_explore.py's `Feat`)."""
+
+    want: set[str] | None
+    got: list[Ranked]
+
+
+S = TypeVar("S", bound=Scored)
+
+
+def at_floor(cases: Sequence[S], rule: Callable[[S], list[float]], floor: float) -> tuple[float, float]:
     """(hit@10, ev@10) of answerable questions, or (share emptied, 0) of unrelated ones, in %."""
     hit = ev = 0.0
     for c in cases:
@@ -269,13 +280,15 @@ def at_floor(cases: list[Case], rule: Rule, floor: float) -> tuple[float, float]
     return 100 * hit / len(cases), 100 * ev / len(cases)
 
 
-def tuned_floor(cases: dict[str, list[Case]], rule: Rule) -> float:
-    """The highest floor (steps of 0.005) at which no tuning half loses more than 3 points of
-    hit@10 (recall_set, conversation set) or ev@10 (conversation set) against no floor."""
+def tuned_floor(
+    cases: Mapping[str, Sequence[S]], rule: Callable[[S], list[float]], highest: float = 0.6
+) -> float:
+    """The highest floor (steps of 0.005, up to `highest`) at which no tuning half loses more than
+    3 points of hit@10 (recall_set, conversation set) or ev@10 (conversation set) against no floor."""
     keys = ("rs tuning", "cv tuning")
     base = {k: at_floor(cases[k], rule, 0.0) for k in keys}
     floor = 0.0
-    for step in range(1, 121):
+    for step in range(1, round(highest * 200) + 1):
         got = {k: at_floor(cases[k], rule, step / 200) for k in keys}
         if any(got[k][0] < base[k][0] - 3 for k in keys) or got["cv tuning"][1] < base["cv tuning"][1] - 3:
             break

@@ -221,3 +221,41 @@ def test_a_writer_stopped_inside_an_addition_never_blocks_a_recall(tmp_path: Pat
     with another_process(MUTEX_HOLDER, str(path), ready="holding"):
         assert reader.stamp("acme") is None  # answered at once, no stamp
     assert reader.stamp("acme") is not None
+
+
+NO_FILES_LEFT = textwrap.dedent(
+    """
+    import os, resource, sys
+    from pathlib import Path
+    from mongogate.engine.write_signal import WriteSignal
+    from mongogate.errors import MongogateError
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    held = []
+    try:
+        while True:  # every descriptor this process may have, taken (a server at its limit)
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    try:
+        with WriteSignal(Path(sys.argv[1])).writing("acme"):
+            print("wrote")
+    except MongogateError as e:
+        print(e.code, e.retryable)
+    """
+)
+
+
+def test_a_write_that_cannot_open_the_signal_is_a_retryable_storage_error(tmp_path: Path) -> None:
+    """Out of file descriptors, the write is refused before anything is written, as a storage
+    error a retry can get past (the tools answer `[storage_error] (retryable)`), not an internal one."""
+    path = prepare(tmp_path)
+    assert path is not None
+    done = subprocess.run(
+        [sys.executable, "-c", NO_FILES_LEFT, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.strip() == "storage_error True", done.stderr[-2000:]

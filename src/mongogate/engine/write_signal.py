@@ -24,7 +24,9 @@ never comes back. OFD locks belong to an open file description, not to a process
 of one process each open the file and hold their own lock, and a recall of the same process sees
 them. A file replaced or removed (the data directory wiped) is noticed by its inode at every
 stamp; the epoch changes when the engine restarts (a database restored while it was stopped).
-Any error gives no stamp, so the recall reads the revision as before. Only a regular file of
+Any error gives no stamp, so the recall reads the revision as before; a writer that cannot
+open or lock the file (out of descriptors) refuses its write before it begins, as a retryable
+`StorageError`. Only a regular file of
 this user that no other user can open is trusted or written (`_private`): a socket may be in a
 shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could plant
 a file, rewind its counters and hold its locks; a FIFO there never blocks an open.
@@ -43,6 +45,8 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from mongogate.errors import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -161,19 +165,24 @@ class WriteSignal:
         file (a reembed batch of a thousand scopes held a thousand: EMFILE under `ulimit -n 1024`).
         Where the file does not exist (an engine that made none) there is nothing to signal and
         no reader trusts it."""
-        fd = self._open_for_writing()
+        try:  # before anything is written: a failure here refuses the write, and a retry may pass
+            fd = self._open_for_writing()
+            if fd is not None and not _ours(fd):  # no reader trusts it: nothing to tell
+                os.close(fd)
+                fd = None
+        except OSError as e:
+            raise self._refused(e) from e
         if fd is None:
-            yield
-            return
-        if not _ours(fd):  # no reader trusts a file that is not a signal: nothing to tell
-            os.close(fd)
             yield
             return
         try:
             buckets = sorted({bucket_of(key) for key in keys})
-            for b in buckets:  # each flight lock (never waited for: no one holds one exclusive), then +1
-                _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, FLIGHT + b)
-                _add(fd, b)
+            try:
+                for b in buckets:  # each flight lock (never waited for: none is held exclusive), then +1
+                    _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, FLIGHT + b)
+                    _add(fd, b)
+            except OSError as e:
+                raise self._refused(e) from e
             try:
                 yield
             finally:
@@ -181,6 +190,14 @@ class WriteSignal:
                     _add(fd, b)
         finally:
             os.close(fd)  # lets the flight lock go
+
+    def _refused(self, e: OSError) -> StorageError:
+        log.warning("write signal %s: %s; the write is refused before it began", self.path, e)
+        return StorageError(
+            "could not tell the other server processes of this write (the engine's write signal); "
+            "nothing was written",
+            advice=f"{e.strerror or type(e).__name__}; retry in about 5 s",
+        )
 
     def _open_for_writing(self) -> int | None:
         """The file open for writing; None where no reader trusts what is there (nothing, a

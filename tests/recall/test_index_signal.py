@@ -178,3 +178,20 @@ async def test_a_write_in_flight_in_this_process_makes_another_recall_read(
     await texts(reader, "ORD-58213")  # the write ended: one read, settled again
     await texts(reader, "ORD-58213")
     assert reader.index.stats.unread == 2 and reads.reads == 3
+
+
+async def test_a_write_in_another_database_of_the_engine_leaves_this_scopes_recall_unread(
+    listened: tuple[Mongo, RevisionReads], mongo: Mongo, db_name: str
+) -> None:
+    """The same scope in two databases of one engine (two deployments, or tests) has two
+    counters: a write in one does not make the other's recalls read their revision."""
+    client, reads = listened
+    _, reader = await pair(mongo, client, db_name)
+    await texts(reader, "ORD-58213")
+    elsewhere = service(mongo, f"{db_name}_b")
+    try:
+        await elsewhere.remember(ACME, "The cat is called Miso and eats salmon twice a day.")
+        await texts(reader, "ORD-58213")
+    finally:
+        await mongo.drop_database(f"{db_name}_b")
+    assert reads.reads == 1 and reader.index.stats.unread == 1

@@ -2,7 +2,6 @@
 SHELL := /bin/bash
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 
 # The embedded engine (mongoeco) needs Python >= 3.13: try python3.14, python3.13, then pyenv's.
 FIND_PY = for c in python3.14 python3.13 "$$(pyenv prefix 3.13.0 2>/dev/null)/bin/python3" \
@@ -10,21 +9,49 @@ FIND_PY = for c in python3.14 python3.13 "$$(pyenv prefix 3.13.0 2>/dev/null)/bi
             if command -v "$$c" >/dev/null 2>&1 && "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then \
               echo "$$c"; exit 0; fi; done; exit 1
 
-.PHONY: setup run test test-serial soak lint bench clean
+.PHONY: setup setup-run run test test-serial soak lint lock bench clean
 
-setup: $(STAMP)
+# Installs come from the locks in requirements/ (exact versions with hashes; `make lock` writes them;
+# docs/decisions/dependency-lock.md): `make run` needs only the server and the embedded engine
+# (run.txt), everything else (tests, lint, the frameworks, benchmarks) installs test.txt.
+RUN_LOCK  := requirements/run.txt
+TEST_LOCK := requirements/test.txt
+INSTALL   = $(PY) -m pip install -q --require-hashes --no-deps -r
 
-$(STAMP): pyproject.toml
+setup: $(VENV)/.test-installed
+setup-run: $(VENV)/.run-installed
+
+$(VENV)/.venv-created:
 	@BASE=$$($(FIND_PY)) || { echo "error: mongogate's embedded engine needs Python >= 3.13;" \
 	  "install python3.13 (or pyenv install 3.13) and retry" >&2; exit 1; }; \
 	echo "using $$BASE ($$($$BASE --version))"; \
 	test -x $(PY) || $$BASE -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[embedded,dev,frameworks,langgraph,openai-agents]'
-	@touch $(STAMP)
+	@touch $@
 
-run: setup
+# the package itself last, from the clone, with the locked setuptools (no build isolation: nothing
+# unlocked is fetched)
+$(VENV)/.run-installed: $(VENV)/.venv-created $(RUN_LOCK) pyproject.toml
+	$(INSTALL) $(RUN_LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(VENV)/.test-installed: $(VENV)/.venv-created $(TEST_LOCK) pyproject.toml
+	$(INSTALL) $(TEST_LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $@ $(VENV)/.run-installed
+
+run: setup-run
 	$(VENV)/bin/mongogate serve --http --demo --config examples/mongogate.toml
+
+# re-resolve the locks (UPGRADE=1: everything to the newest allowed; UPGRADE=name[,name]: those),
+# print what moved, install it and run the suite (docs/development.md, "Bumping a dependency")
+lock: setup
+	$(PY) requirements/lock.py
+	$(INSTALL) $(TEST_LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $(VENV)/.test-installed $(VENV)/.run-installed
+	git diff --stat -- requirements/
+	$(MAKE) test
 
 # two pytest processes over the two halves of the suite at once (tests/shards.py says why)
 test: setup
@@ -39,8 +66,8 @@ soak: setup
 	$(PY) -m pytest -q -m soak
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples requirements
+	$(VENV)/bin/ruff format --check src tests benchmarks examples requirements
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -1,5 +1,5 @@
-"""uvicorn's h11 protocol class, subclassed by server/http.py (uvicorn 0.54; pinned by
-tests/test_compat.py): the subclass reads ``cycle``, ``headers``, ``config``, ``loop`` and
+"""uvicorn's h11 protocol class, subclassed by server/http.py (uvicorn 0.55, first read against
+0.54; pinned by tests/test_compat.py): the subclass reads ``cycle``, ``headers``, ``config``, ``loop`` and
 ``transport`` and extends ``connection_made``, ``data_received``, ``handle_events`` and
 ``connection_lost``, none of which uvicorn documents as an API. ``CLOSE_HEADER`` (the
 ``connection: close`` header pair of its flow-control module, also undocumented) is what that

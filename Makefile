@@ -13,31 +13,36 @@ FIND_PY = for c in python3.14 python3.13 "$$(pyenv prefix 3.13.0 2>/dev/null)/bi
 
 # Installs come from the locks in requirements/ (exact versions with hashes; `make lock` writes them;
 # docs/decisions/dependency-lock.md): `make run` needs only the server and the embedded engine
-# (run.txt), everything else (tests, lint, the frameworks, benchmarks) installs test.txt.
+# (run.txt), everything else (tests, lint, the frameworks, benchmarks) installs test.txt. pip
+# installs the locked uv (uv.txt), which installs the rest: 8x faster than pip on a cold cache.
 RUN_LOCK  := requirements/run.txt
 TEST_LOCK := requirements/test.txt
-INSTALL   = $(PY) -m pip install -q --require-hashes --no-deps -r
+UV_LOCK   := requirements/uv.txt
+UV        := UV_LINK_MODE=copy $(VENV)/bin/uv pip install --quiet --python $(PY)
+INSTALL   = $(UV) --require-hashes --no-deps -r
+# the package itself, from the clone, with the locked setuptools (no build isolation: nothing
+# unlocked is fetched)
+SELF      = $(UV) --no-deps --no-build-isolation -e .
 
 setup: $(VENV)/.test-installed
 setup-run: $(VENV)/.run-installed
 
-$(VENV)/.venv-created:
+$(VENV)/.uv-installed: $(UV_LOCK)
 	@BASE=$$($(FIND_PY)) || { echo "error: mongogate's embedded engine needs Python >= 3.13;" \
 	  "install python3.13 (or pyenv install 3.13) and retry" >&2; exit 1; }; \
 	echo "using $$BASE ($$($$BASE --version))"; \
 	test -x $(PY) || $$BASE -m venv $(VENV)
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(UV_LOCK)
 	@touch $@
 
-# the package itself last, from the clone, with the locked setuptools (no build isolation: nothing
-# unlocked is fetched)
-$(VENV)/.run-installed: $(VENV)/.venv-created $(RUN_LOCK) pyproject.toml
+$(VENV)/.run-installed: $(VENV)/.uv-installed $(RUN_LOCK) pyproject.toml
 	$(INSTALL) $(RUN_LOCK)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(SELF)
 	@touch $@
 
-$(VENV)/.test-installed: $(VENV)/.venv-created $(TEST_LOCK) pyproject.toml
+$(VENV)/.test-installed: $(VENV)/.uv-installed $(TEST_LOCK) pyproject.toml
 	$(INSTALL) $(TEST_LOCK)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(SELF)
 	@touch $@ $(VENV)/.run-installed
 
 run: setup-run
@@ -47,9 +52,6 @@ run: setup-run
 # print what moved, install it and run the suite (docs/development.md, "Bumping a dependency")
 lock: setup
 	$(PY) requirements/lock.py
-	$(INSTALL) $(TEST_LOCK)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
-	@touch $(VENV)/.test-installed $(VENV)/.run-installed
 	git diff --stat -- requirements/
 	$(MAKE) test
 

@@ -5,6 +5,9 @@ package supports), every package pinned with its hashes. `make run` installs run
 and the embedded engine); `make test` installs test.txt (every extra). run.txt is resolved with
 test.txt's versions as constraints, so moving from one to the other changes no version.
 
+requirements/uv.txt is uv's own pin from test.txt: the Makefile installs it with pip, then uv
+installs a lock (about 8x faster than pip on a cold cache; docs/decisions/dependency-lock.md).
+
 Each lock's first line records a digest of the inputs (the dependencies, every extra and the build
 requirements of pyproject.toml): tests/test_lock.py fails when pyproject.toml changed and the
 lock did not. Existing pins are kept unless asked: `UPGRADE=1` re-resolves everything to the
@@ -30,6 +33,7 @@ ROOT = HERE.parent
 PYPROJECT = ROOT / "pyproject.toml"
 RUN = HERE / "run.txt"
 TEST = HERE / "test.txt"
+UV = HERE / "uv.txt"  # the installer itself, taken from test.txt: pip installs it, it installs the rest
 RUN_EXTRAS = ("embedded",)
 DIGEST_PREFIX = "# inputs: sha256:"
 HEADER = (
@@ -128,6 +132,19 @@ def _constraints_of(lock: Path, dest: Path) -> Path:
     return dest
 
 
+def _installer_block(lock: Path) -> str:
+    """uv's own lines of a lock (its pin and hashes, no annotation)."""
+    kept, inside = [], False
+    for line in lock.read_text().splitlines():
+        if not line.startswith(" "):
+            inside = line.startswith("uv==")
+        if inside and "# via" not in line:
+            kept.append(line)
+    if not kept:
+        raise SystemExit("requirements/test.txt has no uv: it belongs to the dev extra (make lock's resolver)")
+    return "\n".join(kept) + "\n"
+
+
 def _changes(before: dict[tuple[str, str], Pin], after: dict[tuple[str, str], Pin]) -> list[str]:
     names = sorted({k for k in before} | {k for k in after})
     out = []
@@ -155,6 +172,7 @@ def main() -> int:
     _compile(TEST, _all_extras(), upgrade, None)
     with tempfile.TemporaryDirectory() as tmp:
         _compile(RUN, list(RUN_EXTRAS), "", _constraints_of(TEST, Path(tmp) / "test-pins.txt"))
+    UV.write_text(HEADER.format(prefix=DIGEST_PREFIX, digest=inputs_digest()) + _installer_block(TEST))
     after = read_lock(TEST)
     changes = _changes(before, after)
     print("requirements/test.txt:", "no version changed" if not changes else f"{len(changes)} changed")

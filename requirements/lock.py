@@ -119,6 +119,8 @@ def _compile(out: Path, extras: list[str], upgrade: str, constraints: Path | Non
         cmd += ["pyproject.toml", str(build_in), "--output-file", str(body)]
         subprocess.run(cmd, cwd=ROOT, check=True)
         text = body.read_text().replace(str(build_in), "build-system.requires")
+        if constraints is not None:
+            text = text.replace(f"-c {constraints}", "test.txt's pins")
     out.write_text(HEADER.format(prefix=DIGEST_PREFIX, digest=inputs_digest()) + text)
 
 
@@ -141,7 +143,7 @@ def _installer_block(lock: Path) -> str:
         if inside and "# via" not in line:
             kept.append(line)
     if not kept:
-        raise SystemExit("requirements/test.txt has no uv: it belongs to the dev extra (make lock's resolver)")
+        raise SystemExit("requirements/test.txt has no uv: the dev extra names it (make lock's resolver)")
     return "\n".join(kept) + "\n"
 
 

@@ -42,8 +42,8 @@ SECRET = "client-config-test-secret-0123456789abcdef"
 #: each JSON client's documented shape of one server entry (Claude Desktop: `mcpServers` of
 #: commands; Cursor: `mcpServers` of commands or of `url` + `headers`; VS Code: `servers` with a
 #: `type`, `inputs` beside them), as the tests read their documentation
-_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}}
-_COMMAND = {
+_STRINGS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+_COMMAND: dict[str, Any] = {
     "type": "object",
     "required": ["command"],
     "properties": {
@@ -52,7 +52,7 @@ _COMMAND = {
         "env": _STRINGS,
     },
 }
-_REMOTE = {
+_REMOTE: dict[str, Any] = {
     "type": "object",
     "required": ["url"],
     "properties": {"url": {"type": "string", "pattern": "^https?://"}, "headers": _STRINGS},
@@ -301,7 +301,8 @@ def test_claude_code_stdio_line_adds_a_server_claude_lists_as_connected(
 ) -> None:
     """Issue 40: the old line answered `Invalid environment variable format: mongogate`."""
     home, project = tmp_path / "home", tmp_path / "project"
-    home.mkdir(), project.mkdir()
+    home.mkdir()
+    project.mkdir()
     env = client_env(home)
     line = printed(cli, "claude-code", "--config", str(config), "--tenant", "acme", "--demo")
     added = shell(line, env, project)
@@ -316,7 +317,8 @@ def test_claude_code_http_line_connects_with_the_token_it_never_stored(
 ) -> None:
     url, token = jwt_server
     home, project = tmp_path / "home", tmp_path / "project"
-    home.mkdir(), project.mkdir()
+    home.mkdir()
+    project.mkdir()
     line = printed(cli, "claude-code", "--http", url, env={**no_token_env(), "MONGOGATE_TOKEN": token})
     added = shell(line, client_env(home, MONGOGATE_TOKEN=token), project)  # exported, as a user has it
     assert added.returncode == 0, added.stdout + added.stderr

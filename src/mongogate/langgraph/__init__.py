@@ -1,6 +1,6 @@
 """LangGraph on mongogate: `MongogateSaver` (checkpoints, fenced by run leases), `MongogateStore`.
 
-Needs the extra: ``pip install 'mongogate[langgraph]'``. Importing this package imports
+Needs the ``langgraph`` extra (installed from a clone: docs/operations.md, Install). Importing this package imports
 langgraph; ``import mongogate`` never does (docs/frameworks.md).
 """
 

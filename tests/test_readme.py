@@ -73,9 +73,7 @@ COVERED = {
     "python3.13 -m venv ~/mongogate && ~/mongogate/bin/pip install "
     "'dist/mongogate-0.1.0-py3-none-any.whl[embedded]'": "tests/test_install.py",
     "~/mongogate/bin/mongogate --version": "tests/test_install.py",
-    "uvx --from": "prose; uv is not installed here, tests/test_install.py installs the same wheel with pip",
-    "uvx --python 3.13 --from 'mongogate[embedded] @ file:///path/to/mongogate-0.1.0-py3-none-any.whl' "
-    "mongogate serve --demo": "as above",
+    "uvx --from": "prose: tests/test_install.py runs every documented uvx line (uv from PyPI)",
     "export MONGOGATE_TOKEN=...": "printed by make run: tests/test_cli.py reads it from the banner",
     ".venv/bin/python examples/http_client.py --url http://127.0.0.1:8000/mcp": "tests/test_cli.py",
     ".venv/bin/python examples/embed.py": "tests/test_examples.py",

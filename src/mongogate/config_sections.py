@@ -43,7 +43,7 @@ class DatabaseSettings(Section):
     """The embedded engine process stops after this long with no client connected."""
     engine_size_warning: int = Field(default=1000, ge=1)
     """Embedded engine: `check` and the start-up log warn for a collection holding more documents
-    than this, with what an append and a load_context cost there (they grow with the collection)."""
+    than this: sorted and text reads scan it (a load_context's cost is named; writes stay flat)."""
 
     @field_validator("uri", "query_uri")
     @classmethod

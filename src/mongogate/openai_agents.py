@@ -1,6 +1,7 @@
 """`MongogateSession`: the OpenAI Agents SDK's `Session` protocol on mongogate's sessions and messages.
 
-Needs the extra: ``pip install 'mongogate[openai-agents]'`` (the SDK is imported here only).
+Needs the ``openai-agents`` extra (installed from a clone: docs/operations.md, Install); the SDK
+is imported here only.
 One `sessions` document per (tenant, session_id), its `_id` derived from both (so two tenants'
 ``"chat-1"`` never meet), and one `messages` document per item: ``role`` from the item (an item
 without a user/assistant/system role is stored as ``tool``), ``content`` the item as JSON,

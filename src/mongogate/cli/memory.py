@@ -165,9 +165,29 @@ def _private_text_file(path: Path) -> IO[str]:
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
+#: what an interrupted action leaves, and how to go on (each is safe to run again)
+_INTERRUPTED = {
+    "import": "the memories stored so far stay; run the same import again for the rest (idempotent by key)",
+    "export": "the file holds only part of the memories; run the export again",
+    "reembed": "the memories re-embedded so far stay; run it again to go on with the rest",
+}
+#: the exit status of a command ended by SIGINT, as a shell reports it (128 + 2)
+INTERRUPTED = 130
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    lines, code = asyncio.run(_run(settings, args))
+    try:
+        # Ctrl-C: asyncio.run cancels the work (each `finally` runs: the database closes), then
+        # raises KeyboardInterrupt here, once the loop is down: one line, not a traceback
+        lines, code = asyncio.run(_run(settings, args))
+    except KeyboardInterrupt:
+        end_bar = "\n" if sys.stderr.isatty() else ""  # after a progress bar's last redraw
+        print(
+            f"{end_bar}mongogate: memory {args.action} interrupted: {_INTERRUPTED[args.action]}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
     for line in lines:
         print(line, flush=True)
     return code

@@ -6,13 +6,12 @@ and every install line of the README and the docs runs as written.
 sys.path); its `mongogate` answers `--version` and serves a tool call over stdio. mongogate is on
 no package index, so the documented lines install from a clone (this checkout stands for
 `/path/to/mongogate`): the wheel, the directory with extras (pip), and `uvx --from` a wheel, a
-directory and a git URL (uv installed from PyPI once into `.venv/uv-tool`). Reuses pip's and
+directory and a git URL (the locked uv of this environment). Reuses pip's and
 uv's caches; deselect with `-m 'not install'`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
@@ -78,7 +77,6 @@ DOCUMENTED: dict[str, str] = {
     ),
 }
 INSTALLS = re.compile(r"pip install|\buvx --|-m build\b|~/mongogate/bin/")
-UV = "uv==0.13.9"
 #: named in prose as a term, not a command to run
 TERMS = {"uvx --from"}
 
@@ -105,18 +103,14 @@ def test_every_documented_install_line_is_known_here() -> None:
     assert set(documented_lines()) == set(DOCUMENTED)
 
 
-def uv_tool() -> Path:
-    """uv from PyPI, installed once into `.venv/uv-tool` (a lock orders the two shards)."""
-    home = Path(sys.prefix) / "uv-tool"
-    home.mkdir(exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        stamp = home / "installed"
-        if not stamp.exists() or stamp.read_text() != UV:
-            sh([sys.executable, "-m", "venv", "--clear", home / "venv"], home, dict(os.environ))
-            sh([home / "venv" / "bin" / "python", "-m", "pip", "install", "-q", UV], home, dict(os.environ))
-            stamp.write_text(UV)
-    return home / "venv" / "bin"
+def uv_tool(tmp: Path) -> Path:
+    """The locked uv of this environment (requirements/test.txt), alone on a PATH entry: the
+    environment's own python must not leak into the lines under test."""
+    bin_dir = tmp / "uv-bin"
+    bin_dir.mkdir()
+    for name in ("uv", "uvx"):
+        (bin_dir / name).symlink_to(Path(sys.executable).with_name(name))
+    return bin_dir
 
 
 async def serves_over_stdio(exe: Path, tmp_path: Path) -> None:
@@ -146,7 +140,7 @@ async def test_every_documented_install_line_runs_and_the_wheel_serves_alone(tmp
     }
     env |= {
         "HOME": str(home),
-        "PATH": os.pathsep.join([str(uv_tool()), str(base), env.get("PATH", "/usr/bin:/bin")]),
+        "PATH": os.pathsep.join([str(uv_tool(tmp_path)), str(base), env.get("PATH", "/usr/bin:/bin")]),
         "UV_CACHE_DIR": str(Path(sys.prefix) / "uv-cache"),  # kept between runs, like pip's
         "UV_PYTHON_DOWNLOADS": "never",
     }

@@ -274,7 +274,7 @@ async def _insert(
         async with store.writing(scope, ends_on=(MongogateError, PyMongoError)):  # bumped in `finally`
             try:
                 await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
-            finally:  # whatever landed is named to every process's index (recall/index.py)
+            finally:  # whatever landed is named to every process's index (recall/coherence.py)
                 await store.changed(scope, *(str(doc["_id"]) for _, doc in fresh))
     except BulkWriteError as e:
         lost = {int(err["index"]) for err in e.details.get("writeErrors", []) if err.get("code") == 11000}

@@ -12,11 +12,25 @@ recall's reads name fields of these documents only (`tests/recall/test_documents
 # `__required_keys__` (tests compare stored documents with it)
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from bson.binary import Binary
 
-__all__ = ["MemoryDoc", "RevisionDoc", "ScopeFields", "VectorFields", "VersionDoc"]
+__all__ = [
+    "MEMORIES",
+    "REVISIONS",
+    "VERSIONS",
+    "MemoryDoc",
+    "RevisionDoc",
+    "ScopeFields",
+    "VectorFields",
+    "VersionDoc",
+]
+
+MEMORIES: Final = "memories"
+VERSIONS: Final = "memory_versions"
+#: one revision document per scope (`recall/coherence.py`, `recall/quota.py`)
+REVISIONS: Final = "memory_revisions"
 
 
 class ScopeFields(TypedDict):
@@ -72,16 +86,16 @@ class VersionDoc(ScopeFields):
 
 
 class RevisionDoc(TypedDict, total=False):
-    """A document of `memory_revisions`, `_id` the scope's key (`recall/index.py` scope_key):
-    written only by `$inc`, `$push`, `$set` and `$unset` (`index.begin`, `index.bump`,
+    """A document of `memory_revisions`, `_id` the scope's key (`recall/model.py` scope_key):
+    written only by `$inc`, `$push`, `$set` and `$unset` (`coherence.Coherence.begin`, `bump`,
     `quota.py`), so every field may be missing."""
 
     _id: str
     #: +1 per memory changed; an index built at an older revision is patched or rebuilt
     rev: int
-    #: the last `index.CHANGES` memory ids changed, oldest first
+    #: the last `coherence.CHANGES` memory ids changed, oldest first
     changes: list[str]
-    #: writes in flight: token -> when it began (`index.begin`)
+    #: writes in flight: token -> when it began (`coherence.Coherence.begin`)
     pending: dict[str, datetime]
     #: memories held against `max_per_scope` (`recall/quota.py`), and whether it was counted once
     held: int

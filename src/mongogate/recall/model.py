@@ -36,6 +36,11 @@ class MemoryScope:
         return {"tenant": self.tenant, "owner": self.owner}
 
 
+def scope_key(scope: MemoryScope) -> str:
+    """The scope as its revision document's `_id` and its write-signal key (`recall/coherence.py`)."""
+    return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
+
+
 @dataclass(frozen=True)
 class Remembered:
     id: str
@@ -84,12 +89,33 @@ class MemoryItem:
 @dataclass(frozen=True)
 class Recalled:
     memories: list[MemoryItem]
-    #: which vector path ran: "vectorSearch" (a search index) or "scan" (exact, in mongogate)
+    #: which vector path ran: "vectorSearch" (a search index), "scan" (exact, in mongogate's index),
+    #: "unavailable" (the embedder failed) or "none" (text alone)
     vector_path: str
     #: memories left out to keep the response under its byte cap
     truncated: int = 0
-    #: which term/index path ran: "index" (in-process, `recall/index.py`) or "text" ($text)
+    #: which ranker ran: "index" (in-process, `recall/inprocess/`) or "text" (the search index's
+    #: `$text` and `$vectorSearch`, `recall/searchindex/`)
     index_path: str = "text"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A recall's checked arguments besides its filter (`scope_filter.RecallFilter`)."""
+
+    text: str
+    limit: int
+    min_score: float
+    method: RecallMethod = "fused"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What either ranker of `recall` answers (`recall/search.py`): the memories, best first, each
+    scoring at least the question's `min_score` (`mongogate/scoring.py`), and the vector path."""
+
+    memories: list[MemoryItem]
+    vector_path: str
 
 
 @dataclass(frozen=True)

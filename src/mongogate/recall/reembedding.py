@@ -15,7 +15,7 @@ update on the `version` and `embedding_model` it read:
   its old text;
 - seen by every serving process at once: each batch's write is bracketed per scope like every
   other write of memories (the scope's revision and the engine's write signal,
-  `recall/index.py`), so the indexes re-read the memories it wrote and find them by meaning.
+  `recall/coherence.py`), so the indexes re-read the memories it wrote and find them by meaning.
 """
 
 from __future__ import annotations
@@ -33,16 +33,17 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
+from mongogate.recall.coherence import Coherence
+from mongogate.recall.documents import MEMORIES, REVISIONS
 from mongogate.recall.embedding import Embedder
-from mongogate.recall.index import REVISIONS, IndexCache, begin, bump
-from mongogate.recall.model import MemoryScope
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.vectors import pack
 
 log = logging.getLogger(__name__)
 
 __all__ = ["COLLECTION", "ReembedReport", "reembed", "stale_counts"]
 
-COLLECTION = "memories"
+COLLECTION = MEMORIES
 #: what a batch reads of each memory
 _FIELDS = {"_id": 1, "text": 1, "version": 1, "embedding_model": 1, "tenant": 1, "owner": 1}
 
@@ -151,16 +152,15 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
     """`write` in flight for every scope of `batch` (a token in each scope's revision document and
     the write signal held), then each scope's revision bumped naming its memories, as
     `RecallRepository.writing` + `changed` do for one scope."""
-    scopes: dict[MemoryScope, list[str]] = {}
+    scopes: dict[str, list[str]] = {}
     for d in batch:
-        scopes.setdefault(MemoryScope(str(d.get("tenant")), str(d.get("owner"))), []).append(str(d["_id"]))
-    revisions = db[REVISIONS]
-    signal = IndexCache(0, db.name)
-    signal.signal = WriteSignal.of(db.client)
-    with signal.announcing(*scopes):  # one open file for every scope of the batch
+        scope = MemoryScope(str(d.get("tenant")), str(d.get("owner")))
+        scopes.setdefault(scope_key(scope), []).append(str(d["_id"]))
+    guard = Coherence(db[REVISIONS], db.name, WriteSignal.of(db.client))
+    with guard.announcing(*scopes):  # one open file for every scope of the batch
         # begun at the injectable clock's time: the lease ages the writes by it
-        tokens = {scope: await begin(revisions, scope, clock.now()) for scope in scopes}
+        tokens = {key: await guard.begin(key, clock.now()) for key in scopes}
         async with AsyncExitStack() as ends:
-            for scope, ids in scopes.items():  # bumped whether the write went through or not
-                ends.push_async_callback(bump, revisions, scope, *ids, token=tokens[scope])
+            for key, ids in scopes.items():  # bumped whether the write went through or not
+                ends.push_async_callback(partial(guard.bump, key, *ids, token=tokens[key]))
             return await write()

@@ -16,7 +16,7 @@ docs/decisions/recall-writes.md):
   counting the collection.
 
 The text is embedded before anything is written: a failing embedder stores nothing
-(`EmbeddingUnavailable`, retryable). Ranking lives in `recall/search.py`.
+(`EmbeddingUnavailable`, retryable). Recall (the read side) is `recall/search.py`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.leases import keep_unless, literal, same
-from mongogate.recall import checks, quota
+from mongogate.recall import checks, quota, search
 from mongogate.recall import history as hist
 from mongogate.recall.documents import MemoryDoc, VectorFields, VersionDoc
 from mongogate.recall.history import prune, read_history
@@ -402,9 +402,8 @@ class LongTermMemory(RecallRepository):
         method: RecallMethod = "fused",
         min_score: object = None,
     ) -> Recalled:
-        from mongogate.recall.search import recall  # ranking lives beside, to keep this module short
-
-        return await recall(
+        """The memories best matching `query` (`recall/search.py`: the one entry of the read side)."""
+        return await search.recall(
             self,
             scope,
             query,

@@ -1,13 +1,20 @@
-"""`recall`: the caller's memories ranked by exact term and by meaning, the two rankings fused.
+"""`recall` through a search index: where the deployment has one (`vector_search` "atlas", or
+"auto" and the probe finds it; `recall/search.py` chooses), the two rankings run in the database.
 
-- Exact terms: `find` with `$text` (textScore), scoped and filtered like every read. It works on
-  every MongoDB and on the embedded engine (which refuses `$text` inside an aggregate).
-- Meaning: the query's embedding against the stored ones of the SAME model only
-  (`embedding_model` is part of the filter): `$vectorSearch` where the deployment has the search
-  index (`vector_search` "atlas", or "auto" and the probe finds it), else an exact scan in
-  mongogate of the scope's newest `max_scan` vectors.
-- Fusion: reciprocal rank fusion over both candidate lists, a text hit weighted by the share of
-  the query's terms it holds (`recall/rank.py`, `fuse_recall`; tuned on benchmarks/recall.py).
+- Exact terms: `find` with `$text` (textScore), with the call's filter (`RecallFilter.mongo`). It
+  works on every MongoDB and on the embedded engine (which refuses `$text` inside an aggregate).
+- Meaning: `$vectorSearch` on the query's embedding against the stored ones of the SAME model
+  only (`embedding_model` is one of the index's filter fields), then the rest of the filter.
+- Order: reciprocal rank fusion over both candidate lists, a text hit weighted by the share of the
+  query's terms it holds (`rank.py`, `fuse_recall`; tuned on benchmarks/recall.py).
+- Score: the meaning the in-process index's has (`mongogate/scoring.py`): each memory's own score
+  is `scoring.blend` of its text side (the share of the query's words its text holds,
+  `terms.coverage`: 1.0 holds every one) and its meaning side (the cosine, from
+  `vectorSearchScore` = (1 + cosine) / 2 for a cosine index; 0 for a memory `$vectorSearch` did
+  not return), weighted by the method as the index weighs them; the shown score is
+  `scoring.shown(own, best)`, `best` the highest own score of the candidates, and a memory under
+  `min_score` is left out. The order stays the fusion's, so a later memory may show up to a tenth
+  of a point more than an earlier one (the own share; docs/decisions/recall-ranking.md).
 
 An embedder that fails at recall time does not fail the call: the exact-term ranking still
 answers and `vector_path` says "unavailable" (the tool's notice tells the model).
@@ -15,22 +22,21 @@ answers and `vector_path` says "unavailable" (the tool's notice tells the model)
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from pymongo import DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
+from mongogate import scoring
 from mongogate.errors import EmbeddingUnavailable, StorageError
-from mongogate.recall import checks
-from mongogate.recall.indexed import recall_indexed
-from mongogate.recall.model import MemoryScope, Recalled, RecallMethod
-from mongogate.recall.pages import ITEM_FIELDS, cap_items, item_of
-from mongogate.recall.rank import fuse_recall
+from mongogate.recall.model import Question, Ranking
+from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
-from mongogate.recall.terms import text_search
-from mongogate.recall.vectors import has_vector_search, scan_top, vector_search_stage
+from mongogate.recall.scope_filter import RecallFilter
+from mongogate.recall.searchindex.rank import fuse_recall
+from mongogate.recall.searchindex.terms import coverage, terms, text_search
+from mongogate.recall.searchindex.vectors import has_vector_search, scan_top, vector_search_stage
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,9 @@ log = logging.getLogger(__name__)
 CANDIDATES_PER_RESULT = 4
 MIN_CANDIDATES = 20
 MAX_CANDIDATES = 200
+#: the text side's weight of a memory's own score, by method (`scoring.blend`; as the index's)
+WEIGHTS = {"fused": scoring.TEXT_WEIGHT, "text": 1.0, "vector": 0.0}
+_POST = ("metadata", "expires_at")
 _logged: set[str] = set()
 
 
@@ -47,7 +56,7 @@ def candidates(limit: int) -> int:
 
 
 async def vector_path(store: RecallRepository) -> str:
-    """ "vectorSearch" (a search index answers) or "scan" (exact, in mongogate)."""
+    """ "vectorSearch" (a search index answers) or "scan" (the in-process index)."""
     mode = store.settings.vector_search
     if mode == "scan":
         return "scan"
@@ -71,58 +80,67 @@ def log_path(path: str, store: RecallRepository) -> None:
         log.debug("recall: vector path %s", path)
 
 
-async def recall(
-    store: RecallRepository,
-    scope: MemoryScope,
-    query: object,
-    *,
-    namespace: object = None,
-    limit: object = None,
-    metadata: object = None,
-    method: RecallMethod = "fused",
-    min_score: object = None,
-) -> Recalled:
-    text = checks.check_query(query, store.settings)
-    n = checks.check_recall_limit(limit, store.settings)
-    filt = checks.check_metadata_filter(metadata, store.limits)
-    floor = checks.check_min_score(min_score, store.settings)
-    base = store.scoped(scope, namespace, store.clock.now())
-    base |= {f"metadata.{k}": v for k, v in filt.items()}
-    if await vector_path(store) == "scan":  # no search index: the in-process index answers
-        log_path("index", store)
-        ns = base.get("ns_path")
-        items, path = await recall_indexed(
-            store, base, text, ns_path=ns, metadata=filt, n=n, min_score=floor, method=method
-        )
-        kept, truncated = cap_items(items, store.settings.max_response_bytes)
-        return Recalled(kept, path, truncated, index_path="index")
-    depth = candidates(n)
-    text_ranked: list[tuple[str, float]] = []
-    vector_ranked: list[tuple[str, float]] = []
-    path = "none"
+async def rank(store: RecallRepository, filt: RecallFilter, q: Question) -> Ranking:
+    """The best `q.limit` memories by the fusion, each scoring at least `q.min_score`, and the
+    vector path ("vectorSearch", "unavailable" when the embedder failed, "none" for text alone)."""
+    base = filt.mongo()
     try:  # one after the other: at once measured no faster on the embedded engine
-        if method in ("fused", "text"):
-            text_ranked = await by_text(store, base, text, depth)
-        if method in ("fused", "vector"):
-            path, vector_ranked = await by_meaning(
-                store, scope, base, text, depth, required=method == "vector"
-            )
-        if method == "fused":
-            ranked = await fused(store, base, text, text_ranked, vector_ranked, n)
-        else:
-            ranked = (text_ranked or vector_ranked)[:n]
+        path, ranked, similarity = await _ranked(store, filt, base, q)
         ids = [i for i, _ in ranked]
         found = store.memories.find({**base, "_id": {"$in": ids}}, ITEM_FIELDS) if ids else None
         docs = {str(d["_id"]): d async for d in found} if found is not None else {}
     except PyMongoError as e:
         raise StorageError("could not recall memories") from e
-    items = [item_of(docs[i], round(score, 6)) for i, score in ranked if i in docs]
-    kept, truncated = cap_items(items, store.settings.max_response_bytes)
-    return Recalled(kept, path, truncated)
+    weight = 1.0 if path == "unavailable" else WEIGHTS[q.method]
+    listed = [(i, docs[i]) for i, _ in ranked if i in docs]
+    both = q.method == "fused" and path == "vectorSearch"
+    scores = shown_scores(q.text, listed, similarity, weight, both=both)
+    items = [item_of(d, round(s, 6)) for (_, d), s in zip(listed, scores, strict=True)]
+    return Ranking([m for m in items if m.score is not None and m.score >= q.min_score], path)
+
+
+async def _ranked(
+    store: RecallRepository, filt: RecallFilter, base: Doc, q: Question
+) -> tuple[str, list[tuple[str, float]], dict[str, float]]:
+    """The vector path, the fused (or single) ranking cut to `q.limit`, and `vectorSearchScore` by id."""
+    depth = candidates(q.limit)
+    text_ranked: list[tuple[str, float]] = []
+    vector_ranked: list[tuple[str, float]] = []
+    path = "none"
+    if q.method in ("fused", "text"):
+        text_ranked = await by_text(store, base, q.text, depth)
+    if q.method in ("fused", "vector"):
+        required = q.method == "vector"
+        path, vector_ranked = await by_meaning(store, filt, base, q.text, depth, required=required)
+    if q.method == "fused":
+        ranked = await fused(store, base, q.text, text_ranked, vector_ranked, q.limit)
+    else:
+        ranked = (text_ranked or vector_ranked)[: q.limit]
+    return path, ranked, dict(vector_ranked)
+
+
+def shown_scores(
+    query: str, listed: list[tuple[str, Doc]], similarity: dict[str, float], weight: float, *, both: bool
+) -> list[float]:
+    """Each listed memory's shown score (`scoring.shown`), in the order given: its own score is
+    `scoring.blend(share of the query's words its text holds, cosine, weight)`; the best is the
+    highest own score, evidenced (`scoring.evidenced`) when `both` sides ranked.
+    `similarity`: `vectorSearchScore` by id ((1 + cosine) / 2)."""
+    asked = terms(query)
+    sides = [
+        (coverage(asked, str(d.get("text", ""))), 2.0 * similarity[i] - 1.0 if i in similarity else 0.0)
+        for i, d in listed
+    ]
+    own = [scoring.blend(share, cos, weight) for share, cos in sides]
+    if not own:
+        return []
+    top = max(range(len(own)), key=lambda k: own[k])
+    evidenced = scoring.evidenced(sides[top][1], sides[top][0]) if both else True
+    return [scoring.shown(o, own[top], evidenced) for o in own]
 
 
 async def by_meaning(
-    store: RecallRepository, scope: MemoryScope, base: Doc, text: str, depth: int, *, required: bool
+    store: RecallRepository, filt: RecallFilter, base: Doc, text: str, depth: int, *, required: bool
 ) -> tuple[str, list[tuple[str, float]]]:
     """The vector path that ran and its ranking; "unavailable" when the embedder failed (unless required)."""
     try:
@@ -132,11 +150,8 @@ async def by_meaning(
             raise
         log.warning("recall: the embedder failed; exact-term ranking only")
         return "unavailable", []
-    path = await vector_path(store)
-    log_path(path, store)
-    if path == "vectorSearch":
-        return path, await by_vector_search(store, scope, base, vector, depth)
-    return path, await by_scan(store, base, vector, depth)
+    log_path("vectorSearch", store)
+    return "vectorSearch", await by_vector_search(store, filt, base, vector, depth)
 
 
 async def by_text(store: RecallRepository, base: Doc, query: str, depth: int) -> list[tuple[str, float]]:
@@ -182,7 +197,9 @@ async def fused(
 async def by_scan(
     store: RecallRepository, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
-    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them).
+    """Exact cosine over the scope's vectors of this model (the newest `max_scan` of them): the
+    stand-in for `$vectorSearch` that benchmarks/recall.py tunes the fusion with where no search
+    index answers (the embedded engine).
 
     When the quota (`max_per_scope`) keeps every scope within `max_scan`, nothing can be cut,
     so the find is not sorted: on the embedded engine the sorted find took about 1.6x as long
@@ -197,12 +214,12 @@ async def by_scan(
 
 
 async def by_vector_search(
-    store: RecallRepository, scope: MemoryScope, base: Doc, vector: list[float], depth: int
+    store: RecallRepository, filt: RecallFilter, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
-    """`$vectorSearch` filtered on the index's filter fields, then the rest of the scope filter."""
-    pre: Doc = {**scope.match(), "embedding_model": store.embedder.model}
-    if "ns_path" in base:
-        pre["ns_path"] = base["ns_path"]
+    """`$vectorSearch` filtered on the index's filter fields, then the rest of the filter."""
+    pre: Doc = {**filt.scope.match(), "embedding_model": store.embedder.model}
+    if filt.ns_path is not None:
+        pre["ns_path"] = filt.ns_path
     stage = vector_search_stage(
         index=store.settings.vector_index_name,
         query=vector,
@@ -225,33 +242,3 @@ async def by_vector_search(
             advice=f"create the search index {store.settings.vector_index_name!r} (mongogate check "
             "prints it) or set memory.long_term.vector_search = 'scan'",
         ) from e
-
-
-_POST = ("metadata", "expires_at")
-
-
-async def path_report(store: RecallRepository) -> list[str]:
-    """What `mongogate check` prints, and the server logs at start: which vector path runs, why,
-    and the exact search index to create (it exists, or not)."""
-    from mongogate.recall.vectors import vector_index_definition
-
-    s = store.settings
-    exists = await has_vector_search(store.memories, s.vector_index_name)
-    path = await vector_path(store)
-    why = {
-        "scan": "the in-process index of each scope (vectors as one matrix, terms scored by BM25), "
-        f"kept fresh by the scope's revision; budget {s.index_budget_mb} MB "
-        "(memory.long_term.index_budget_mb), default min_score "
-        f"{s.min_score} (memory.long_term.min_score)",
-        "vectorSearch": f"$vectorSearch on the search index {s.vector_index_name!r}",
-    }[path]
-    definition = json.dumps(vector_index_definition(s, store.embedder.dimensions), sort_keys=True)
-    return [
-        f"long-term memory: scope {s.scope}, embedder {store.embedder.model} ({store.embedder.dimensions} "
-        f"dimensions), quota {s.max_per_scope} memories per scope",
-        f"long-term memory vector path: {'index' if path == 'scan' else path} "
-        f"(memory.long_term.vector_search = {s.vector_search}): {why}",
-        f"long-term memory vector index {s.vector_index_name!r}: {'exists' if exists else 'missing'}; "
-        "the definition to create on Atlas or MongoDB Community 8.2+ (db.memories.createSearchIndex):",
-        f"  {definition}",
-    ]

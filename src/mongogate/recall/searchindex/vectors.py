@@ -1,15 +1,14 @@
-"""Embeddings as stored vectors, and the two ways to rank by them.
-
-A memory's vector is a BSON binary vector (subtype 9, float32): 4 bytes a dimension, where a
-list of doubles would take 9 (and be read back as Python floats). Two paths rank by it:
+"""The search index's side of vectors: `$vectorSearch` and the index it needs.
 
 - `$vectorSearch` on deployments with a vector search index (Atlas; MongoDB Community 8.2+
   with its search process): `vector_search_stage`, the index from `vector_index_definition`;
-- an exact scan inside mongogate (`scan_top`): the embedded engine cannot create search
-  indexes over the wire, and at its sizes numpy over every vector of the scope is fast
-  (benchmarks/recall.py measures it).
+  `has_vector_search` says whether a deployment can run it (`recall/search.py` chooses the
+  ranker by it);
+- `scan_top`, the exact cosine over stored vectors in mongogate: the stand-in for `$vectorSearch`
+  that benchmarks/recall.py tunes this path's fusion with (`ranker.by_scan`), where no search
+  index answers. The in-process index (`recall/inprocess/`) holds its own matrix.
 
-`has_vector_search` says which one a deployment can run.
+The stored form of a vector (`pack`, `unpack`) is `recall/vectors.py`.
 """
 
 from __future__ import annotations
@@ -24,31 +23,27 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from bson.binary import Binary, BinaryVectorDtype
+from bson.binary import Binary
 from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate.config import LongTermSettings
 from mongogate.errors import InvalidInput, StorageError
+from mongogate.recall.vectors import FIELD, FLOAT32_HEADER
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "FIELD",
     "FILTER_FIELDS",
     "SCORE",
     "VectorSearchStatus",
     "forget_probes",
     "has_vector_search",
-    "pack",
     "scan_top",
-    "unpack",
     "vector_index_definition",
     "vector_search_stage",
     "vector_search_status",
 ]
 
-#: the memory document's field that holds its vector
-FIELD = "embedding"
 #: fields a `$vectorSearch` filter may use: the scope first, then what recall narrows by
 #: (`ns_path`: the namespace and its ancestors, so "a/b" finds memories in "a/b/c" too)
 FILTER_FIELDS = ("tenant", "owner", "namespace", "ns_path", "embedding_model")
@@ -56,36 +51,8 @@ FILTER_FIELDS = ("tenant", "owner", "namespace", "ns_path", "embedding_model")
 SCORE = {"$meta": "vectorSearchScore"}
 #: Atlas's bounds: numCandidates <= 10,000 and limit <= numCandidates
 MAX_CANDIDATES = 10_000
-#: the subtype 9 header of a float32 vector: dtype byte, then padding (0 for float32)
-_FLOAT32_HEADER = BinaryVectorDtype.FLOAT32.value + b"\x00"
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: a "not ready" probe answer is asked again after this many seconds (an index being built)
 RETRY_PROBE_S = 60.0
-
-
-def pack(vec: Sequence[float] | npt.NDArray[np.floating[Any]]) -> Binary:
-    """A vector as a BSON float32 binary vector; NaN, infinity or an empty vector is refused."""
-    try:
-        arr = np.asarray(vec, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise InvalidInput(f"an embedding is a non-empty list of numbers ({e})") from e
-    if arr.ndim != 1 or arr.size == 0:
-        raise InvalidInput(f"an embedding is a non-empty list of numbers; got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise InvalidInput("an embedding holds NaN or infinity; the embedder's answer is unusable")
-    if float(np.abs(arr).max()) > _FLOAT32_MAX:
-        raise InvalidInput("an embedding value is too large for float32")
-    return Binary(_FLOAT32_HEADER + arr.astype("<f4").tobytes(), 9)
-
-
-def unpack(b: Binary | bytes) -> npt.NDArray[np.float32]:
-    """The float32 array inside a BSON binary vector (a read-only view; no copy)."""
-    raw = bytes(b)
-    if isinstance(b, Binary) and b.subtype != 9:
-        raise ValueError(f"not a BSON binary vector (subtype {b.subtype}, expected 9)")
-    if raw[:2] != _FLOAT32_HEADER or (len(raw) - 2) % 4:
-        raise ValueError("not a float32 binary vector (dtype byte, padding or length is wrong)")
-    return np.frombuffer(raw, dtype="<f4", offset=2)
 
 
 def scan_top(
@@ -111,7 +78,7 @@ def scan_top(
     chunks: list[bytes] = []
     for doc_id, vec in docs:
         raw = bytes(vec)
-        if len(raw) != expected or raw[:2] != _FLOAT32_HEADER:
+        if len(raw) != expected or raw[:2] != FLOAT32_HEADER:
             continue
         ids.append(doc_id)
         chunks.append(raw[2:])

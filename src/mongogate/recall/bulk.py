@@ -169,19 +169,45 @@ async def _import_batch(
         (slow.append(line) if mid in seen else firsts.append((line, ident)))
         seen.add(mid)
     if store.legacy:  # uuid ids left: read first (by query), so no second memory is made
-        try:
-            found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
-        except PyMongoError as e:
-            raise StorageError("could not read the memories being imported") from e
-        slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
-        firsts = [pair for pair, d in zip(firsts, found, strict=True) if d is None]
+        firsts = await _legacy_firsts(store, scope, firsts, slow, report)
     # create first: a duplicate `_id` is a memory already there (read by `_id` after, a hit); a
     # read that finds nothing would scan the collection on the embedded engine
     held, over = await _insert(store, scope, await _documents(store, firsts, now, author), now, report)
+    slow += await _not_created(store, scope, held, over, report)
+    await _through_remember(store, scope, sorted(slow, key=lambda ln: ln.number), author, report)
+
+
+async def _legacy_firsts(
+    store: LongTermMemory,
+    scope: MemoryScope,
+    firsts: list[tuple[Line, Doc]],
+    slow: list[Line],
+    report: ImportReport,
+) -> list[tuple[Line, Doc]]:
+    """The lines whose memory is not stored under any id (read by identity); the stored ones are
+    compared (`_compare`), the changed ones added to `slow`."""
+    try:
+        found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
+    except PyMongoError as e:
+        raise StorageError("could not read the memories being imported") from e
+    slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
+    return [pair for pair, d in zip(firsts, found, strict=True) if d is None]
+
+
+async def _not_created(
+    store: LongTermMemory,
+    scope: MemoryScope,
+    held: list[tuple[Line, Doc]],
+    over: list[tuple[Line, Doc]],
+    report: ImportReport,
+) -> list[Line]:
+    """The lines whose insert found a memory there (`held`) or did not fit the quota (`over`),
+    read by `_id`: counted unchanged, refused past the quota, or returned for remember."""
     try:
         found = [await store.lookup(scope, _ident(doc), _FIELDS) for _, doc in held + over]
     except PyMongoError as e:
         raise StorageError("could not read the memories being imported") from e
+    slow: list[Line] = []
     for i, ((line, _), doc) in enumerate(zip(held + over, found, strict=True)):
         if doc is not None:
             slow += _compare([(line, doc)], report)
@@ -191,7 +217,14 @@ async def _import_batch(
             report.bad.append(
                 (line.number, f"quota_exceeded: the scope holds {store.settings.max_per_scope} memories")
             )
-    for line in sorted(slow, key=lambda ln: ln.number):
+    return slow
+
+
+async def _through_remember(
+    store: LongTermMemory, scope: MemoryScope, lines: list[Line], author: str | None, report: ImportReport
+) -> None:
+    """Each line by `remember` itself, in file order: its rules of versions and history."""
+    for line in lines:
         try:
             r = await store.remember(
                 scope,

@@ -154,14 +154,14 @@ class LongTermMemory(RecallRepository):
                     return await self._created(scope, doc, ns, k)
             found = await self.lookup(scope, ident, {"embedding": 0})
             self.at("remember.after_read")
-            if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
+            if found is not None and expired(found, now):
                 await self._erase(scope, found)  # expired: as if it were not there
                 continue
             if found is None:  # (after a create above: gone since, or the scope was full)
                 if await self.create(scope, doc, now):
                     return await self._created(scope, doc, ns, k)
                 continue  # a concurrent remember created it first: read it again
-            if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
+            if k is None or _same(found, digest, meta):
                 if not await self._set_expiry(scope, found, expires):
                     continue  # changed by another call since the read: read it again
                 # bumped even when nothing changed: a retry after a write whose bump was lost
@@ -319,21 +319,8 @@ class LongTermMemory(RecallRepository):
         """Erase one memory and its history; False when there is none (for this scope)."""
         if id is not None and (namespace is not None or key is not None):
             raise InvalidInput("forget takes either id, or namespace and key; not both")
-        fields = {"_id": 1, "tenant": 1, "owner": 1, "expires_at": 1, "version": 1}
-        mid: str | None
         try:
-            if id is not None:
-                mid = checks.check_memory_id(id)
-                found = await self.memories.find_one({"_id": mid}, fields)
-                found = found if in_scope(found, scope) else None  # another scope's: absent
-            elif key is not None:
-                ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
-                found = await self.lookup(scope, identity(scope, ns, checks.check_key(key), ""), fields)
-                mid = None if found is None else str(found["_id"])
-            else:
-                raise InvalidInput(
-                    "forget needs id (from remember, recall or list_memories), or namespace and key"
-                )
+            mid, found = await self._to_forget(scope, id, namespace, key)
             gone = None if found is None else await self._delete(scope, found)
             self.at("forget.after_memory")
             if gone is not None:
@@ -343,10 +330,23 @@ class LongTermMemory(RecallRepository):
                 await hist.erase(self, scope, mid, None)
         except PyMongoError as e:
             raise StorageError("could not forget the memory; call forget again") from e
-        if gone is None:
-            return False
-        expired = gone.get("expires_at") and as_utc(gone["expires_at"]) <= self.clock.now()
-        return not expired
+        return gone is not None and not expired(gone, self.clock.now())
+
+    async def _to_forget(
+        self, scope: MemoryScope, id: object, namespace: object, key: object
+    ) -> tuple[str | None, Doc | None]:
+        """The memory forget names (its id, and its document when it is the caller's), by id or
+        by namespace and key."""
+        fields = {"_id": 1, "tenant": 1, "owner": 1, "expires_at": 1, "version": 1}
+        if id is not None:
+            mid = checks.check_memory_id(id)
+            found = await self.memories.find_one({"_id": mid}, fields)
+            return mid, found if in_scope(found, scope) else None  # another scope's: absent
+        if key is not None:
+            ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
+            found = await self.lookup(scope, identity(scope, ns, checks.check_key(key), ""), fields)
+            return (None if found is None else str(found["_id"])), found
+        raise InvalidInput("forget needs id (from remember, recall or list_memories), or namespace and key")
 
     async def _delete(self, scope: MemoryScope, found: Doc) -> Doc | None:
         """Delete a memory read by `_id` and checked to be the caller's (an `_id` never changes
@@ -413,6 +413,16 @@ class LongTermMemory(RecallRepository):
             method=method,
             min_score=min_score,
         )
+
+
+def expired(doc: Doc, now: datetime) -> bool:
+    """The memory's `expires_at` has passed (the TTL monitor erases it late)."""
+    return bool(doc.get("expires_at")) and as_utc(doc["expires_at"]) <= now
+
+
+def _same(found: Doc, digest: str, meta: Doc) -> bool:
+    """A keyed memory already holds this text and metadata (a remember that changes nothing)."""
+    return bool(found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta)
 
 
 def quota_exceeded(held: int) -> QuotaExceeded:

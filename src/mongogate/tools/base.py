@@ -278,6 +278,44 @@ def _input_schema(input_model: type[ToolInput]) -> str:
     return json.dumps(input_model.model_json_schema(by_alias=True))
 
 
+def _failed(
+    e: MongogateError, app: AppState | None, principal: Principal | None, request_id: str, name: str
+) -> CallToolResult:
+    """A tool's refusal or failure as its error result; a storage error classified by what a retry
+    can fix (`tools/faults.py`, a write refusal turning readiness off), the driver's detail to the
+    log for the operator, never to the model."""
+    if isinstance(e, StorageError):
+        e = classify(e)
+        if isinstance(e, WriteRefused) and app is not None:
+            app.writes.refuse(e.why)
+    who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
+    cause = e.__cause__
+    if cause is not None:
+        log.warning(
+            "request %s: tool %s failed for %s: [%s] %s: %s",
+            request_id,
+            name,
+            who,
+            e.code,
+            type(cause).__name__,
+            cause,
+        )
+    else:
+        log.info("request %s: tool %s refused for %s: %s", request_id, name, who, e.code)
+    return error_result(e, request_id)
+
+
+def _answered(result: BaseModel | dict[str, Any] | CallToolResult) -> CallToolResult:
+    """A handler's answer as the call's result: text and structured content."""
+    if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
+        return result
+    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+    )
+
+
 def make_tool(
     *,
     name: str,
@@ -321,25 +359,7 @@ def make_tool(
                 raise describe_validation(e, schema) from None
             result = await handler(call, args)
         except MongogateError as e:
-            if isinstance(e, StorageError):  # what a retry can and cannot fix (tools/faults.py)
-                e = classify(e)
-                if isinstance(e, WriteRefused) and app is not None:
-                    app.writes.refuse(e.why)
-            who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
-            cause = e.__cause__
-            if cause is not None:  # the driver's detail: for the operator, never for the model
-                log.warning(
-                    "request %s: tool %s failed for %s: [%s] %s: %s",
-                    request_id,
-                    name,
-                    who,
-                    e.code,
-                    type(cause).__name__,
-                    cause,
-                )
-            else:
-                log.info("request %s: tool %s refused for %s: %s", request_id, name, who, e.code)
-            return error_result(e, request_id)
+            return _failed(e, app, principal, request_id, name)
         except InvalidDocument as e:  # a value BSON cannot hold (e.g. a NUL in a key), or too large
             log.info("request %s: tool %s refused a value: %s", request_id, name, type(e).__name__)
             bad = InvalidInput(
@@ -356,13 +376,7 @@ def make_tool(
             app.writes.recovered()  # a write went through: readiness may report ready again
         if ids is not None:
             ids.record(OK)
-        if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
-            return result
-        data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-            structured_content=data,
-        )
+        return _answered(result)
 
     meta = tool_metadata(RawArguments, output_model, published(output_model, output_schema))
     return Tool(

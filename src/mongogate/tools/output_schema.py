@@ -104,14 +104,19 @@ def _fold_nullable(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {k: _fold_nullable(v) for k, v in node.items()}
-    branches = out.get("anyOf")
-    if not isinstance(branches, list) or len(branches) != 2 or {"type": "null"} not in branches:
-        return out
-    other = branches[0] if branches[1] == {"type": "null"} else branches[1]
-    kind = other.get("type") if isinstance(other, dict) else None
-    if not isinstance(kind, str) or kind == "null" or not set(other) <= _TYPE_SPECIFIC:
+    other = _nullable_branch(out.get("anyOf"))
+    kind = other.get("type") if other is not None else None
+    if other is None or not isinstance(kind, str) or kind == "null" or not set(other) <= _TYPE_SPECIFIC:
         return out
     if set(other) & (set(out) - {"anyOf"}) - _ANNOTATIONS:
         return out  # a keyword on both levels: keep the branches rather than merge them
     merged = {k: v for k, v in out.items() if k != "anyOf"}
     return {**other, **merged, "type": [kind, "null"]}
+
+
+def _nullable_branch(branches: Any) -> dict[str, Any] | None:
+    """The other branch of an `anyOf` of two whose one branch is `{"type": "null"}`, if a dict."""
+    if not isinstance(branches, list) or len(branches) != 2 or {"type": "null"} not in branches:
+        return None
+    other = branches[0] if branches[1] == {"type": "null"} else branches[1]
+    return other if isinstance(other, dict) else None

@@ -50,8 +50,8 @@ async def test_the_search_index_path_scores_in_0_1_and_honours_min_score(
     assert every.index_path == "text" and every.vector_path == "none"
     assert [m.text for m in every.memories][0] == FACTS[0]  # holds both words
     assert {m.text for m in every.memories} == set(FACTS[:3])
-    scores = [m.score for m in every.memories]
-    assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
+    scores = [m.score or 0.0 for m in every.memories]
+    assert all(m.score is not None and 0.0 <= m.score <= 1.0 for m in every.memories)
     # the best match holds every word: 1.0; one word of two: 0.9 x 1 + 0.1 x 0.5
     assert scores[0] == 1.0 and sorted(scores[1:]) == [0.95, 0.95]
     floored = await ltm.recall(ACME, "invoice garden", method="text", min_score=0.97)

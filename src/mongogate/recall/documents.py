@@ -16,6 +16,8 @@ from typing import Any, Final, NotRequired, TypedDict
 
 from bson.binary import Binary
 
+from mongogate.memory_scope import ScopeFields
+
 __all__ = [
     "MEMORIES",
     "REVISIONS",
@@ -31,13 +33,6 @@ MEMORIES: Final = "memories"
 VERSIONS: Final = "memory_versions"
 #: one revision document per scope (`recall/coherence.py`, `recall/quota.py`)
 REVISIONS: Final = "memory_revisions"
-
-
-class ScopeFields(TypedDict):
-    """The scope every memory and history entry carries, and every query filters on (`MemoryScope.match`)."""
-
-    tenant: str
-    owner: str
 
 
 class VectorFields(TypedDict):

@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mongogate.compat.sdk import ArgModelBase, tool_metadata
 from mongogate.config import Settings
 from mongogate.errors import (
-    AuthError,
     InternalError,
     InvalidInput,
     MongogateError,
@@ -35,6 +34,7 @@ from mongogate.errors import (
     StorageError,
     WriteRefused,
 )
+from mongogate.memory_scope import MemoryScope, conversations_for
 from mongogate.principal import Principal
 from mongogate.requests import OK, Outcome, new_request_id
 from mongogate.requests import current as current_request
@@ -221,27 +221,15 @@ def refuse_booleans_as_numbers(kwargs: Mapping[str, Any], schema: dict[str, Any]
             )
 
 
-def conversations_of(settings: Settings, principal: Principal) -> str:
-    """Whose sessions and messages a caller sees: the value stored as a session's and its
-    messages' `tenant`, and filtered on by every session read and write (tools, prompts and
-    resources alike).
-
-    The tenant; or, when conversations are per subject (`[memory] conversations = "scope"`,
-    the default, under `[memory.long_term] scope = "subject"`), the tenant and subject joined
-    by U+001F. A tenant holds no control characters (auth refuses them), so the joined form
-    is one-to-one and never equals a plain tenant: one subject never sees another's sessions,
-    and no tenant-wide session shows up per subject."""
+def conversations_of(settings: Settings, principal: Principal) -> MemoryScope:
+    """Whose sessions and messages a caller sees (tools, prompts and resources alike): the
+    tenant's, or the caller's own when conversations are per subject (`[memory] conversations =
+    "scope"`, the default, under `[memory.long_term] scope = "subject"`). A value: the stored form
+    is its `stored_tenant` (mongogate/memory_scope.py)."""
     memory = settings.memory
-    if memory.conversations == "scope" and memory.long_term.scope == "subject":
-        subject = principal.identity
-        try:
-            subject.encode("utf-8")
-        except UnicodeEncodeError:
-            raise AuthError(
-                "the caller's subject is not valid Unicode; it cannot own conversations"
-            ) from None
-        return f"{principal.tenant}\x1f{subject}"
-    return principal.tenant
+    return conversations_for(
+        memory.conversations, memory.long_term.scope, principal.tenant, principal.identity
+    )
 
 
 @dataclass(frozen=True)
@@ -254,7 +242,7 @@ class Call:
     tool: str
 
     @property
-    def conversations(self) -> str:
+    def conversations(self) -> MemoryScope:
         """Whose sessions and messages this call sees (`conversations_of`)."""
         return conversations_of(self.app.settings, self.principal)
 

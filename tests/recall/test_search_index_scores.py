@@ -48,7 +48,7 @@ async def test_the_search_index_path_scores_in_0_1_and_honours_min_score(
     ltm = await atlas(mongo, db_name, embedder)
     every = await ltm.recall(ACME, "invoice garden", method="text", min_score=0)
     assert every.index_path == "text" and every.vector_path == "none"
-    assert [m.text for m in every.memories][0] == FACTS[0]  # holds both words
+    assert every.memories[0].text == FACTS[0]  # holds both words
     assert {m.text for m in every.memories} == set(FACTS[:3])
     scores = [m.score or 0.0 for m in every.memories]
     assert all(m.score is not None and 0.0 <= m.score <= 1.0 for m in every.memories)

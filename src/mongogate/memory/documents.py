@@ -17,7 +17,11 @@ from typing import Any, Final, NotRequired, TypedDict
 from mongogate import leases
 
 __all__ = [
+    "ANSWERED_TEXT",
+    "ANSWERED_TURN",
+    "COMMIT_NONCE",
     "LAST_ACTIVITY",
+    "LEASE_PREV",
     "LEASE_SEQ",
     "LEASE_TEXT",
     "LEASE_TURN",
@@ -26,10 +30,12 @@ __all__ = [
     "MESSAGES",
     "NEXT_SEQ",
     "PENDING",
+    "PLAIN_ANSWERS",
     "SEQ",
     "SESSIONS",
     "SESSION_ID",
     "SUMMARIES",
+    "SUMMARY",
     "TENANT",
     "LeaseState",
     "MessageDoc",
@@ -58,7 +64,15 @@ LOCKED_UNTIL: Final = leases.LOCKED_UNTIL
 LEASE_TURN: Final = "lease_turn"
 LEASE_TEXT: Final = "lease_text"
 LEASE_SEQ: Final = "lease_seq"
+LEASE_PREV: Final = "lease_prev"
+#: answers committed on the session, still to be written as messages
 PENDING: Final = "pending"
+ANSWERED_TURN: Final = "answered_turn"
+ANSWERED_TEXT: Final = "answered_text"
+PLAIN_ANSWERS: Final = "plain_answers"
+COMMIT_NONCE: Final = "commit_nonce"
+#: the newest compaction, published on the session
+SUMMARY: Final = "summary"
 
 
 class PendingAnswer(TypedDict):

@@ -17,6 +17,7 @@ from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
 from mongogate.keyed import retire_unique
+from mongogate.memory import documents as md
 from mongogate.memory import items
 from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
 from mongogate.memory.documents import MessageDoc
@@ -134,18 +135,18 @@ class MemoryStore(SessionRepository):
             sid,
             tid,
             lid,
-            {"$inc": {"next_seq": 1}, "$set": {"last_activity": self.clock.now()}},
-            {"next_seq": 1, "pending": 1},
+            {"$inc": {md.NEXT_SEQ: 1}, "$set": {md.LAST_ACTIVITY: self.clock.now()}},
+            {md.NEXT_SEQ: 1, md.PENDING: 1},
             what=f"could not append to session {sid!r}",
         )
-        if session.get("pending"):
+        if session.get(md.PENDING):
             await self.settle_all(tenant, sid, session)
         doc: MessageDoc = {
             "_id": message_id(sid, key),
             "session_id": sid,
             "tenant": tenant,
             "key": key,
-            "seq": int(session["next_seq"]),
+            "seq": int(session[md.NEXT_SEQ]),
             "turn_id": tid,
             "role": kind,
             "call_id": cid,

@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from mongogate import leases
 from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
+from mongogate.memory import documents as md
 from mongogate.memory.gate import lease_lost, refusal
 from mongogate.memory.keys import answer_key, message_id, message_key
 from mongogate.memory.model import Context, Message, Summary, key_conflict, message_shape, session_not_found
@@ -142,9 +143,9 @@ class Turns:
             doc = await st.take_lease(tenant, sid, tid, digest, lease_id, now, ttl)
             if doc is None:
                 raise session_not_found(sid)
-            if doc.get("locked_by") == lease_id:
+            if doc.get(md.LOCKED_BY) == lease_id:
                 break
-            if doc.get("answered_turn") == tid and doc.get("answered_text") == digest:
+            if doc.get(md.ANSWERED_TURN) == tid and doc.get(md.ANSWERED_TEXT) == digest:
                 return await self._replay(tenant, sid, tid, doc, max_bytes)
             # Busy with another turn; this turn may have been answered long ago (a late retry).
             await st.settle_all(tenant, sid, doc)  # an answer committed by a crashed end_turn lands first
@@ -152,27 +153,27 @@ class Turns:
             if answer is not None:
                 done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
                 return with_summary(done, ctx)
-            if doc.get("locked_until") is not None:
+            if doc.get(md.LOCKED_UNTIL) is not None:
                 until, left = leases.remaining_ms(doc, now)
                 if left > 0:
                     raise LeaseBusy(f"session {sid!r}", until, left)
         else:
             raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
         expires = (now + timedelta(milliseconds=ttl)).isoformat()
-        previous = doc.get("lease_prev") or {}
+        previous = doc.get(md.LEASE_PREV) or {}
         try:
             st.at("begin_turn.after_lease")
             # The user message, numbered by the take (while this lease owned the session).
-            pending = doc.get("pending") or []
-            user = user_doc(tenant, sid, tid, body, int(doc["lease_seq"]), now)
+            pending = doc.get(md.PENDING) or []
+            user = user_doc(tenant, sid, tid, body, int(doc[md.LEASE_SEQ]), now)
             repeated = 0 in await st.insert_turn(tenant, sid, [], user)
             # The answer is looked up beyond the window only if one can exist: a fenced turn is
             # answered after its user message, so only when that was stored already, and not when
             # taken over from this turn's own lease (answering releases it, and a plain answer is
             # refused while it is held); a session given plain answers (`append`) may hold one
             # without its user message.
-            own = previous.get("lease_turn") == tid and previous.get("locked_by") is not None
-            look_up = (repeated and not own) or bool(doc.get("plain_answers"))
+            own = previous.get(md.LEASE_TURN) == tid and previous.get(md.LOCKED_BY) is not None
+            look_up = (repeated and not own) or bool(doc.get(md.PLAIN_ANSWERS))
             ctx, answer = await self._context_and_answer(
                 tenant, sid, tid, max_bytes, pending=pending, look_up=look_up, session=doc
             )
@@ -191,7 +192,7 @@ class Turns:
 
     async def _replay(self, tenant: str, sid: str, tid: str, doc: Doc, max_bytes: int | None) -> TurnStart:
         """The session's last fenced turn, asked again: its answer without taking the lease."""
-        pending = doc.get("pending") or []
+        pending = doc.get(md.PENDING) or []
         ctx, answer = await self._context_and_answer(
             tenant, sid, tid, max_bytes, pending=pending, look_up=True, session=doc
         )
@@ -262,9 +263,9 @@ class Turns:
         doc = await st.extend_lease(tenant, sid, tid, lid, ttl, now)
         if doc is None:
             raise session_not_found(sid)
-        if doc.get("locked_by") != lid or doc.get("lease_turn") != tid:
+        if doc.get(md.LOCKED_BY) != lid or doc.get(md.LEASE_TURN) != tid:
             raise refusal(doc, sid, tid, lid, now) or lease_lost(lid, sid)
-        return TurnRenewed(lid, as_utc(doc["locked_until"]).isoformat())
+        return TurnRenewed(lid, as_utc(doc[md.LOCKED_UNTIL]).isoformat())
 
     async def end_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, reply: object

@@ -52,10 +52,22 @@ IN_PROCESS = Ranker("index", inprocess.rank)
 SEARCH_INDEX = Ranker("text", searchindex.rank)
 
 
+async def vector_path(store: RecallRepository) -> str:
+    """ "vectorSearch" (a search index answers: `vector_search` "atlas", or "auto" and the probe,
+    cached per process, finds it) or "scan" (the in-process index)."""
+    mode = store.settings.vector_search
+    if mode == "scan":
+        return "scan"
+    if mode == "atlas":
+        return "vectorSearch"
+    found = await has_vector_search(store.memories, store.settings.vector_index_name)
+    return "vectorSearch" if found else "scan"
+
+
 async def ranker_for(store: RecallRepository) -> Ranker:
     """The ranker of this deployment: the search index's where it answers, else the in-process
     index's (the server log says which, once)."""
-    if await searchindex.vector_path(store) == "scan":
+    if await vector_path(store) == "scan":
         searchindex.log_path("index", store)
         return IN_PROCESS
     return SEARCH_INDEX
@@ -89,7 +101,7 @@ async def path_report(store: RecallRepository) -> list[str]:
     and the exact search index to create (it exists, or not)."""
     s = store.settings
     exists = await has_vector_search(store.memories, s.vector_index_name)
-    path = await searchindex.vector_path(store)
+    path = await vector_path(store)
     why = {
         "scan": "the in-process index of each scope (vectors as one matrix, terms scored by BM25), "
         f"kept fresh by the scope's revision; budget {s.index_budget_mb} MB "

@@ -1,5 +1,6 @@
 """`recall` through a search index: where the deployment has one (`vector_search` "atlas", or
-"auto" and the probe finds it; `recall/search.py` chooses), the two rankings run in the database.
+"auto" and the probe finds it; `recall/search.py` `vector_path` chooses), the two rankings run
+in the database.
 
 - Exact terms: `find` with `$text` (textScore), with the call's filter (`RecallFilter.mongo`). It
   works on every MongoDB and on the embedded engine (which refuses `$text` inside an aggregate).
@@ -36,7 +37,7 @@ from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.searchindex.rank import fuse_recall
 from mongogate.recall.searchindex.terms import coverage, terms, text_search
-from mongogate.recall.searchindex.vectors import has_vector_search, scan_top, vector_search_stage
+from mongogate.recall.searchindex.vectors import scan_top, vector_search_stage
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -53,17 +54,6 @@ _logged: set[str] = set()
 
 def candidates(limit: int) -> int:
     return max(MIN_CANDIDATES, min(MAX_CANDIDATES, limit * CANDIDATES_PER_RESULT))
-
-
-async def vector_path(store: RecallRepository) -> str:
-    """ "vectorSearch" (a search index answers) or "scan" (the in-process index)."""
-    mode = store.settings.vector_search
-    if mode == "scan":
-        return "scan"
-    if mode == "atlas":
-        return "vectorSearch"
-    found = await has_vector_search(store.memories, store.settings.vector_index_name)
-    return "vectorSearch" if found else "scan"
 
 
 def log_path(path: str, store: RecallRepository) -> None:

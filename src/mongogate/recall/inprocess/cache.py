@@ -157,17 +157,6 @@ class IndexCache:
     def __len__(self) -> int:
         return len(self._indexes)
 
-    async def get(
-        self,
-        memories: AsyncCollection[Doc],
-        coherence: Coherence,
-        scope: MemoryScope,
-        model: str,
-        dims: int,
-    ) -> ScopeIndex:
-        """The scope's index, fresh as of the revision read now."""
-        return (await self.fresh(memories, coherence, scope, model, dims)).index
-
     async def fresh(
         self,
         memories: AsyncCollection[Doc],

@@ -69,11 +69,16 @@ def no_scope_check(principal: Principal, scopes: list[str], tool: str) -> None:
     return None
 
 
-def unwritten_audit(settings: Settings) -> AuditLog:
-    """An audit log that is never written (`try` seeding, `check`): the server's settings, no stream."""
+def unwritten_audit(settings: Settings, *, instance: str | None = None) -> AuditLog:
+    """An audit log with the server's settings and no stream (`try` seeding and its dry run,
+    `check`); `instance` names the process in its events."""
     a = settings.audit
     return AuditLog(
-        settings.audit_path, redact_values=a.redact_values, max_value_chars=a.max_value_chars, stream=None
+        settings.audit_path,
+        redact_values=a.redact_values,
+        max_value_chars=a.max_value_chars,
+        stream=None,
+        instance=instance,
     )
 
 

@@ -27,6 +27,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, MongogateError, QuotaExceeded, StorageError
 from mongogate.recall import checks, quota
+from mongogate.recall import documents as rd
 from mongogate.recall.ids import IDENTITY_FIELDS, memory_id
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory, identity, text_hash
@@ -244,13 +245,13 @@ async def _through_remember(
         setattr(report, r.status, getattr(report, r.status) + 1)
 
 
-_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, "expires_at": 1}
+_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, rd.EXPIRES_AT: 1}
 
 
 def _ident(doc: Doc) -> Doc:
     """The identity (`store.identity`) of a new memory's document."""
-    return {f: doc[f] for f in ("tenant", "owner", "namespace", "keyed")} | (
-        {"key": doc["key"]} if doc["keyed"] else {"text_hash": doc["text_hash"]}
+    return {f: doc[f] for f in (rd.TENANT, rd.OWNER, "namespace", "keyed")} | (
+        {"key": doc["key"]} if doc["keyed"] else {rd.TEXT_HASH: doc[rd.TEXT_HASH]}
     )
 
 
@@ -259,9 +260,9 @@ def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
     slow = []
     for line, held in pairs:
         if (
-            held["text_hash"] == text_hash(line.text)
+            held[rd.TEXT_HASH] == text_hash(line.text)
             and dict(held.get("metadata") or {}) == line.metadata
-            and held.get("expires_at") is None
+            and held.get(rd.EXPIRES_AT) is None
             and line.ttl_days is None
         ):
             report.unchanged += 1
@@ -328,12 +329,12 @@ async def export_lines(
 ) -> AsyncIterator[str]:
     """The scope's live memories as import lines, oldest first (so an import keeps their order)."""
     now = store.clock.now()
-    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, "expires_at": 1}
+    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, rd.EXPIRES_AT: 1}
     try:
         cursor = store.memories.find(
             store.scoped(scope, namespace, now),
             fields,
-            sort=[("updated_at", ASCENDING), ("_id", ASCENDING)],
+            sort=[(rd.UPDATED_AT, ASCENDING), ("_id", ASCENDING)],
             batch_size=batch,
         )
         async for doc in cursor:
@@ -342,7 +343,7 @@ async def export_lines(
                 row["key"] = doc["key"]
             if doc.get("metadata"):
                 row["metadata"] = doc["metadata"]
-            expires = doc.get("expires_at")
+            expires = doc.get(rd.EXPIRES_AT)
             if expires is not None:
                 left = (as_utc(expires) - now) / timedelta(days=1)
                 row["ttl_days"] = min(max(math.ceil(left), 1), store.settings.max_ttl_days)

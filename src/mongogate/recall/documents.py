@@ -19,8 +19,19 @@ from bson.binary import Binary
 from mongogate.memory_scope import ScopeFields
 
 __all__ = [
+    "COUNTED",
+    "EMBEDDING_MODEL",
+    "EXPIRES_AT",
+    "HELD",
     "MEMORIES",
+    "MEMORY_ID",
+    "NS_PATH",
+    "OWNER",
     "REVISIONS",
+    "TENANT",
+    "TEXT_HASH",
+    "UPDATED_AT",
+    "VERSION",
     "VERSIONS",
     "MemoryDoc",
     "RevisionDoc",
@@ -28,6 +39,22 @@ __all__ = [
     "VectorFields",
     "VersionDoc",
 ]
+
+# The field names code queries, updates or indexes by (a writer builds the TypedDict below; a
+# reader goes through `MemoryItem.from_doc`, `Version.from_doc`)
+TENANT: Final = "tenant"
+#: the subject owning a memory, or "*" for the tenant's (`MemoryScope.owner`)
+OWNER: Final = "owner"
+NS_PATH: Final = "ns_path"
+TEXT_HASH: Final = "text_hash"
+VERSION: Final = "version"
+UPDATED_AT: Final = "updated_at"
+EXPIRES_AT: Final = "expires_at"
+EMBEDDING_MODEL: Final = "embedding_model"
+MEMORY_ID: Final = "memory_id"
+#: `memory_revisions`: the quota counter and whether the scope was counted once (`quota.py`)
+HELD: Final = "held"
+COUNTED: Final = "counted"
 
 MEMORIES: Final = "memories"
 VERSIONS: Final = "memory_versions"

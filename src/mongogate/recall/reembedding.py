@@ -33,6 +33,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
+from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS
 from mongogate.recall.embedding import Embedder
@@ -45,7 +46,7 @@ __all__ = ["COLLECTION", "ReembedReport", "reembed", "stale_counts"]
 
 COLLECTION = MEMORIES
 #: what a batch reads of each memory
-_FIELDS = {"_id": 1, "text": 1, "version": 1, "embedding_model": 1, "tenant": 1, "owner": 1}
+_FIELDS = {"_id": 1, "text": 1, rd.VERSION: 1, rd.EMBEDDING_MODEL: 1, rd.TENANT: 1, rd.OWNER: 1}
 
 Doc = dict[str, Any]
 #: a test failpoint: runs after a batch is embedded and before it is written
@@ -76,7 +77,7 @@ class ReembedReport:
 
 def _stale(model: str) -> Doc:
     # `$ne` also matches memories without the field (never embedded, or marked for embedding)
-    return {"embedding_model": {"$ne": model}}
+    return {rd.EMBEDDING_MODEL: {"$ne": model}}
 
 
 async def stale_counts(db: Any, model: str) -> dict[str, int]:
@@ -123,11 +124,15 @@ async def reembed(
             await before_write(batch)
         writes = [
             UpdateOne(
-                {"_id": d["_id"], "version": d.get("version"), "embedding_model": d.get("embedding_model")},
+                {
+                    "_id": d["_id"],
+                    rd.VERSION: d.get(rd.VERSION),
+                    rd.EMBEDDING_MODEL: d.get(rd.EMBEDDING_MODEL),
+                },
                 {
                     "$set": {
                         "embedding": pack(vec),
-                        "embedding_model": embedder.model,
+                        rd.EMBEDDING_MODEL: embedder.model,
                         "embedding_dims": embedder.dimensions,
                     }
                 },
@@ -154,7 +159,7 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
     `RecallRepository.writing` + `changed` do for one scope."""
     scopes: dict[str, list[str]] = {}
     for d in batch:
-        scope = MemoryScope(str(d.get("tenant")), str(d.get("owner")))
+        scope = MemoryScope(str(d.get(rd.TENANT)), str(d.get(rd.OWNER)))
         scopes.setdefault(scope_key(scope), []).append(str(d["_id"]))
     guard = Coherence(db[REVISIONS], db.name, WriteSignal.of(db.client))
     with guard.announcing(*scopes):  # one open file for every scope of the batch

@@ -19,6 +19,7 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import EmbeddingUnavailable, MongogateError
+from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS, VERSIONS
 from mongogate.recall.embedding import Embedder
@@ -76,7 +77,7 @@ class RecallRepository:
     async def changed(self, scope: MemoryScope, *memory_ids: str, held: int = 0) -> None:
         """After every write of memories: the scope's revision + 1 (every process's index sees it),
         and `held` added to its quota counter (-1 after a delete; `recall/quota.py`)."""
-        await self.coherence.bump(scope_key(scope), *memory_ids, inc={"held": held} if held else None)
+        await self.coherence.bump(scope_key(scope), *memory_ids, inc={rd.HELD: held} if held else None)
 
     @asynccontextmanager
     async def writing(

@@ -17,6 +17,7 @@ from typing import Any
 
 from mongogate.clock import as_utc
 from mongogate.recall import checks
+from mongogate.recall import documents as rd
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
@@ -59,19 +60,19 @@ class RecallFilter:
         metadata values."""
         query: Doc = dict(self.scope.match())
         if self.ns_path is not None:
-            query["ns_path"] = self.ns_path
+            query[rd.NS_PATH] = self.ns_path
         query |= live(self.now)
         query |= {f"metadata.{k}": v for k, v in self.metadata.items()}
         return query
 
     def admits(self, doc: Doc) -> bool:
         """What `mongo()` says, checked on a document read by `_id` alone."""
-        if doc.get("tenant") != self.scope.tenant or doc.get("owner") != self.scope.owner:
+        if doc.get(rd.TENANT) != self.scope.tenant or doc.get(rd.OWNER) != self.scope.owner:
             return False
-        expires = doc.get("expires_at")
+        expires = doc.get(rd.EXPIRES_AT)
         if isinstance(expires, datetime) and as_utc(expires) <= self.now:
             return False
-        held = doc.get("ns_path") or []
+        held = doc.get(rd.NS_PATH) or []
         if self.ns_path is not None and self.ns_path not in (held if isinstance(held, list) else [held]):
             return False
         meta = doc.get("metadata") or {}

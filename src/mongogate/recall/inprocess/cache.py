@@ -18,6 +18,7 @@ from functools import partial
 
 from pymongo.asynchronous.collection import AsyncCollection
 
+from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence, Refreshed, read_by_id
 from mongogate.recall.ids import in_scope
 from mongogate.recall.inprocess.scope_index import INDEX_FIELDS, ScopeIndex
@@ -199,7 +200,7 @@ class IndexCache:
         self, memories: AsyncCollection[Doc], scope: MemoryScope, idx: ScopeIndex, changed: list[str]
     ) -> None:
         """The changed memories re-read by `_id`: put when still the scope's, else removed."""
-        docs = await read_by_id(memories, changed, INDEX_FIELDS | {"tenant": 1, "owner": 1})
+        docs = await read_by_id(memories, changed, INDEX_FIELDS | {rd.TENANT: 1, rd.OWNER: 1})
         docs = {i: d for i, d in docs.items() if in_scope(d, scope)}
         for mid in changed:
             if mid in docs:

@@ -24,6 +24,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import EmbeddingUnavailable, StorageError
+from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence, read_by_id
 from mongogate.recall.embedding import Embedder
 from mongogate.recall.inprocess.cache import Fresh, IndexCache, QueryTerms
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 #: the text side's weight by method (the vector side's is 1 minus it)
 WEIGHTS: dict[RecallMethod, float] = {"fused": TEXT_WEIGHT, "text": 1.0, "vector": 0.0}
 #: what a read-back reads of a memory (`ns_path` too: `RecallFilter.admits` checks it)
-READ_BACK = {k: v for k, v in ITEM_FIELDS.items() if k != "ns_path"}
+READ_BACK = {k: v for k, v in ITEM_FIELDS.items() if k != rd.NS_PATH}
 
 
 class Source(Protocol):

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from mongogate import scoring
 from mongogate.clock import as_utc
+from mongogate.recall import documents as rd
 from mongogate.recall.inprocess import fusion
 from mongogate.recall.scope_filter import matches_all
 from mongogate.recall.vectors import unpack
@@ -36,13 +37,13 @@ from mongogate.values import Doc
 K1 = 1.2
 B = 0.75
 #: what a result shows of a memory (`pages.item_of` reads these), kept per row
-ITEM_KEYS = ("namespace", "key", "text", "metadata", "version", "author", "created_at", "updated_at")
+ITEM_KEYS = ("namespace", "key", "text", "metadata", rd.VERSION, "author", "created_at", rd.UPDATED_AT)
 #: fields the index keeps of a memory: what a recall filters or ranks on, and what it shows
 INDEX_FIELDS = {
     "embedding": 1,
-    "embedding_model": 1,
-    "ns_path": 1,
-    "expires_at": 1,
+    rd.EMBEDDING_MODEL: 1,
+    rd.NS_PATH: 1,
+    rd.EXPIRES_AT: 1,
     **dict.fromkeys(ITEM_KEYS, 1),
 }
 #: a rough byte cost per posting (dict slot, int key and value) and per memory (id, row state)
@@ -142,8 +143,8 @@ class ScopeIndex:
             later[:at] = self.expiries[:at]
             self.expiries = later
         self.matrix[at] = 0.0 if vec is None else vec
-        ns = doc.get("ns_path") or []
-        expires = doc.get("expires_at")
+        ns = doc.get(rd.NS_PATH) or []
+        expires = doc.get(rd.EXPIRES_AT)
         self.rows.append(
             _Row(
                 mid,
@@ -198,7 +199,7 @@ class ScopeIndex:
 
     def _vector(self, doc: Doc) -> npt.NDArray[np.float32] | None:
         raw = doc.get("embedding")
-        if raw is None or doc.get("embedding_model") != self.model:
+        if raw is None or doc.get(rd.EMBEDDING_MODEL) != self.model:
             return None
         try:
             vec = np.array(unpack(raw), dtype=np.float32)

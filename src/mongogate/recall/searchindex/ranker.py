@@ -31,6 +31,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate import scoring
 from mongogate.errors import EmbeddingUnavailable, StorageError
+from mongogate.recall import documents as rd
 from mongogate.recall.model import Question, Ranking
 from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
@@ -48,7 +49,7 @@ MIN_CANDIDATES = 20
 MAX_CANDIDATES = 200
 #: the text side's weight of a memory's own score, by method (`scoring.blend`; as the index's)
 WEIGHTS = {"fused": scoring.TEXT_WEIGHT, "text": 1.0, "vector": 0.0}
-_POST = ("metadata", "expires_at")
+_POST = ("metadata", rd.EXPIRES_AT)
 _logged: set[str] = set()
 
 
@@ -197,8 +198,8 @@ async def by_scan(
     s = store.settings
     cut: dict[str, Any] = {}
     if s.max_per_scope > s.max_scan:
-        cut = {"sort": [("updated_at", DESCENDING), ("_id", DESCENDING)], "limit": s.max_scan}
-    found = store.memories.find({**base, "embedding_model": store.embedder.model}, {"embedding": 1}, **cut)
+        cut = {"sort": [(rd.UPDATED_AT, DESCENDING), ("_id", DESCENDING)], "limit": s.max_scan}
+    found = store.memories.find({**base, rd.EMBEDDING_MODEL: store.embedder.model}, {"embedding": 1}, **cut)
     docs = [(str(d["_id"]), d["embedding"]) async for d in found if d.get("embedding") is not None]
     return scan_top(vector, docs, depth)
 
@@ -207,9 +208,9 @@ async def by_vector_search(
     store: RecallRepository, filt: RecallFilter, base: Doc, vector: list[float], depth: int
 ) -> list[tuple[str, float]]:
     """`$vectorSearch` filtered on the index's filter fields, then the rest of the filter."""
-    pre: Doc = {**filt.scope.match(), "embedding_model": store.embedder.model}
+    pre: Doc = {**filt.scope.match(), rd.EMBEDDING_MODEL: store.embedder.model}
     if filt.ns_path is not None:
-        pre["ns_path"] = filt.ns_path
+        pre[rd.NS_PATH] = filt.ns_path
     stage = vector_search_stage(
         index=store.settings.vector_index_name,
         query=vector,

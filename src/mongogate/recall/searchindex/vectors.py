@@ -28,6 +28,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate.config import LongTermSettings
 from mongogate.errors import InvalidInput, StorageError
+from mongogate.recall import documents as rd
 from mongogate.recall.vectors import FIELD, FLOAT32_HEADER
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ __all__ = [
 
 #: fields a `$vectorSearch` filter may use: the scope first, then what recall narrows by
 #: (`ns_path`: the namespace and its ancestors, so "a/b" finds memories in "a/b/c" too)
-FILTER_FIELDS = ("tenant", "owner", "namespace", "ns_path", "embedding_model")
+FILTER_FIELDS = (rd.TENANT, rd.OWNER, "namespace", rd.NS_PATH, rd.EMBEDDING_MODEL)
 #: the projection that reads a `$vectorSearch` result's similarity
 SCORE = {"$meta": "vectorSearchScore"}
 #: Atlas's bounds: numCandidates <= 10,000 and limit <= numCandidates
@@ -118,7 +119,7 @@ def vector_search_stage(
     if unknown:
         names, allowed = ", ".join(unknown), ", ".join(FILTER_FIELDS)
         raise InvalidInput(f"vector search filter on {names}: the index filters only on {allowed}")
-    if "tenant" not in filter and "$and" not in filter:
+    if rd.TENANT not in filter and "$and" not in filter:
         raise InvalidInput("a vector search filter must hold the scope (tenant and owner)")
     vec = [float(x) for x in query]
     if not vec or not all(math.isfinite(x) for x in vec):

@@ -6,8 +6,9 @@ comprehension test and conditional expression as a branch. `make lint` runs this
 script, and `make test` as a test: both fail naming each function over the limit.
 
 `PENDING` holds the functions of the scheduler, which another branch was rewriting when the
-check came in (its claim path), each at the count it had then: one may not grow, and an entry that is no longer over the limit must be removed (the
-check says so), so the list only shrinks (docs/decisions/packages-and-api.md, "Complexity").
+check came in (its claim path), each at the count it had then: one may not grow, and an entry
+that is no longer over the limit must be removed (the check says so), so the list only shrinks
+(docs/decisions/packages-and-api.md, "Complexity").
 """
 
 from __future__ import annotations

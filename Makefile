@@ -72,6 +72,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks examples requirements
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) tests/test_complexity.py
 
 bench: setup
 	$(PY) benchmarks/memory.py

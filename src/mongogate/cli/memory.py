@@ -7,7 +7,7 @@ after an interruption and it goes on with what is left. It can run while mongoga
 `import FILE.jsonl --tenant T [--subject S]` stores one memory a line (`recall/bulk.py`), idempotent
 by key (a second run is all `unchanged`); bad lines are reported by number on stderr, the counts at
 the end; a progress bar on stderr when it is a terminal. `export FILE.jsonl` writes the same format
-(`-` for stdout).
+(`-` for stdout). Long-term memory is built by `assembly.long_term_memory`, as the server builds it.
 """
 
 from __future__ import annotations
@@ -88,38 +88,47 @@ class Progress:
 async def _bulk(
     settings: Settings, db: Any, embedder: Any, args: argparse.Namespace
 ) -> tuple[list[str], int]:
-    from mongogate.recall import (
-        BATCH,
-        IMPORT_AUTHOR,
-        MAX_FILE_BYTES,
-        LongTermMemory,
-        MemoryScope,
-        export_lines,
-        import_lines,
-        max_line_bytes,
-        read_lines,
-        scope_for,
-    )
+    from mongogate.assembly import long_term_memory
+    from mongogate.recall import MemoryScope, scope_for
 
     if args.file is None or not args.tenant:
         raise ConfigError(f"memory {args.action} needs FILE (.jsonl) and --tenant T")
     scope = (
         MemoryScope(args.tenant) if args.subject is None else scope_for("subject", args.tenant, args.subject)
     )
-    store = LongTermMemory(db.memory, settings.memory.long_term, embedder, limits=settings.limits)
+    store = long_term_memory(settings, db.memory, embedder=embedder)
     await store.ensure_indexes()
     if args.action == "export":
-        count = 0
-        out = sys.stdout if args.file == "-" else _private_text_file(Path(args.file))
-        try:
-            async for line in export_lines(store, scope, namespace=args.namespace):
-                out.write(line + "\n")
-                count += 1
-        finally:
-            if out is not sys.stdout:
-                out.close()
-        summary = {"exported": count}
-        return [json.dumps(summary) if args.json else f"exported {count} memories"], 0
+        return await _export(store, scope, args)
+    return await _import(store, scope, args)
+
+
+async def _export(store: Any, scope: Any, args: argparse.Namespace) -> tuple[list[str], int]:
+    from mongogate.recall import export_lines
+
+    count = 0
+    out = sys.stdout if args.file == "-" else _private_text_file(Path(args.file))
+    try:
+        async for line in export_lines(store, scope, namespace=args.namespace):
+            out.write(line + "\n")
+            count += 1
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    summary = {"exported": count}
+    return [json.dumps(summary) if args.json else f"exported {count} memories"], 0
+
+
+async def _import(store: Any, scope: Any, args: argparse.Namespace) -> tuple[list[str], int]:
+    from mongogate.recall import (
+        BATCH,
+        IMPORT_AUTHOR,
+        MAX_FILE_BYTES,
+        import_lines,
+        max_line_bytes,
+        read_lines,
+    )
+
     path = Path(args.file)
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:

@@ -139,17 +139,22 @@ def _serve_stdio(server: Any) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """Config, port, database, then serve; the banner is printed only once the server is up."""
-    from mongogate.server.app import build_server
-
-    _keep_our_logging()
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """What serve's flags set in the settings (`--host`, `--port`, `--stateless`)."""
     overrides: dict[str, Any] = {}
     if args.host or args.port is not None:
         overrides["server"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if args.stateless:
         overrides.setdefault("server", {})["stateless"] = True
-    settings = settings_from(args, **overrides)
+    return overrides
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Config, port, database, then serve; the banner is printed only once the server is up."""
+    from mongogate.server.app import build_server
+
+    _keep_our_logging()
+    settings = settings_from(args, **_overrides(args))
     transport: Literal["stdio", "http"] = "http" if args.http else "stdio"
     if args.http and args.insecure_no_auth:
         from mongogate.server.http import is_loopback

@@ -38,11 +38,11 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError
 
+from mongogate.assembly import checkpoints
 from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.errors import LeaseLost, MongogateError
-from mongogate.runs import Runs
 from mongogate.values import Doc
 
 
@@ -62,7 +62,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         super().__init__()
         self._bridge = bridge
         self.tenant = tenant
-        self._runs = Runs(bridge.db.memory, bridge.settings.memory, clock=clock)
+        self._runs = checkpoints(bridge.settings, bridge.db.memory, clock=clock)
         db = bridge.db.memory
         self._cps: AsyncCollection[Doc] = db["lg_checkpoints"]
         self._writes: AsyncCollection[Doc] = db["lg_writes"]
@@ -360,7 +360,7 @@ async def put_doc(coll: AsyncCollection[Doc], _id: str, doc: Doc, *, replace: bo
 
 async def _indexes(bridge: Bridge) -> None:
     m = bridge.db.memory
-    await Runs(m, bridge.settings.memory).ensure_indexes()
+    await checkpoints(bridge.settings, m).ensure_indexes()
     fields = [("tenant", ASCENDING), ("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING)]
     await m["lg_checkpoints"].create_index(
         [*fields, ("checkpoint_id", DESCENDING)], name="tenant_thread_ns_id"

@@ -33,17 +33,16 @@ from langgraph.store.base import (
 from pymongo import DESCENDING
 from pymongo.errors import PyMongoError
 
+from mongogate.assembly import long_term_memory
 from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import as_utc
 from mongogate.config import Settings
 from mongogate.errors import InvalidInput, StorageError
 from mongogate.recall import (
-    LongTermMemory,
     MemoryScope,
     check_metadata_filter,
     check_namespace,
     identity,
-    make_embedder,
 )
 from mongogate.values import Doc
 
@@ -69,12 +68,7 @@ class MongogateStore(BaseStore):
     def __init__(self, bridge: Bridge, tenant: str) -> None:
         self._bridge = bridge
         self.scope = MemoryScope(tenant)
-        self._memory = LongTermMemory(
-            bridge.db.memory,
-            bridge.settings.memory.long_term,
-            make_embedder(bridge.settings.memory.embedding),
-            limits=bridge.settings.limits,
-        )
+        self._memory = long_term_memory(bridge.settings, bridge.db.memory)
 
     @classmethod
     @contextlib.contextmanager

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.keyed import keyed_id, retire_unique
+from mongogate.memory import documents as md
 from mongogate.memory.documents import SummaryDoc
 from mongogate.memory.gate import SESSION_STATE, lease_lost
 from mongogate.memory.keys import answer_key
@@ -84,7 +85,7 @@ async def latest_summary(repo: SessionRepository, tenant: str, sid: str) -> Summ
 def summary_of(session: Doc) -> Summary | None:
     """The newest summary as published on the session document (`_publish`), or None: what a
     turn's lease take already returns, so `begin_turn` reads no summary of its own."""
-    d = session.get("summary")
+    d = session.get(md.SUMMARY)
     if not isinstance(d, dict):
         return None
     return Summary.from_doc(d)
@@ -106,7 +107,8 @@ async def _publish(repo: SessionRepository, tenant: str, sid: str, doc: Doc) -> 
     value = leases.literal({"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]})
     try:
         await repo.sessions.update_one(
-            {"_id": sid}, [{"$set": {"summary": {"$cond": [newer, value, leases.field_or_null("summary")]}}}]
+            {"_id": sid},
+            [{"$set": {md.SUMMARY: {"$cond": [newer, value, leases.field_or_null(md.SUMMARY)]}}}],
         )
     except PyMongoError as e:
         raise StorageError(f"could not store the summary of session {sid!r}", retry_after_s=1) from e
@@ -136,7 +138,7 @@ async def compact(
             await _publish(repo, tenant, sid, stored)
             return Compacted("duplicate", key, through)  # a retry whose acknowledgement was lost
         raise
-    await _check_boundary(repo, tenant, sid, through, int(session.get("next_seq") or 0))
+    await _check_boundary(repo, tenant, sid, through, int(session.get(md.NEXT_SEQ) or 0))
     doc: SummaryDoc = {
         "_id": summary_id(sid, key),
         "session_id": sid,
@@ -177,12 +179,12 @@ async def _gate(repo: SessionRepository, tenant: str, sid: str, lid: str | None)
     """The session, if this writer may write into it now (the same rule as a message write)."""
     for _ in range(3):
         now = repo.clock.now()
-        gate: Doc = {"locked_by": lid} if lid is not None else {"$or": leases.free_conditions(now)}
+        gate: Doc = {md.LOCKED_BY: lid} if lid is not None else {"$or": leases.free_conditions(now)}
         try:
             doc = await repo.sessions.find_one_and_update(
                 {"_id": sid, "tenant": tenant, **gate},
-                {"$set": {"last_activity": now}},
-                projection={"next_seq": 1},
+                {"$set": {md.LAST_ACTIVITY: now}},
+                projection={md.NEXT_SEQ: 1},
                 return_document=ReturnDocument.AFTER,
             )
             current = None
@@ -196,7 +198,7 @@ async def _gate(repo: SessionRepository, tenant: str, sid: str, lid: str | None)
             raise session_not_found(sid)
         if lid is not None:
             raise lease_lost(lid, sid)
-        if current.get("locked_until") is not None:
+        if current.get(md.LOCKED_UNTIL) is not None:
             until, left = leases.remaining_ms(current, now)
             if left > 0:
                 raise LeaseBusy(f"session {sid!r} (inside a turn, pass its lease_id)", until, left)

@@ -18,12 +18,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from mongogate.leases import field_or_null, free, keep_unless, literal, same
+from mongogate.memory import documents as md
 from mongogate.values import Doc
 
 
 def answered(tid: str, digest: str) -> Doc:
     """The last fenced turn of the session is this turn, with this text: its answer is committed."""
-    return {"$and": [same("answered_turn", tid), same("answered_text", digest)]}
+    return {"$and": [same(md.ANSWERED_TURN, tid), same(md.ANSWERED_TEXT, digest)]}
 
 
 def take(tenant: str, tid: str, digest: str, lease_id: str, now: datetime, until: datetime) -> list[Doc]:
@@ -32,7 +33,7 @@ def take(tenant: str, tid: str, digest: str, lease_id: str, now: datetime, until
     was, so a take that turns out to have nothing to do can give it back; `lease_seq` is the user
     message's seq: every answer pending below it is written by this take's begin_turn before it
     returns the lease, so the commit of this lease may drop them."""
-    mine = {"$and": [same("lease_turn", tid), same("lease_text", digest)]}
+    mine = {"$and": [same(md.LEASE_TURN, tid), same(md.LEASE_TEXT, digest)]}
     ok = {
         "$and": [
             same("tenant", tenant),
@@ -41,34 +42,36 @@ def take(tenant: str, tid: str, digest: str, lease_id: str, now: datetime, until
         ]
     }
     seq = {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]}
-    prev = {name: field_or_null(name) for name in ("locked_by", "locked_until", "lease_turn", "lease_text")}
+    prev = {
+        name: field_or_null(name) for name in (md.LOCKED_BY, md.LOCKED_UNTIL, md.LEASE_TURN, md.LEASE_TEXT)
+    }
     return [
         keep_unless(
             ok,
             {
-                "lease_prev": prev,
-                "locked_by": literal(lease_id),
-                "locked_until": literal(until),
-                "lease_turn": literal(tid),
-                "lease_text": literal(digest),
-                "next_seq": seq,
-                "lease_seq": seq,
-                "last_activity": literal(now),
+                md.LEASE_PREV: prev,
+                md.LOCKED_BY: literal(lease_id),
+                md.LOCKED_UNTIL: literal(until),
+                md.LEASE_TURN: literal(tid),
+                md.LEASE_TEXT: literal(digest),
+                md.NEXT_SEQ: seq,
+                md.LEASE_SEQ: seq,
+                md.LAST_ACTIVITY: literal(now),
             },
         )
     ]
 
 
 def owns(tenant: str, tid: str, lease_id: str) -> Doc:
-    return {"$and": [same("tenant", tenant), same("locked_by", lease_id), same("lease_turn", tid)]}
+    return {"$and": [same("tenant", tenant), same(md.LOCKED_BY, lease_id), same(md.LEASE_TURN, tid)]}
 
 
 def renew(tenant: str, tid: str, lease_id: str, until: datetime) -> list[Doc]:
-    return [keep_unless(owns(tenant, tid, lease_id), {"locked_until": literal(until)})]
+    return [keep_unless(owns(tenant, tid, lease_id), {md.LOCKED_UNTIL: literal(until)})]
 
 
 def give_back(lease_id: str, previous: Doc) -> list[Doc]:
-    ok = same("locked_by", lease_id)
+    ok = same(md.LOCKED_BY, lease_id)
     return [keep_unless(ok, {name: literal(value) for name, value in previous.items()})]
 
 
@@ -85,16 +88,16 @@ def commit(tenant: str, tid: str, lease_id: str, entry: Doc, nonce: str, now: da
         keep_unless(
             ok,
             {
-                "next_seq": seq,
-                "pending": {"$concatArrays": [kept, [parked]]},
-                "locked_by": None,
-                "locked_until": None,
-                "lease_turn": None,
-                "lease_seq": None,
-                "answered_turn": literal(tid),
-                "answered_text": field_or_null("lease_text"),
-                "commit_nonce": literal(nonce),
-                "last_activity": literal(now),
+                md.NEXT_SEQ: seq,
+                md.PENDING: {"$concatArrays": [kept, [parked]]},
+                md.LOCKED_BY: None,
+                md.LOCKED_UNTIL: None,
+                md.LEASE_TURN: None,
+                md.LEASE_SEQ: None,
+                md.ANSWERED_TURN: literal(tid),
+                md.ANSWERED_TEXT: field_or_null(md.LEASE_TEXT),
+                md.COMMIT_NONCE: literal(nonce),
+                md.LAST_ACTIVITY: literal(now),
             },
         )
     ]

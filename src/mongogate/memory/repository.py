@@ -42,6 +42,7 @@ from mongogate import leases
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, StorageError
+from mongogate.memory import documents as md
 from mongogate.memory import fenced
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, refusal, write_gate
 from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id, message_id
@@ -57,12 +58,12 @@ DUPLICATE_KEY = 11000
 #: what begin_turn and renew_turn decide from (`memory/fenced.py`)
 TAKE_FIELDS = {
     **SESSION_STATE,
-    **dict.fromkeys(("tenant", "next_seq", "lease_seq", "lease_prev"), 1),
-    **dict.fromkeys(("answered_turn", "answered_text", "plain_answers"), 1),
-    "summary": 1,  # the newest compaction, published on the session (memory/compaction.py)
+    **dict.fromkeys(("tenant", md.NEXT_SEQ, md.LEASE_SEQ, md.LEASE_PREV), 1),
+    **dict.fromkeys((md.ANSWERED_TURN, md.ANSWERED_TEXT, md.PLAIN_ANSWERS), 1),
+    md.SUMMARY: 1,  # the newest compaction, published on the session (memory/compaction.py)
 }
 #: what a fenced commit decides from
-COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", "next_seq", "commit_nonce"), 1)}
+COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", md.NEXT_SEQ, md.COMMIT_NONCE), 1)}
 
 
 def answer_doc(tenant: str, sid: str, pending: Doc, now: datetime) -> Doc:
@@ -122,12 +123,12 @@ class SessionRepository:
             "tenant": tenant,
             "title": title,
             "metadata": metadata or {},
-            "next_seq": 0,
-            "locked_by": None,
-            "locked_until": None,
-            "lease_turn": None,
+            md.NEXT_SEQ: 0,
+            md.LOCKED_BY: None,
+            md.LOCKED_UNTIL: None,
+            md.LEASE_TURN: None,
             "created_at": now,
-            "last_activity": now,
+            md.LAST_ACTIVITY: now,
         }
         try:
             await self.sessions.insert_one(doc)
@@ -224,10 +225,10 @@ class SessionRepository:
         # `plain_answers`: a turn may be answered without its user message, so begin_turn looks
         # an answer up beyond the window on this session (memory/turns.py).
         update: Doc = {
-            "next_seq": next_seq,
-            "pending": queued,
-            "last_activity": pending["at"],
-            "plain_answers": True,
+            md.NEXT_SEQ: next_seq,
+            md.PENDING: queued,
+            md.LAST_ACTIVITY: pending["at"],
+            md.PLAIN_ANSWERS: True,
         }
         doc = await self.gated_update(
             tenant,
@@ -235,12 +236,12 @@ class SessionRepository:
             tid,
             lease_id,
             [{"$set": update}],
-            {"pending": 1, "next_seq": 1},
+            {md.PENDING: 1, md.NEXT_SEQ: 1},
             what=f"could not store the answer of turn {tid!r}",
             final_answer=True,
         )
         self.at("answer.after_commit")
-        mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+        mine = next(p for p in doc[md.PENDING] if p["seq"] == doc[md.NEXT_SEQ])
         status, seq = await self.settle(tenant, sid, mine, raise_conflict=True)
         return AppendResult(status, key, seq)
 
@@ -267,7 +268,7 @@ class SessionRepository:
                 raise StorageError(f"could not store the answer of turn {tid!r}") from e
             if doc is None or doc.get("tenant") != tenant:
                 raise session_not_found(sid)
-            if doc.get("commit_nonce") == nonce:
+            if doc.get(md.COMMIT_NONCE) == nonce:
                 break
             await self.settle_all(tenant, sid, doc)  # e.g. this lease's own crashed commit
             refused = refusal(doc, sid, tid, lease_id, now)
@@ -276,7 +277,7 @@ class SessionRepository:
         else:
             raise StorageError(f"could not store the answer of turn {tid!r} (its lease kept changing)", 1)
         self.at("answer.after_commit")
-        mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+        mine = next(p for p in doc[md.PENDING] if p["seq"] == doc[md.NEXT_SEQ])
         status, seq = await self.settle(tenant, sid, mine, raise_conflict=True, clear=False)
         return AppendResult(status, key, seq)
 
@@ -328,7 +329,7 @@ class SessionRepository:
 
     async def settle_all(self, tenant: str, sid: str, session: Doc) -> None:
         """Settle every committed answer still parked on the session (a crashed writer's)."""
-        for pending in session.get("pending") or []:
+        for pending in session.get(md.PENDING) or []:
             await self.settle(tenant, sid, pending)
 
     async def settle(
@@ -359,7 +360,7 @@ class SessionRepository:
     async def _clear_pending(self, sid: str, pending: Doc) -> None:
         try:
             await self.sessions.update_one(
-                {"_id": sid}, {"$pull": {"pending": {"key": pending["key"], "seq": pending["seq"]}}}
+                {"_id": sid}, {"$pull": {md.PENDING: {"key": pending["key"], "seq": pending["seq"]}}}
             )
         except PyMongoError as e:  # the next writer settles it again (the insert is idempotent)
             log.warning("could not clear the settled answer of session %s: %s", sid, type(e).__name__)

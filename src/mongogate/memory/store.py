@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
 from mongogate.keyed import retire_unique
+from mongogate.memory import documents as md
+from mongogate.memory import items
 from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
 from mongogate.memory.documents import MessageDoc
 from mongogate.memory.keys import check_role, message_id, message_key
@@ -81,6 +84,24 @@ class MemoryStore(SessionRepository):
     async def delete_session(self, tenant: str, session_id: object) -> Erased:
         return await delete_session(self, tenant, session_id)
 
+    # ---------------------------------------------------------------- sessions of items
+
+    async def add_items(
+        self, tenant: str, sid: str, contents: Sequence[tuple[str, str]], *, turn: str, new: Doc, name: str
+    ) -> None:
+        """Items ((role, content) each) as the session's next messages, one block of its counter
+        (`memory/items.py`; the OpenAI Agents session)."""
+        await items.add(self, tenant, sid, contents, turn=turn, new=new, name=name)
+
+    async def latest_items(self, tenant: str, sid: str, n: int, *, name: str) -> list[str]:
+        return await items.latest(self, tenant, sid, n, name=name)
+
+    async def pop_item(self, tenant: str, sid: str, *, name: str) -> str | None:
+        return await items.pop(self, tenant, sid, name=name)
+
+    async def clear_items(self, tenant: str, sid: str, *, name: str) -> None:
+        await items.clear(self, tenant, sid, name=name)
+
     async def append(
         self,
         tenant: str,
@@ -114,18 +135,18 @@ class MemoryStore(SessionRepository):
             sid,
             tid,
             lid,
-            {"$inc": {"next_seq": 1}, "$set": {"last_activity": self.clock.now()}},
-            {"next_seq": 1, "pending": 1},
+            {"$inc": {md.NEXT_SEQ: 1}, "$set": {md.LAST_ACTIVITY: self.clock.now()}},
+            {md.NEXT_SEQ: 1, md.PENDING: 1},
             what=f"could not append to session {sid!r}",
         )
-        if session.get("pending"):
+        if session.get(md.PENDING):
             await self.settle_all(tenant, sid, session)
         doc: MessageDoc = {
             "_id": message_id(sid, key),
             "session_id": sid,
             "tenant": tenant,
             "key": key,
-            "seq": int(session["next_seq"]),
+            "seq": int(session[md.NEXT_SEQ]),
             "turn_id": tid,
             "role": kind,
             "call_id": cid,
@@ -220,14 +241,7 @@ class MemoryStore(SessionRepository):
                 exists = await self.sessions.find_one({"_id": session_id, "tenant": tenant}, {"_id": 1})
                 if exists is None:
                     raise session_not_found(session_id)
-            window = newest[::-1]
-            first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), None)
-            room = self.settings.max_context_limit - len(window)
-            if first_user is None and more and window and room > 0 and not (budget and budget.capped):
-                older = {**query, "seq": {**query.get("seq", {}), "$lt": window[0]["seq"]}}
-                start, more = await self._read_back(older, room, budget, until_user=True)
-                window = start[::-1] + window
-                first_user = 0 if start and start[-1]["role"] == "user" else None
+            window, first_user, more = await self._widened(query, newest[::-1], more, budget)
         except PyMongoError as e:
             raise StorageError("could not load the context") from e
         if first_user:  # the oldest turn in the window is partial: leave it out
@@ -238,6 +252,21 @@ class MemoryStore(SessionRepository):
             truncated=more,
             size_capped=budget is not None and budget.capped,
         )
+
+    async def _widened(
+        self, query: Doc, window: list[Doc], more: bool, budget: ByteBudget | None
+    ) -> tuple[list[Doc], int | None, bool]:
+        """The window (oldest first), the place of its first user message, and whether older
+        messages were left out: widened back to the newest turn's user message when no user message
+        is in it, older ones exist, and the limit and the budget leave room."""
+        first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), None)
+        room = self.settings.max_context_limit - len(window)
+        if first_user is None and more and window and room > 0 and not (budget and budget.capped):
+            older = {**query, "seq": {**query.get("seq", {}), "$lt": window[0]["seq"]}}
+            start, more = await self._read_back(older, room, budget, until_user=True)
+            window = start[::-1] + window
+            first_user = 0 if start and start[-1]["role"] == "user" else None
+        return window, first_user, more
 
     async def _read_back(
         self, query: Doc, count: int, budget: ByteBudget | None, *, until_user: bool = False

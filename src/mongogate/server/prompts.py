@@ -143,7 +143,7 @@ async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptReque
         state, principal = await caller(ctx)
         budget = ByteBudget(state.settings.limits.max_response_bytes, _INSTRUCTION_BYTES)
         context = await state.memory.load_context(
-            conversations_of(state.settings, principal),
+            conversations_of(state.settings, principal).stored_tenant,
             session_id,
             state.settings.memory.max_context_limit,
             budget,

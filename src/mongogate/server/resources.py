@@ -120,7 +120,7 @@ async def list_resources(
     async def body() -> ListResourcesResult:
         state, principal = await caller(ctx)
         page = await state.memory.list_sessions(
-            conversations_of(state.settings, principal),
+            conversations_of(state.settings, principal).stored_tenant,
             None,
             cursor,
             ByteBudget(state.settings.limits.max_response_bytes),
@@ -154,7 +154,7 @@ async def _read(
     cap = state.settings.limits.max_response_bytes
     if kind == "sessions":
         page = await state.memory.list_sessions(
-            conversations_of(state.settings, principal), None, None, EmbeddedBudget(cap)
+            conversations_of(state.settings, principal).stored_tenant, None, None, EmbeddedBudget(cap)
         )
         return {
             "sessions": [session_shape(s) for s in page.sessions],
@@ -163,7 +163,9 @@ async def _read(
         }
     if kind == "context":
         budget = EmbeddedBudget(cap)
-        c = await state.memory.load_context(conversations_of(state.settings, principal), ident, None, budget)
+        c = await state.memory.load_context(
+            conversations_of(state.settings, principal).stored_tenant, ident, None, budget
+        )
         return {
             "session_id": ident,
             "summary": None if c.summary is None else summary_shape(c.summary),

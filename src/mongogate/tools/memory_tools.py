@@ -253,20 +253,30 @@ class EndTurnOut(ToolOutput):
 
 
 async def _create_session(call: Call, a: CreateSessionIn) -> CreateSessionOut:
-    sid = await call.app.memory.create_session(call.conversations, a.title, a.metadata)
+    sid = await call.app.memory.create_session(call.conversations.stored_tenant, a.title, a.metadata)
     return CreateSessionOut(session_id=sid)
 
 
 async def _append(call: Call, a: AppendIn) -> AppendOut:
     r = await call.app.memory.append(
-        call.conversations, a.session_id, a.turn_id, a.role, a.content, a.call_id, lease_id=a.lease_id
+        call.conversations.stored_tenant,
+        a.session_id,
+        a.turn_id,
+        a.role,
+        a.content,
+        a.call_id,
+        lease_id=a.lease_id,
     )
     return AppendOut(status=r.status, key=r.key, seq=r.seq)  # type: ignore[arg-type]
 
 
 async def _load_context(call: Call, a: LoadContextIn) -> LoadContextOut:
     ctx = await call.app.memory.load_context(
-        call.conversations, a.session_id, a.limit, call.budget(), include_summarized=a.include_summarized
+        call.conversations.stored_tenant,
+        a.session_id,
+        a.limit,
+        call.budget(),
+        include_summarized=a.include_summarized,
     )
     return LoadContextOut(
         summary=_summary(ctx.summary),
@@ -280,14 +290,14 @@ async def _load_context(call: Call, a: LoadContextIn) -> LoadContextOut:
 
 async def _compact_context(call: Call, a: CompactContextIn) -> CompactContextOut:
     r = await call.app.memory.compact_context(
-        call.conversations, a.session_id, a.through_seq, a.summary, a.lease_id
+        call.conversations.stored_tenant, a.session_id, a.through_seq, a.summary, a.lease_id
     )
     return CompactContextOut(status=r.status, key=r.key, through_seq=r.through_seq)  # type: ignore[arg-type]
 
 
 async def _begin_turn(call: Call, a: BeginTurnIn) -> BeginTurnOut:
     t = await call.app.turns.begin_turn(
-        call.conversations,
+        call.conversations.stored_tenant,
         a.session_id,
         a.turn_id,
         a.text,
@@ -309,12 +319,16 @@ async def _begin_turn(call: Call, a: BeginTurnIn) -> BeginTurnOut:
 
 
 async def _renew_turn(call: Call, a: RenewTurnIn) -> RenewTurnOut:
-    r = await call.app.turns.renew_turn(call.conversations, a.session_id, a.turn_id, a.lease_id, a.lease_ms)
+    r = await call.app.turns.renew_turn(
+        call.conversations.stored_tenant, a.session_id, a.turn_id, a.lease_id, a.lease_ms
+    )
     return RenewTurnOut(lease_id=r.lease_id, lease_expires_at=r.lease_expires_at)
 
 
 async def _end_turn(call: Call, a: EndTurnIn) -> EndTurnOut:
-    r = await call.app.turns.end_turn(call.conversations, a.session_id, a.turn_id, a.lease_id, a.reply)
+    r = await call.app.turns.end_turn(
+        call.conversations.stored_tenant, a.session_id, a.turn_id, a.lease_id, a.reply
+    )
     return EndTurnOut(status=r.status, seq=r.seq)  # type: ignore[arg-type]
 
 

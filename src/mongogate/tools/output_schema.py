@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel
 
@@ -134,22 +134,9 @@ def portable(schema: dict[str, Any]) -> dict[str, Any]:
 def _split(node: Any) -> Any:
     if not isinstance(node, dict):
         return copy.deepcopy(node)
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _ONE and isinstance(value, dict | list):
-            out[key] = [_split(v) for v in value] if isinstance(value, list) else _split(value)
-        elif key in _MANY and isinstance(value, list):
-            out[key] = [_split(v) for v in value]
-        elif key in _NAMED and isinstance(value, dict):
-            out[key] = {name: _split(v) for name, v in value.items()}
-        else:
-            out[key] = copy.deepcopy(value)
+    out = {key: _split_value(key, value) for key, value in node.items()}
     kinds = out.get("type")
-    if (
-        not isinstance(kinds, list)
-        or not kinds
-        or not all(k in _ONLY_FOR or k in ("boolean", "null") for k in kinds)
-    ):
+    if not _splittable(kinds):
         return out
     if len(kinds) == 1:
         return {**out, "type": kinds[0]}
@@ -159,3 +146,21 @@ def _split(node: Any) -> Any:
     if "anyOf" in rest:  # a choice of its own already: both must hold
         return {**rest, "allOf": [*rest.get("allOf", []), {"anyOf": branches}]}
     return {**rest, "anyOf": branches}
+
+
+def _split_value(key: str, value: Any) -> Any:
+    """One keyword's value with its subschemas split (data such as `default` copied as is)."""
+    if key in _ONE and isinstance(value, dict):
+        return _split(value)
+    if (key in _ONE or key in _MANY) and isinstance(value, list):
+        return [_split(v) for v in value]
+    if key in _NAMED and isinstance(value, dict):
+        return {name: _split(v) for name, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def _splittable(kinds: Any) -> TypeGuard[list[str]]:
+    """A non-empty `type` list of types whose own keywords are known (anything else kept whole)."""
+    if not isinstance(kinds, list) or not kinds:
+        return False
+    return all(k in _ONLY_FOR or k in ("boolean", "null") for k in kinds)

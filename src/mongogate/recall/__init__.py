@@ -25,6 +25,7 @@ from mongogate.recall.checks import (
     check_namespace,
 )
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
+from mongogate.recall.erase import ERASURE
 from mongogate.recall.history import read_memory
 from mongogate.recall.index import IndexCache
 from mongogate.recall.model import (
@@ -46,6 +47,7 @@ from mongogate.recall.vectors import has_vector_search
 
 __all__ = [
     "BATCH",
+    "ERASURE",
     "IMPORT_AUTHOR",
     "MAX_FILE_BYTES",
     "MAX_ID_CHARS",

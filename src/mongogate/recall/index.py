@@ -72,11 +72,21 @@ def scope_key(scope: MemoryScope) -> str:
     return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
 
 
+def born() -> Doc:
+    """What every write that may create a revision document adds: its incarnation (`born`), new
+    each time the document is created. An erasure deletes the document (its `_id` names the
+    tenant), and `rev` then counts again from 0: an index of the erased memories must not take
+    a later revision of the same number for its own (`IndexCache.fresh` compares `born`)."""
+    return {"$setOnInsert": {"born": uuid.uuid4().hex}}
+
+
 async def begin(revisions: AsyncCollection[Doc], scope: MemoryScope, now: datetime) -> str:
     """Before a write of the scope's memories: the write is in flight (recalls read their results
     back until it ends). Returns the token to pass to `bump`."""
     token = uuid.uuid4().hex
-    await revisions.update_one({"_id": scope_key(scope)}, {"$set": {f"pending.{token}": now}}, upsert=True)
+    await revisions.update_one(
+        {"_id": scope_key(scope)}, {"$set": {f"pending.{token}": now}, **born()}, upsert=True
+    )
     return token
 
 
@@ -99,7 +109,7 @@ async def bump(
     if token is not None:
         update["$unset"] = {f"pending.{token}": ""}
     if update:
-        await revisions.update_one({"_id": scope_key(scope)}, update, upsert=True)
+        await revisions.update_one({"_id": scope_key(scope)}, update | born(), upsert=True)
 
 
 async def read_by_id(memories: AsyncCollection[Doc], ids: list[str], fields: Doc) -> dict[str, Doc]:
@@ -122,12 +132,12 @@ async def read_head(
     with every change when an index at revision `held` is further behind than those; the second
     read is the newer, and everything comes from it (the revision still read before any memory)."""
     last = 1 if whole else {"$slice": -HEAD_CHANGES}
-    head = await revisions.find_one({"_id": key}, {"rev": 1, "pending": 1, "changes": last})
+    head = await revisions.find_one({"_id": key}, {"rev": 1, "born": 1, "pending": 1, "changes": last})
     if head is None or held is None:
         return head
     behind = int(head.get("rev") or 0) - held
     if behind > HEAD_CHANGES and len(head.get("changes") or []) >= HEAD_CHANGES:
-        head = await revisions.find_one({"_id": key}, {"rev": 1, "pending": 1, "changes": 1})
+        head = await revisions.find_one({"_id": key}, {"rev": 1, "born": 1, "pending": 1, "changes": 1})
     return head
 
 
@@ -305,8 +315,15 @@ class IndexCache:
             pending = (head.get("pending") if head else None) or {}
         rev = int(head.get("rev") or 0) if head else 0
         changes: list[str] = [str(c) for c in (head.get("changes") or [])] if head else []
+        born = head.get("born") if head else None
         idx = self._indexes.get(key)
-        if idx is not None and (idx.model != model or idx.dims != dims or idx.rev > rev):
+        if idx is not None and (
+            idx.model != model
+            or idx.dims != dims
+            or idx.rev > rev
+            or idx.born != born  # another incarnation of the document (`born()`): an erasure between
+            or (head is None and len(idx) > 0)  # no document, yet memories held: erased since
+        ):
             idx = None
         if idx is not None and idx.rev == rev:
             self.stats.fresh += 1
@@ -330,6 +347,7 @@ class IndexCache:
             async for d in memories.find(scope.match(), INDEX_FIELDS):
                 idx.put(d)
             self.stats.rebuilds += 1
+        idx.born = born
         # taken before the read that found no write in flight: trusted until the signal moves
         idx.verified = stamp if not pending else None
         self._indexes[key] = idx

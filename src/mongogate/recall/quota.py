@@ -20,7 +20,7 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
-from mongogate.recall.index import scope_key
+from mongogate.recall.index import born, scope_key
 from mongogate.recall.model import MemoryScope
 from mongogate.values import Doc
 
@@ -40,7 +40,7 @@ async def reserve(
     key = scope_key(scope)
     doc = await revisions.find_one_and_update(
         {"_id": key},
-        {"$inc": {"held": n}},
+        {"$inc": {"held": n}, **born()},
         projection={"held": 1, "counted": 1},
         upsert=True,
         return_document=ReturnDocument.AFTER,

@@ -26,15 +26,18 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mongogate import audit, memory, recall, runs
 from mongogate.audit import AuditLog
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
+from mongogate.erasure import BATCH, JOURNAL_KEPT, Declared, ErasureReceipt, Kept, Sweep, Target
 from mongogate.errors import NotFound
 from mongogate.memory import MemoryStore, MessageVectors, Turns, ensure_search_index
 from mongogate.principal import Principal
 from mongogate.recall import Embedder, LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
+from mongogate.tools.faults import PROBE_COLLECTION
 from mongogate.tools.state import AppState
 from mongogate.values import Doc
 
@@ -52,7 +55,9 @@ class Faults:
 
     ``at(point)`` is called at named points between a write and its reply: begin_turn.after_lease,
     answer.after_commit, answer.after_write, end_turn.after_reply_write, remember.after_write,
-    forget.after_memory. Crash tests end the process there (tests/fault_harness.py)."""
+    forget.after_memory; and in an erasure `erase.after_journal:<action>:<collection>` and
+    `erase.after_apply:<action>:<collection>` (erasure/sweep.py). Crash tests end the process
+    there (tests/fault_harness.py)."""
 
     at: Callable[[str], None] | None = None
 
@@ -255,5 +260,48 @@ async def run_worker(
             clock=clock,
         )
         return await run_scheduler(scheduler, duration_s=duration_s, status_only=status_only, stop=stop)
+    finally:
+        await db.close()
+
+
+#: what the assembly itself writes: the write probe (tools/faults.py) and the erasures' journal
+ASSEMBLY_KEPT = Declared(
+    "assembly",
+    parts=(),
+    kept=(
+        Kept(PROBE_COLLECTION, "one document a server writes to learn whether writes work: no tenant"),
+        JOURNAL_KEPT,
+    ),
+)
+
+
+def erasure_plan() -> tuple[Declared, ...]:
+    """What every package stores per tenant and subject (each package's `ERASURE`), in the order
+    an erasure takes them: conversations, long-term memory, runs, the scheduler's investigations,
+    then the audit trail. A collection a package adds is one line in its own `erase.py`."""
+    from mongogate.scheduler import ERASURE as SCHEDULER  # here: `serve` never imports the scheduler
+
+    return (memory.ERASURE, recall.ERASURE, runs.ERASURE, SCHEDULER, audit.ERASURE, ASSEMBLY_KEPT)
+
+
+async def erase(
+    settings: Settings,
+    tenant: str,
+    subject: str | None = None,
+    *,
+    batch: int = BATCH,
+    clock: Clock = SYSTEM_CLOCK,
+    faults: Faults = NO_FAULTS,
+) -> ErasureReceipt:
+    """`mongogate erase`: every document of `tenant` (or of `subject` within it) removed from every
+    mongogate collection, its audit events redacted, and the receipt (docs/security.md, "Erasure").
+    Safe while servers serve (long-term memory's coherence is kept: recall/erase.py), resumable
+    after a run was killed, idempotent (a second erasure removes 0). Bad names are `InvalidInput`."""
+    target = Target.of(tenant, subject)
+    db = Database(settings.database, settings.server.data_dir)
+    await db.open()
+    try:
+        await db.ping()
+        return await Sweep(db.memory, target, clock=clock, fault=faults.at, batch=batch).run(erasure_plan())
     finally:
         await db.close()

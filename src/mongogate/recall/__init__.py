@@ -26,6 +26,7 @@ from mongogate.recall.checks import (
     check_namespace,
 )
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
+from mongogate.recall.erase import ERASURE
 from mongogate.recall.history import read_memory
 from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
 from mongogate.recall.model import (
@@ -47,6 +48,7 @@ from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory, ident
 
 __all__ = [
     "BATCH",
+    "ERASURE",
     "IMPORT_AUTHOR",
     "MAX_FILE_BYTES",
     "MAX_ID_CHARS",

@@ -83,6 +83,7 @@ __all__ = [
     "Held",
     "Outcome",
     "Refreshed",
+    "born",
     "read_by_id",
 ]
 
@@ -98,14 +99,20 @@ LEASE = timedelta(minutes=5)
 #: the changed documents re-read ("patched"), or the scope read whole ("rebuilt")
 Outcome = Literal["unread", "fresh", "patched", "rebuilt"]
 Stamp = tuple[int, int]
+#: what the revision read asks for beside `changes`
+_HEAD: Doc = {"rev": 1, "born": 1, "pending": 1}
 
 
 class Held(Protocol):
-    """A reader's copy of one scope: the revision it holds and the write signal's stamp it was
-    verified at (both set by `refresh`)."""
+    """A reader's copy of one scope: the revision it holds, the incarnation of the revision
+    document it was read at and the write signal's stamp it was verified at (all set by
+    `refresh`), and how many documents it holds."""
 
     rev: int
+    born: object
     verified: Stamp | None
+
+    def __len__(self) -> int: ...
 
 
 H = TypeVar("H", bound=Held)
@@ -122,6 +129,10 @@ class Head:
     pending: bool
     #: writes in flight past LEASE that this read ended
     abandoned: int = 0
+    #: the revision document's incarnation (`born`); None when there is no document
+    born: object = None
+    #: a revision document exists (none: the scope was never written, or was erased)
+    exists: bool = False
 
     def since(self, held: int) -> list[str] | None:
         """The ids changed since revision `held` (each once, in order); None when this head no
@@ -142,6 +153,14 @@ class Refreshed(Generic[H]):
     settled: bool
     #: writes in flight past LEASE that this refresh ended
     abandoned: int = 0
+
+
+def born() -> Doc:
+    """What every write that may create a revision document adds: its incarnation, new each time
+    the document is created. An erasure deletes the document (its `_id` names the tenant) and
+    `rev` then counts again from 0: a copy of the erased documents must not take a later revision
+    of the same number for its own (`refresh` compares incarnations)."""
+    return {"$setOnInsert": {"born": uuid.uuid4().hex}}
 
 
 async def read_by_id(coll: AsyncCollection[Doc], ids: list[str], fields: Doc) -> dict[str, Doc]:
@@ -197,7 +216,9 @@ class Coherence:
         """Before a write of the scope's documents: the write is in flight (readers read their
         results back until it ends). Returns the token to pass to `bump`."""
         token = uuid.uuid4().hex
-        await self.revisions.update_one({"_id": key}, {"$set": {f"pending.{token}": now}}, upsert=True)
+        await self.revisions.update_one(
+            {"_id": key}, {"$set": {f"pending.{token}": now}, **born()}, upsert=True
+        )
         return token
 
     async def bump(
@@ -215,7 +236,7 @@ class Coherence:
         if token is not None:
             update["$unset"] = {f"pending.{token}": ""}
         if update:
-            await self.revisions.update_one({"_id": key}, update, upsert=True)
+            await self.revisions.update_one({"_id": key}, update | born(), upsert=True)
 
     @contextlib.asynccontextmanager
     async def writing(
@@ -260,9 +281,11 @@ class Coherence:
             )
             doc = await self._head(key, None)
             pending = _pending(doc)
-        rev = int(doc.get("rev") or 0) if doc else 0
-        changes = tuple(str(c) for c in (doc.get("changes") or [])) if doc else ()
-        return Head(rev, changes, bool(pending), len(abandoned))
+        if doc is None:
+            return Head(0, (), False, len(abandoned))
+        rev = int(doc.get("rev") or 0)
+        changes = tuple(str(c) for c in (doc.get("changes") or []))
+        return Head(rev, changes, bool(pending), len(abandoned), doc.get("born"), exists=True)
 
     async def _head(self, key: str, held: int | None, *, whole: bool = False) -> Doc | None:
         """The revision document: `rev`, `pending` and the last `HEAD_CHANGES` of `changes` (one
@@ -271,12 +294,12 @@ class Coherence:
         read is the newer, and everything comes from it (the revision still read before any
         document)."""
         last = 1 if whole else {"$slice": -HEAD_CHANGES}
-        head = await self.revisions.find_one({"_id": key}, {"rev": 1, "pending": 1, "changes": last})
+        head = await self.revisions.find_one({"_id": key}, {**_HEAD, "changes": last})
         if head is None or held is None:
             return head
         behind = int(head.get("rev") or 0) - held
         if behind > HEAD_CHANGES and len(head.get("changes") or []) >= HEAD_CHANGES:
-            head = await self.revisions.find_one({"_id": key}, {"rev": 1, "pending": 1, "changes": 1})
+            head = await self.revisions.find_one({"_id": key}, {**_HEAD, "changes": 1})
         return head
 
     async def refresh(
@@ -302,7 +325,7 @@ class Coherence:
             return Refreshed(known, "unread", True)
         head = await self.read(key, None if known is None else known.rev, now=now, whole=whole)
         current = held()
-        current = current if current is not None and fits(current) and current.rev <= head.rev else None
+        current = current if current is not None and _usable(current, head, fits) else None
         changed = None if current is None else head.since(current.rev)
         outcome: Outcome
         if current is not None and changed is not None:
@@ -313,9 +336,18 @@ class Coherence:
         else:
             current = await rebuild(head.rev)
             outcome = "rebuilt"
+        current.born = head.born
         # taken before the read that found no write in flight: trusted until the signal moves
         current.verified = None if head.pending else stamp
         return Refreshed(current, outcome, not head.pending, head.abandoned)
+
+
+def _usable(held: H, head: Head, fits: Callable[[H], bool]) -> bool:
+    """A copy the revision just read may bring up to date: of the shape wanted, not newer than the
+    revision, of the same incarnation of the revision document (an erasure between makes another),
+    and holding nothing when there is no document (erased since it was read)."""
+    same_document = held.born == head.born and (head.exists or len(held) == 0)
+    return fits(held) and held.rev <= head.rev and same_document
 
 
 def _verified(held: H, fits: Callable[[H], bool], stamp: Stamp) -> bool:

@@ -113,6 +113,8 @@ class RevisionDoc(TypedDict, total=False):
     `quota.py`), so every field may be missing."""
 
     _id: str
+    #: the document's incarnation, new each time it is created (`coherence.born`; an erasure deletes it)
+    born: str
     #: +1 per memory changed; an index built at an older revision is patched or rebuilt
     rev: int
     #: the last `coherence.CHANGES` memory ids changed, oldest first

@@ -21,6 +21,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
 from mongogate.recall import documents as rd
+from mongogate.recall.coherence import born
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.values import Doc
 
@@ -40,7 +41,7 @@ async def reserve(
     key = scope_key(scope)
     doc = await revisions.find_one_and_update(
         {"_id": key},
-        {"$inc": {rd.HELD: n}},
+        {"$inc": {rd.HELD: n}, **born()},
         projection={rd.HELD: 1, rd.COUNTED: 1},
         upsert=True,
         return_document=ReturnDocument.AFTER,

@@ -108,6 +108,8 @@ class ScopeIndex:
         #: the write signal's stamp taken before the revision read that last found no write in
         #: flight (`coherence.Coherence.refresh`): while the stamp is the same, no read is needed
         self.verified: tuple[int, int] | None = None
+        #: the incarnation of the scope's revision document the index was read at (`coherence.born`)
+        self.born: object = None
         self.rows: list[_Row] = []
         self.where: dict[str, int] = {}
         self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)

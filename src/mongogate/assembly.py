@@ -45,8 +45,8 @@ class Faults:
     """Test hooks, all off by default.
 
     ``at(point)`` is called at named points between a write and its reply: begin_turn.after_lease,
-    answer.after_commit, answer.after_write, end_turn.after_reply_write, remember.after_write,
-    forget.after_memory. Crash tests end the process there (tests/fault_harness.py)."""
+    append.after_seq, answer.after_commit, answer.after_write, end_turn.after_reply_write,
+    remember.after_write, forget.after_memory. Crash tests end the process there (tests/fault_harness.py)."""
 
     at: Callable[[str], None] | None = None
 

@@ -146,7 +146,7 @@ def variants_of(
         cursor = store.messages.find({"session_id": sid}, sort=[("seq", DESCENDING)], limit=40)
         window = [d async for d in cursor]
         seq = int(window[0]["seq"]) if window else 0
-        said = [("user", None, f"question {t}")]
+        said: list[tuple[str, str | None, str]] = [("user", None, f"question {t}")]
         said += [("tool", f"c{i}", f"result {t}.{i}") for i in range(tools)]
         for k, (role, cid, text) in enumerate([*said, ("assistant", None, f"answer {t}")]):
             key = f"{t}:{role}" + (f":{cid}" if cid else "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -70,7 +71,10 @@ def http_app(
         return_freed_memory=return_freed_memory,
     )
     # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
-    if settings.metrics:  # prometheus_client is imported only when metrics are served
+    # Only a server built with metrics has them (server/metrics.py `register`, which build_server
+    # imports only then): without that module loaded, no server has metrics, and prometheus_client
+    # stays unimported (issue 38.6).
+    if "mongogate.server.metrics" in sys.modules:
         from mongogate.server.metrics import with_metrics
 
         body = with_metrics(body, server)

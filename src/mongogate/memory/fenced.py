@@ -3,11 +3,11 @@
 Why `_id` alone (docs/decisions/turn-write-path.md): the embedded engine serves an update whose
 filter is `{_id}` in the same time at 1,000 and 10,000 documents, while a filter with any second
 field (`tenant`, `locked_by`, an `$or` of lease states) scans the collection (12.9 -> 104 ms for
-the old lease take). So every condition of the lease gate moves into the update itself: each
-field is set to `{$cond: [ok, new, "$field"]}`, which leaves the document unchanged when `ok`
-is false, and the caller reads the outcome from the document returned after the update (a
-unique lease id or a per-call nonce says whether this call's change is the one in it). The same
-pipelines are standard MongoDB (4.2+), where they are as atomic as the filtered updates were.
+the old lease take). So every condition of the lease gate moves into the update itself
+(`leases.keep_unless`: the new fields merged in when `ok`, else the document unchanged), and the
+caller reads the outcome from the document returned after the update (a unique lease id, a
+per-call nonce or, for `number`, the lease fields it leaves alone say whether it applied). The
+same pipelines are standard MongoDB (4.2+), where they are as atomic as the filtered updates were.
 
 `ok` always includes `tenant == caller's tenant`: a session of another tenant is never changed,
 and the caller treats its document as not found (only lease fields are projected).
@@ -75,14 +75,31 @@ def give_back(lease_id: str, previous: Doc) -> list[Doc]:
     return [keep_unless(ok, {name: literal(value) for name, value in previous.items()})]
 
 
+def unsettled() -> Doc:
+    """The parked answers a write under the lease cannot vouch for: those numbered after its take
+    (seq above `lease_seq`). Every answer parked at the take was stored by that lease's begin_turn
+    before it returned the lease id, so a write with that id proves them stored and drops them."""
+    settled = {"$ifNull": ["$lease_seq", -1]}  # a lease taken by an older version: keep everything
+    return {"$filter": {"input": {"$ifNull": ["$pending", []]}, "cond": {"$gt": ["$$this.seq", settled]}}}
+
+
+def number(tenant: str, tid: str, lease_id: str, now: datetime) -> list[Doc]:
+    """A message appended under the lease (a tool call or result): while `lease_id` owns the session
+    for `tid`, take the next seq and drop the parked answers the lease vouches for (`unsettled`).
+    The update changes none of the fields `ok` tests, so the returned document passes `owns` if and
+    only if this update applied."""
+    seq = {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]}
+    fields = {md.NEXT_SEQ: seq, md.PENDING: unsettled(), md.LAST_ACTIVITY: literal(now)}
+    return [keep_unless(owns(tenant, tid, lease_id), fields)]
+
+
 def commit(tenant: str, tid: str, lease_id: str, entry: Doc, nonce: str, now: datetime) -> list[Doc]:
     """End the turn: while `lease_id` owns it, number the answer, park it in `pending`, release the
-    lease, and drop the answers this lease's begin_turn wrote (seq below `lease_seq`); `commit_nonce`
-    says which call's commit the returned document holds."""
+    lease, and drop the answers this lease's begin_turn wrote (`unsettled`); `commit_nonce` says
+    which call's commit the returned document holds."""
     ok = owns(tenant, tid, lease_id)
     seq = {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]}
-    settled = {"$ifNull": ["$lease_seq", -1]}  # a lease taken by an older version: keep everything
-    kept = {"$filter": {"input": {"$ifNull": ["$pending", []]}, "cond": {"$gt": ["$$this.seq", settled]}}}
+    kept = unsettled()
     parked = {**{k: literal(v) for k, v in entry.items()}, "seq": seq}
     return [
         keep_unless(

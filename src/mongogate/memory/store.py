@@ -115,10 +115,13 @@ class MemoryStore(SessionRepository):
     ) -> AppendResult:
         """Insert one message. A repeat of the same key and content is `duplicate`, never a second copy.
 
-        Two round trips on the common path (`$inc`, insert); the derived `_id` detects a repeat.
-        The `$inc` carries the lease gate (`memory/gate.py`), so a writer that lost the session
-        lands nothing. A turn's final answer (`assistant` without `call_id`) goes through the
-        session's commit point.
+        Two round trips on the common path (the seq, the insert); the derived `_id` detects a
+        repeat. The seq's update carries the lease gate (`memory/gate.py`), so a writer that lost
+        the session lands nothing; under a lease it is one update by `_id` (`fenced.number`) that
+        also drops the previous turn's parked answer, so the first append of a turn costs 2 too.
+        Without a lease, a parked answer is written in the message's insert and then pulled (3).
+        A turn's final answer (`assistant` without `call_id`) goes through the session's commit
+        point. (docs/decisions/turn-write-path.md)
         """
         sid = self.check_id(session_id, "session_id")
         tid = self.check_id(turn_id, "turn_id")
@@ -129,18 +132,20 @@ class MemoryStore(SessionRepository):
         text = self.check_text(content, "content")
         if kind == "assistant" and cid is None:  # the commit point lives in repository.py
             return await self.commit_answer(tenant, sid, tid, text, lease_id=lid)
-        # The $inc is the tenant check and the lease gate as well.
-        session = await self.gated_update(
-            tenant,
-            sid,
-            tid,
-            lid,
-            {"$inc": {md.NEXT_SEQ: 1}, "$set": {md.LAST_ACTIVITY: self.clock.now()}},
-            {md.NEXT_SEQ: 1, md.PENDING: 1},
-            what=f"could not append to session {sid!r}",
-        )
-        if session.get(md.PENDING):
-            await self.settle_all(tenant, sid, session)
+        # The numbering is the tenant check and the lease gate as well.
+        if lid is not None:  # by `_id` alone; drops the parked answers the lease vouches for
+            session = await self.number_leased(tenant, sid, tid, lid)
+        else:
+            session = await self.gated_update(
+                tenant,
+                sid,
+                tid,
+                lid,
+                {"$inc": {md.NEXT_SEQ: 1}, "$set": {md.LAST_ACTIVITY: self.clock.now()}},
+                {md.NEXT_SEQ: 1, md.PENDING: 1},
+                what=f"could not append to session {sid!r}",
+            )
+        self.at("append.after_seq")
         doc: MessageDoc = {
             "_id": message_id(sid, key),
             "session_id": sid,
@@ -153,7 +158,11 @@ class MemoryStore(SessionRepository):
             "content": text,
             "created_at": self.clock.now(),
         }
-        status, seq = await self.insert_message(bson(doc))
+        pending = session.get(md.PENDING) or []
+        if pending:  # answers parked by a turn's commit: written in the same insert
+            status, seq = await self.settle_with(tenant, sid, pending, bson(doc))
+        else:
+            status, seq = await self.insert_message(bson(doc))
         return AppendResult(status, key, seq)
 
     async def load_context(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,6 @@ from mongogate.server import memory_return
 from mongogate.server.conn_budget import TOO_MANY_HEADS, BudgetGate, ConnectionBudget, address_of
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
-from mongogate.server.metrics import with_metrics
 from mongogate.server.session_cap import SessionCap
 from mongogate.server.startup import bind, run_bound
 from mongogate.server.stateless import NoStreamsWhenStateless
@@ -63,7 +63,7 @@ def http_app(
         SessionCap(server.session_manager, settings.max_sessions_per_principal)
     # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
     mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
-    body = BodyDeadline(
+    body: ASGIApp = BodyDeadline(
         mcp,
         settings.body_timeout_s,
         settings.max_json_tokens,
@@ -71,7 +71,14 @@ def http_app(
         return_freed_memory=return_freed_memory,
     )
     # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
-    guarded = HostOriginGuard(with_metrics(body, server), settings)
+    # Only a server built with metrics has them (server/metrics.py `register`, which build_server
+    # imports only then): without that module loaded, no server has metrics, and prometheus_client
+    # stays unimported (issue 38.6).
+    if "mongogate.server.metrics" in sys.modules:
+        from mongogate.server.metrics import with_metrics
+
+        body = with_metrics(body, server)
+    guarded = HostOriginGuard(body, settings)
     return HealthRoutes(guarded, readiness_for(server), settings.ready_timeout_s)  # /healthz, /readyz
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from conv_eval import RRF, BM25, AtDefaultFloor, Doc, MongogateRecall, Retriever, Vector
+from conv_eval import BM25, RRF, AtDefaultFloor, Doc, MongogateRecall, Retriever, Vector
 from lib.longconv import Conversation, Question, load
 from lib.results import command_line, parser, publish
 
@@ -50,8 +50,13 @@ class Run:
         rows = self.rows(split, kind)
         if not rows:
             return {}
-        out = {f"hit@{k}": 100 * sum(bool(set(top[:k]) & set(q.evidence)) for q, top in rows) / len(rows) for k in K}
-        out["ev@10"] = 100 * sum(len(set(top) & set(q.evidence)) / len(q.evidence) for q, top in rows) / len(rows)
+        out = {
+            f"hit@{k}": 100 * sum(bool(set(top[:k]) & set(q.evidence)) for q, top in rows) / len(rows)
+            for k in K
+        }
+        out["ev@10"] = (
+            100 * sum(len(set(top) & set(q.evidence)) / len(q.evidence) for q, top in rows) / len(rows)
+        )
         out["n"] = len(rows)
         return out
 
@@ -114,7 +119,7 @@ async def run(only: set[str]) -> str:
             runs.append(await evaluate(AtDefaultFloor(mg), convs))
     turns = sum(len(c.turns) for c in convs)
     qs = sum(len(c.questions) for c in convs)
-    head = f"longconv (benchmarks/data/longconv.jsonl): {len(convs)} conversations, {turns} turns, {qs} questions"
+    head = f"longconv (data/longconv.jsonl): {len(convs)} conversations, {turns} turns, {qs} questions"
     return "\n".join(["```", command_line("longconv_eval.py", None), head, *table(runs), "```", ""])
 
 

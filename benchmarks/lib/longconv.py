@@ -59,7 +59,16 @@ from lib.longconv_text import (
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "longconv.jsonl"
 SEED = 39
-__all__ = ["DATA", "UNRELATED_HELD_OUT", "UNRELATED_TUNING", "Conversation", "Question", "Turn", "build", "load"]
+__all__ = [
+    "DATA",
+    "UNRELATED_HELD_OUT",
+    "UNRELATED_TUNING",
+    "Conversation",
+    "Question",
+    "Turn",
+    "build",
+    "load",
+]
 
 
 @dataclass(frozen=True)
@@ -93,9 +102,13 @@ class Conversation:
         return int(self.id.rsplit("-", 1)[1]) % 2 == 0
 
 
-def build(seed: int = SEED, conversations: int = 8, sessions: int = 24, changing: int = 7) -> list[Conversation]:
+def build(
+    seed: int = SEED, conversations: int = 8, sessions: int = 24, changing: int = 7
+) -> list[Conversation]:
     """The whole set, generated: `conversations` people, `sessions` sessions each."""
-    return [_conversation(random.Random(seed * 1000 + i), i, sessions, changing) for i in range(conversations)]
+    return [
+        _conversation(random.Random(seed * 1000 + i), i, sessions, changing) for i in range(conversations)
+    ]
 
 
 def load(path: Path = DATA) -> list[Conversation]:
@@ -108,7 +121,9 @@ def load(path: Path = DATA) -> list[Conversation]:
             conv.turns.append(Turn(**row["turn"]))
         else:
             q = row["question"]
-            conv.questions.append(Question(q["id"], q["kind"], q["text"], tuple(q["evidence"]), tuple(q["stale"])))
+            conv.questions.append(
+                Question(q["id"], q["kind"], q["text"], tuple(q["evidence"]), tuple(q["stale"]))
+            )
     return list(convs.values())
 
 
@@ -158,7 +173,9 @@ def _conversation(rng: random.Random, index: int, sessions: int, changing: int) 
         values, at = _chain(rng, fact, sessions)
         labels = [f"{fact.slot}{k}" for k in range(len(values))]
         for k, (v, s) in enumerate(zip(values, at, strict=True)):
-            said = rng.choice(fact.intro if k == 0 else fact.change).format(v=v, old=values[k - 1] if k else "")
+            said = rng.choice(fact.intro if k == 0 else fact.change).format(
+                v=v, old=values[k - 1] if k else ""
+            )
             events.append(_Event(s, said, rng.choice(fact.reply), labels[k]))
         for _ in range(rng.randrange(3, 6)):
             x = rng.choice([v for v in fact.values if v != values[-1]])
@@ -179,7 +196,9 @@ def _conversation(rng: random.Random, index: int, sessions: int, changing: int) 
     return conv
 
 
-def _steady(rng: random.Random, sessions: int, asks: list[tuple[str, str, list[str], list[str]]]) -> list[_Event]:
+def _steady(
+    rng: random.Random, sessions: int, asks: list[tuple[str, str, list[str], list[str]]]
+) -> list[_Event]:
     allergen, foods = rng.choice(ALLERGENS)
     species, pet = rng.choice(PETS)
     prefix, digits = rng.choice(["KIN", "HLT", "AUT", "HOM"]), rng.randrange(10_000, 99_999)

@@ -66,7 +66,11 @@ FACTS: tuple[Fact, ...] = (
             "Moving is exhausting. How are you settling in?",
             "A new neighbourhood takes time. Found a good bakery yet?",
         ),
-        ("Which city do I live in these days?", "Where is home for me at the moment?", "Where am I living now?"),
+        (
+            "Which city do I live in these days?",
+            "Where is home for me at the moment?",
+            "Where am I living now?",
+        ),
         ("Where did I live before the last move?", "Which city was I based in before I relocated?"),
         ("When did I move to {v}?", "When did the move to {v} happen?"),
     ),
@@ -155,7 +159,10 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "car",
         ("Skoda Octavia", "Toyota Yaris", "Volvo V60", "Fiat Panda", "Kia Niro", "Renault Clio", "Mazda 3"),
-        ("I drive a second-hand {v}, it's reliable enough.", "My {v} needs a service soon, it's making noises."),
+        (
+            "I drive a second-hand {v}, it's reliable enough.",
+            "My {v} needs a service soon, it's making noises.",
+        ),
         ("I sold the {old} and bought a {v}.", "Picked up the {v} today, the {old} is gone."),
         (
             "{p} is selling a {x}, but I'm not interested.",
@@ -217,7 +224,11 @@ STEADY: tuple[tuple[str, str, str], ...] = (
     ("allergy", "Turns out I'm allergic to {a}; the doctor said no more {f}.", "Which foods should I avoid?"),
     ("sibling", "My sister {p} lives in {c}, we talk every Sunday.", "Where is my sister based?"),
     ("pet", "We adopted a {s} from the shelter and named it {n}.", "What's the name of our {s}?"),
-    ("policy", "My home insurance policy number is {i}, noting it here.", "What is my insurance policy number?"),
+    (
+        "policy",
+        "My home insurance policy number is {i}, noting it here.",
+        "What is my insurance policy number?",
+    ),
     ("birthday", "My birthday is on the {d}, please remind me to book dinner.", "When is my birthday?"),
 )
 ALLERGENS = (("shellfish", "prawns or mussels"), ("hazelnuts", "anything with nuts"), ("sesame", "tahini"))
@@ -327,7 +338,7 @@ UNRELATED_TUNING: tuple[str, ...] = (
     "How long should sourdough proof overnight?",
     "When does the swimming pool open?",
     "Which train goes to the airport?",
-    "What's the password for the guest wifi?",
+    "What's the code for my bike lock?",
 )
 UNRELATED_HELD_OUT: tuple[str, ...] = (
     "How many planets are in the solar system?",

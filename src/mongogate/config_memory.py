@@ -36,14 +36,21 @@ class EmbeddingSettings(Section):
     """`[memory.embedding]`: which model turns memory text into vectors (long-term memory)."""
 
     #: "local": the wordllama model shipped inside its wheel (offline, no key); "openai": an
-    #: OpenAI-compatible embeddings endpoint (hosted APIs, Ollama, vLLM)
-    provider: Literal["local", "openai"] = "local"
+    #: OpenAI-compatible embeddings endpoint (hosted APIs, Ollama, vLLM); "onnx": a sentence
+    #: embedding model in ONNX form from a local folder (`path`; needs the `onnx` extra)
+    provider: Literal["local", "openai", "onnx"] = "local"
     #: the endpoint's base URL for provider "openai" (".../v1"; `/embeddings` is appended)
     url: str | None = None
-    #: the model name sent to the endpoint (provider "openai")
+    #: the model name sent to the endpoint (provider "openai"); for "onnx" the name stored on each
+    #: memory (default "onnx/" + the folder's name)
     model: str | None = None
-    #: the vector size the model returns (provider "openai"; checked on every answer)
+    #: the vector size the model returns (providers "openai" and "onnx"; checked on every answer)
     dimensions: int | None = Field(default=None, ge=1, le=8192)
+    #: provider "onnx": a folder holding `model.onnx` and its `tokenizer.json` (a sentence
+    #: embedding model, e.g. all-MiniLM-L6-v2 exported to ONNX); read at start, never downloaded
+    path: str | None = None
+    #: provider "onnx": CPU threads one embedding call may use
+    threads: int = Field(default=1, ge=1, le=64)
     #: the NAME of the environment variable that holds the API key (never the key itself)
     api_key_env: str | None = None
     timeout_s: float = Field(default=10.0, gt=0, le=300)
@@ -55,7 +62,7 @@ class EmbeddingSettings(Section):
 
     @model_validator(mode="after")
     def _provider_fields(self) -> EmbeddingSettings:
-        remote = ("url", "model", "dimensions", "api_key_env")
+        remote = ("url", "model", "dimensions", "api_key_env", "path")
         if self.provider == "local":
             stray = [f for f in remote if getattr(self, f) is not None]
             if stray:
@@ -64,6 +71,10 @@ class EmbeddingSettings(Section):
                     'set provider = "openai" to use an embeddings endpoint'
                 )
             return self
+        if self.provider == "onnx":
+            return self._onnx_fields()
+        if self.path is not None:
+            raise ValueError("path is for provider 'onnx' (a local model folder), not 'openai'")
         missing = [f for f in ("url", "model", "dimensions") if getattr(self, f) is None]
         if missing:
             raise ValueError(
@@ -80,6 +91,21 @@ class EmbeddingSettings(Section):
                 f"api_key_env {self.api_key_env!r} must be the NAME of an environment variable "
                 "(letters, digits, _), e.g. OPENAI_API_KEY; the key itself never goes in the file"
             )
+        return self
+
+    def _onnx_fields(self) -> EmbeddingSettings:
+        stray = [f for f in ("url", "api_key_env") if getattr(self, f) is not None]
+        if stray:
+            raise ValueError(f"{', '.join(stray)} set with provider 'onnx' (a local model takes none)")
+        if self.path is None or self.dimensions is None:
+            raise ValueError(
+                "provider 'onnx' needs path and dimensions (e.g. path = \"/opt/models/all-MiniLM-L6-v2\", "
+                "a folder holding model.onnx and tokenizer.json, dimensions = 384)"
+            )
+        if self.model is not None and (
+            not 1 <= len(self.model) <= 200 or any(not c.isprintable() for c in self.model)
+        ):
+            raise ValueError("model must be 1 to 200 printable characters")
         return self
 
 

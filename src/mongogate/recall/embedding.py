@@ -74,6 +74,10 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     """The embedder `[memory.embedding]` selects."""
     if settings.provider == "local":
         return LocalEmbedder()
+    if settings.provider == "onnx":
+        from mongogate.recall.onnx_embedder import OnnxEmbedder
+
+        return OnnxEmbedder(settings)
     from mongogate.recall.openai_embedder import OpenAIEmbedder
 
     return OpenAIEmbedder(settings)

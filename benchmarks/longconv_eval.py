@@ -97,8 +97,8 @@ def table(runs: Sequence[Run]) -> list[str]:
     kinds = ("now", "before", "when", "steady")
     out.append("held-out hit@10 / ev@10 by kind: " + "  ".join(kinds))
     for r in runs:
-        cells = [f"{m['hit@10']:.0f}/{m['ev@10']:.0f}" for m in (r.metrics("held-out", k) for k in kinds)]
-        out.append(f"  {r.name:<26} " + "  ".join(f"{c:>8}" for c in cells))
+        by_kind = [f"{m['hit@10']:.0f}/{m['ev@10']:.0f}" for m in (r.metrics("held-out", k) for k in kinds)]
+        out.append(f"  {r.name:<26} " + "  ".join(f"{c:>8}" for c in by_kind))
     out.append("seconds (index + questions): " + ", ".join(f"{r.name} {r.seconds:.1f}" for r in runs))
     return out
 

@@ -131,7 +131,7 @@ def dump(convs: list[Conversation]) -> str:
     """The set as JSON lines: each turn, then each question, of each conversation."""
     rows = [{"conversation": c.id, "turn": asdict(t)} for c in convs for t in c.turns]
     rows += [{"conversation": c.id, "question": asdict(q)} for c in convs for q in c.questions]
-    rows.sort(key=lambda r: r["conversation"])  # stable: a conversation's turns, then its questions
+    rows.sort(key=lambda r: str(r["conversation"]))  # stable: a conversation's turns, then its questions
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 

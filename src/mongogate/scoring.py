@@ -19,28 +19,40 @@ the search index, `recall/searchindex/`), and the one `min_score` compares:
    The shown score is in [0, 1], the same for every query (the best match's evidence), and
    follows the fused order exactly (`best` is one number per recall); `own`'s tenth keeps each
    memory's own match visible in it.
-2. **Evidence on one side** (`evidenced`, branch floor2): the best match must have a cosine of at
-   least `EVIDENCE_COSINE` with the query or hold at least `EVIDENCE_SHARE` of the query's idf
-   mass (its distinct query tokens); otherwise the recall shows only each memory's own tenth, under
-   any floor above 0.1. A sum of two weak sides ("quantum chromodynamics lecture notes" beside
-   "lots of sticky notes": cosine 0.145, a ninth of the words, fused 0.131) is not evidence that
-   anything stored is about the question. Applied when both sides rank (the fused method with a
-   query vector); it only lowers scores, so it never keeps what the floor alone would cut.
+2. **Evidence on one side** (`evidenced`): one of the ranked memories must have a cosine of at
+   least the embedder's `Calibration.cosine` with the query, or the best match hold at least
+   `Calibration.share` of the query's idf mass (its distinct query tokens); otherwise the recall
+   shows only each memory's own tenth. Applied when both sides rank (the fused method with a query
+   vector); it only lowers scores, so it never keeps what the floor alone would cut.
+3. **The floor** (`FLOOR`, `memory.long_term.min_score`'s default) and each embedder's gate
+   (`calibration`) are chosen on benchmarks/floor_at3.py (issue 39 item 5): the most questions
+   about nothing stored emptied such that answerable questions lose at most 1 point of recall@3
+   on any tuning half of four sets (one with paraphrased questions over near-identical facts).
+   Cosines mean different things under different models, so the gate is per embedder: wordllama
+   (the default) cannot tell a paraphrased answer from a question about nothing stored
+   (paraphrases' best matches score 0.07-0.13, as unrelated questions' median does), so its gate
+   and floor are low and empty few of them (12% held-out); all-MiniLM-L6-v2 (the `onnx` embedder)
+   empties 73% at the same cost (docs/decisions/recall-ranking.md).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
-    "EVIDENCE_COSINE",
-    "EVIDENCE_SHARE",
+    "FLOOR",
     "LIST_SHARE",
+    "MINILM_L6",
     "TEXT_POWER",
     "TEXT_WEIGHT",
+    "WORDLLAMA",
+    "Calibration",
     "blend",
     "blend_many",
+    "calibration",
     "evidenced",
     "shown",
 ]
@@ -52,9 +64,30 @@ TEXT_WEIGHT = 0.5
 TEXT_POWER = 1.0
 #: the share of a memory's shown score that is its recall's best fused score (`shown`)
 LIST_SHARE = 0.9
-#: the best match's cosine, or its share of the query, that makes a recall evidenced
-EVIDENCE_COSINE = 0.175
-EVIDENCE_SHARE = 0.175
+#: `memory.long_term.min_score`'s default: the shown score a memory needs to be returned
+FLOOR = 0.065
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """An embedder's evidence gate (`evidenced`): a recall is about something stored when one of
+    its ranked memories has at least `cosine` with the query, or its best match holds at least
+    `share` of the query's idf mass."""
+
+    cosine: float
+    share: float
+
+
+#: wordllama 256 (the default embedder), and the one for models never measured (an OpenAI-compatible
+#: endpoint's: their cosines run higher, so this gate lets more through, never less)
+WORDLLAMA = Calibration(cosine=0.1, share=0.1)
+#: all-MiniLM-L6-v2 (`[memory.embedding] provider = "onnx"`, a model whose name holds "minilm-l6")
+MINILM_L6 = Calibration(cosine=0.3, share=0.35)
+
+
+def calibration(model: str) -> Calibration:
+    """The evidence gate for vectors of `model` (`Embedder.model`)."""
+    return MINILM_L6 if "minilm-l6" in model.lower() else WORDLLAMA
 
 
 def blend(text: float, similarity: float, weight_text: float = TEXT_WEIGHT) -> float:
@@ -83,7 +116,7 @@ def shown(own: float, best: float, evidenced: bool = True) -> float:
     return min(1.0, max(0.0, listed + (1.0 - LIST_SHARE) * own))
 
 
-def evidenced(similarity: float, share: float) -> bool:
-    """Whether a best match with this cosine and this share of the query's idf is evidence that
-    something stored is about the query."""
-    return similarity >= EVIDENCE_COSINE or share >= EVIDENCE_SHARE
+def evidenced(similarity: float, share: float, gate: Calibration = WORDLLAMA) -> bool:
+    """Whether a recall whose ranked memories' highest cosine is `similarity` and whose best match
+    holds `share` of the query's idf is evidence that something stored is about the query."""
+    return similarity >= gate.cosine or share >= gate.share

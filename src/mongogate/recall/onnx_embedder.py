@@ -144,8 +144,8 @@ def _pooled(first: npt.NDArray[np.float32], mask: npt.NDArray[np.int64]) -> npt.
             f"the ONNX model's first output has shape {first.shape}; expected 2 or 3 axes"
         )
     weights = mask[:, :, None].astype(np.float32)
-    pooled: npt.NDArray[np.float32] = (first * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-    return pooled
+    pooled = (first * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
+    return np.asarray(pooled, dtype=np.float32)
 
 
 def _unit_rows(rows: npt.NDArray[np.float32], dims: int, model: str) -> list[list[float]]:

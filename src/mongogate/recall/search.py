@@ -11,7 +11,7 @@ answering the same `Ranking` with the same `score` meaning (`mongogate/scoring.p
   BM25), kept fresh by the scope's revision (`recall/coherence.py`: one read by `_id` per recall,
   none on the embedded engine while its write signal says nothing was written), ranked by the
   fused score with one hop (`inprocess/fusion.py`) and shown as 0.9 x the best match's score +
-  0.1 x the memory's own; memories under `min_score` (`memory.long_term.min_score`, 0.125) are
+  0.1 x the memory's own; memories under `min_score` (`memory.long_term.min_score`, 0.065) are
   left out, so a question about something never stored returns none;
 - **the search index** (`recall/searchindex/`), where the deployment has it (`vector_search`
   "atlas", or "auto" and the probe finds it): `$vectorSearch` and `$text` in the database, fused

@@ -63,7 +63,7 @@ class Ranked:
     fused: float = 0.0
     #: the best fused score of the same ranking (its first memory's `fused`)
     best: float = 0.0
-    #: the ranking's best match has evidence on one side (`scoring.evidenced`)
+    #: the ranking has evidence on one side (`scoring.evidenced`)
     evidenced: bool = True
 
     @property
@@ -258,7 +258,7 @@ class ScopeIndex:
         kept = self._top(scores, usable, depth)
         best = float(scores[kept[0]]) if kept else 0.0
         both = vector is not None and weight_text > 0 and weight_vector > 0
-        evidenced = self._evidenced(kept[0], sims, query_tokens) if kept and both else True
+        evidenced = self._evidenced(kept[0], sims, usable, query_tokens) if kept and both else True
         shown = _Shown(set(query_tokens), vector is not None and weight_vector > 0, best, evidenced)
         return [self._ranked(i, sims, text, scores, shown) for i in kept]
 
@@ -296,11 +296,20 @@ class ScopeIndex:
         order = [i for i in order if scores[i] > -np.inf]
         return fusion.distinct(order, lambda i: frozenset(self.rows[i].terms.items()), depth)
 
-    def _evidenced(self, first: int, sims: npt.NDArray[np.float32], query_tokens: list[str]) -> bool:
-        """Whether the ranking's best match is evidence on one side (`scoring.evidenced`)."""
-        top_row = self.rows[first]
-        cos = float(sims[first]) if top_row.has_vector else 0.0
-        return scoring.evidenced(cos, self.share(top_row.terms, query_tokens))
+    def _evidenced(
+        self,
+        first: int,
+        sims: npt.NDArray[np.float32],
+        usable: npt.NDArray[np.bool_],
+        query_tokens: list[str],
+    ) -> bool:
+        """Whether the ranking is evidence on one side (`scoring.evidenced`, this model's gate): the
+        highest cosine of the memories it ranks among (rows without a vector have 0), the best
+        match's share of the query. Not the best match's own cosine: a paraphrased answer is often
+        ranked first by its words and found by meaning in another memory of the scope."""
+        cos = float(np.max(sims, where=usable, initial=0.0))
+        share = self.share(self.rows[first].terms, query_tokens)
+        return scoring.evidenced(cos, share, scoring.calibration(self.model))
 
     def _ranked(
         self,

@@ -85,7 +85,8 @@ async def rank(store: RecallRepository, filt: RecallFilter, q: Question) -> Rank
     weight = 1.0 if path == "unavailable" else WEIGHTS[q.method]
     listed = [(i, docs[i]) for i, _ in ranked if i in docs]
     both = q.method == "fused" and path == "vectorSearch"
-    scores = shown_scores(q.text, listed, similarity, weight, both=both)
+    gate = scoring.calibration(store.embedder.model)
+    scores = shown_scores(q.text, listed, similarity, weight, both=both, gate=gate)
     items = [item_of(d, round(s, 6)) for (_, d), s in zip(listed, scores, strict=True)]
     return Ranking([m for m in items if m.score is not None and m.score >= q.min_score], path)
 
@@ -111,11 +112,18 @@ async def _ranked(
 
 
 def shown_scores(
-    query: str, listed: list[tuple[str, Doc]], similarity: dict[str, float], weight: float, *, both: bool
+    query: str,
+    listed: list[tuple[str, Doc]],
+    similarity: dict[str, float],
+    weight: float,
+    *,
+    both: bool,
+    gate: scoring.Calibration = scoring.WORDLLAMA,
 ) -> list[float]:
     """Each listed memory's shown score (`scoring.shown`), in the order given: its own score is
     `scoring.blend(share of the query's words its text holds, cosine, weight)`; the best is the
-    highest own score, evidenced (`scoring.evidenced`) when `both` sides ranked.
+    highest own score, evidenced (`scoring.evidenced` with the embedder's `gate`: the listed
+    memories' highest cosine, the best one's share) when `both` sides ranked.
     `similarity`: `vectorSearchScore` by id ((1 + cosine) / 2)."""
     asked = terms(query)
     sides = [
@@ -126,7 +134,7 @@ def shown_scores(
     if not own:
         return []
     top = max(range(len(own)), key=lambda k: own[k])
-    evidenced = scoring.evidenced(sides[top][1], sides[top][0]) if both else True
+    evidenced = scoring.evidenced(max(cos for _, cos in sides), sides[top][0], gate) if both else True
     return [scoring.shown(o, own[top], evidenced) for o in own]
 
 

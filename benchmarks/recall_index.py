@@ -131,7 +131,7 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
     scope = MemoryScope(tenant, str(template["owner"]))
     writer = IndexCache(0, coll.database.name)  # a writer as every writer: signalled
     writer.signal = WriteSignal.of(coll.database.client)
-    with writer.announcing(scope):
+    async with writer.announcing(scope):
         with unchecked_seeding():
             for start in range(0, len(docs), 2000):
                 await coll.insert_many(docs[start : start + 2000])

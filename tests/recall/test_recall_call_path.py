@@ -95,7 +95,7 @@ async def test_a_write_in_flight_is_seen_when_the_head_is_read_again(
     assert (await shown(b, "ORD-58213"))[0][0] == FACTS[0]
     for i in range(HEAD_CHANGES + 2):
         await a.remember(ACME, f"Parcel PC-{i:03d} is in locker {i}.")
-    with a.index.announcing(ACME):  # a forget, stopped before its bump (every writer's signal)
+    async with a.index.announcing(ACME):  # a forget, stopped before its bump (every writer's signal)
         token = await begin(a.revisions, ACME, a.clock.now())
         await a.memories.delete_one({"_id": gone})
         assert not [t for t, _, _ in await shown(b, "ORD-58213 shipped by DHL") if "ORD-58213" in t]

@@ -39,13 +39,13 @@ import contextlib
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pymongo.asynchronous.collection import AsyncCollection
 
-from mongogate.clock import as_utc
+from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
@@ -209,14 +209,15 @@ class IndexCache:
         in two databases of one engine (tests, two deployments) does not share a counter."""
         return f"{len(self.database)}:{self.database}:{scope_key(scope)}"
 
-    @contextlib.contextmanager
-    def announcing(self, *scopes: MemoryScope) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def announcing(self, *scopes: MemoryScope, clock: Clock = SYSTEM_CLOCK) -> AsyncIterator[None]:
         """Around a whole bracketed write of `scopes` (`RecallRepository.writing`, a reembed
-        batch): in flight for every process's write signal until the block ends."""
+        batch): in flight for every process's write signal until the block ends. Its locks are
+        waited for on `clock`, never inside the event loop (engine/write_signal.py)."""
         if self.signal is None:
             yield
             return
-        with self.signal.writing(*(self.signal_key(scope) for scope in scopes)):
+        async with self.signal.writing(*(self.signal_key(scope) for scope in scopes), clock=clock):
             yield
 
     def query_vector(self, model: str, text: str) -> list[float] | None:

@@ -157,7 +157,7 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
     revisions = db[REVISIONS]
     signal = IndexCache(0, db.name)
     signal.signal = WriteSignal.of(db.client)
-    with signal.announcing(*scopes):  # one open file for every scope of the batch
+    async with signal.announcing(*scopes, clock=clock):  # one open file for every scope of the batch
         # begun at the injectable clock's time: the lease ages the writes by it
         tokens = {scope: await begin(revisions, scope, clock.now()) for scope in scopes}
         async with AsyncExitStack() as ends:

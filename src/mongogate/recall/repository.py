@@ -86,7 +86,7 @@ class RecallRepository:
         exception (a lost connection, the process stopped) leaves it in flight, which a recall
         takes as abandoned after `index.LEASE`; `ends_on` adds the exceptions after which the
         block's writes are known to be bumped (a `changed` in a `finally`)."""
-        with self.index.announcing(scope):  # the engine's write signal: in flight until the end
+        async with self.index.announcing(scope, clock=self.clock):  # the write signal: in flight till the end
             token = await begin(self.revisions, scope, self.clock.now())
             try:
                 yield

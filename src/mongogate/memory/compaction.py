@@ -28,7 +28,7 @@ from mongogate.memory.model import Summary, session_not_found
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, bson, check_int
 
-SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "_id": 0}
+SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "author": 1, "_id": 0}
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ async def _publish(repo: SessionRepository, tenant: str, sid: str, doc: Doc) -> 
             {"$gt": [through, {"$ifNull": ["$summary.through_seq", 0]}]},
         ]
     }
-    value = leases.literal({"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]})
+    published = {"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]}
+    value = leases.literal(published | {"author": doc.get("author")})
     try:
         await repo.sessions.update_one(
             {"_id": sid}, [{"$set": {"summary": {"$cond": [newer, value, leases.field_or_null("summary")]}}}]
@@ -119,6 +120,8 @@ async def compact(
     through_seq: object,
     summary: object,
     lease_id: object = None,
+    *,
+    author: str | None = None,
 ) -> Compacted:
     sid = repo.check_id(session_id, "session_id")
     lid = None if lease_id is None else repo.check_id(lease_id, "lease_id")
@@ -146,6 +149,7 @@ async def compact(
         "text": text,
         "lease_id": lid,
         "created_at": repo.clock.now(),
+        "author": author,
     }
     try:
         await coll.insert_one(bson(doc))

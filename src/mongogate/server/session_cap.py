@@ -39,7 +39,7 @@ from weakref import WeakKeyDictionary
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mongogate.compat.sdk import forget_session, session_hooks, session_task_group, set_session_hooks
 
@@ -171,21 +171,36 @@ class SessionCap:
                 self._leave(opening.session_id)
 
     async def _exchange(self, inner: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        """A request that opens no session: counted against its principal while it runs."""
+        """A request that opens no session: counted against its principal until it is answered
+        (the last byte of its response handed on, before the app's own clean-up: a client that
+        sends its next request on seeing an answer is never counted twice)."""
         principal = principal_key(scope)
         held = self.in_flight.get(principal, 0)
         if held >= self.cap:
             await self._refuse(send, f"{held} requests in flight on paths without a session", EXCHANGES_FIX)
             return
         self.in_flight[principal] = held + 1
+        counted = True
+
+        def answered() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                left = self.in_flight[principal] - 1
+                if left:
+                    self.in_flight[principal] = left
+                else:
+                    del self.in_flight[principal]  # the table holds only principals with requests
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered()
+            await send(message)
+
         try:
-            await inner(scope, receive, send)
+            await inner(scope, receive, counting_send)
         finally:
-            left = self.in_flight[principal] - 1
-            if left:
-                self.in_flight[principal] = left
-            else:
-                del self.in_flight[principal]  # the table holds only principals with requests
+            answered()
 
     def _enter(self, sid: str) -> None:
         self._busy[sid] = self._busy.get(sid, 0) + 1

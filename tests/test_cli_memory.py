@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,17 +98,6 @@ def test_an_export_is_a_new_file_a_reader_of_the_old_one_never_sees(
     assert out.stat().st_ino != before and out.stat().st_mode & 0o777 == 0o600
     assert "korMoran-77" in out.read_text(encoding="utf-8")
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory every local user may add to, as /tmp is (sticky, 1777)."""
-    where = Path(tempfile.mkdtemp(prefix="mongogate-shared-"))
-    os.chmod(where, 0o1777)
-    try:
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 @as_root

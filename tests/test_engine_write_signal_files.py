@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,17 +63,6 @@ def other_users_python() -> str:
 def counter(path: Path, key: str) -> int:
     at = write_signal.HEADER + 8 * write_signal.bucket_of(key)
     return int.from_bytes(path.read_bytes()[at : at + 8], "little")
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory every local user may add to, as /tmp is (sticky, 1777)."""
-    where = Path(tempfile.mkdtemp(prefix="mongogate-shared-"))
-    os.chmod(where, 0o1777)
-    try:
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 @as_root

@@ -242,18 +242,16 @@ def refused_busy(got: Outcome, kind: str, setting: str) -> None:
 # -- what one principal holds ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def principal_servers(
-    engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[bool, Served]]:
-    limits = {"tenant_concurrency": 8, "tenant_queue": 8, "tenant_queue_timeout_ms": 600_000}
+@contextlib.contextmanager
+def both_modes(engine_uri: str, db: str, tmp: Path, limits: dict[str, Any]) -> Iterator[dict[bool, Served]]:
+    """A stateful and a stateless server (keyed by `stateless`), two sessions per principal."""
     with contextlib.ExitStack() as stack:
         yield {
             stateless: stack.enter_context(
                 serving(
                     engine_uri,
-                    module_db,
-                    tmp_path_factory.mktemp("principal"),
+                    db,
+                    tmp / str(stateless),
                     limits,
                     max_sessions_per_principal=2,
                     stateless=stateless,
@@ -261,6 +259,15 @@ def principal_servers(
             )
             for stateless in (False, True)
         }
+
+
+@pytest.fixture(scope="module")
+def principal_servers(
+    engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[bool, Served]]:
+    limits = {"tenant_concurrency": 8, "tenant_queue": 8, "tenant_queue_timeout_ms": 600_000}
+    with both_modes(engine_uri, module_db, tmp_path_factory.mktemp("principal"), limits) as servers:
+        yield servers
 
 
 @pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
@@ -359,21 +366,14 @@ async def test_one_tenant_runs_at_most_its_slots(tenant_server: Served, kind: st
 def budget_server(
     engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    with serving(
-        engine_uri,
-        module_db,
-        tmp_path_factory.mktemp("budget"),
-        {},
-        max_connections=4,
-        header_timeout_s=300,
-        max_pending_heads_per_address=1000,
-    ) as served:
+    tmp = tmp_path_factory.mktemp("budget")
+    server = {"max_connections": 4, "header_timeout_s": 300, "max_pending_heads_per_address": 1000}
+    with serving(engine_uri, module_db, tmp, {}, **server) as served:
         yield served
 
 
-def _answered_and_kept(served: Served, revision: str, token: str) -> socket.socket:
-    """A connection whose one request was answered, then left open (kept alive) by its client."""
-    http = served.http
+def _raw_request(http: BackgroundHttpServer, revision: str, token: str) -> tuple[bytes, bytes]:
+    """The head and the body of a cheap request of `revision` (initialize, or tools/list)."""
     if revision == OLD:
         body = json.dumps(rpc.initialize(OLD)).encode()
         extra = f"MCP-Protocol-Version: {OLD}\r\n"
@@ -383,12 +383,14 @@ def _answered_and_kept(served: Served, revision: str, token: str) -> socket.sock
         extra = "".join(
             f"{k}: {v}\r\n" for k, v in rpc.modern_headers(None, req).items() if k.startswith("M")
         )
-    raw = (
-        head(http, length=len(body), complete=False)
-        + f"{extra}Authorization: Bearer {token}\r\n\r\n".encode()
-        + body
-    )
-    s = connect(http, raw)
+    first = head(http, length=len(body), complete=False)
+    return first + f"{extra}Authorization: Bearer {token}\r\n\r\n".encode(), body
+
+
+def _answered_and_kept(served: Served, revision: str, token: str) -> socket.socket:
+    """A connection whose one request was answered, then left open (kept alive) by its client."""
+    request_head, body = _raw_request(served.http, revision, token)
+    s = connect(served.http, request_head + body)
     answer = b""
     while b"\r\n\r\n" not in answer or not _complete(answer):
         chunk = s.recv(65536)
@@ -453,20 +455,8 @@ async def test_the_connection_budget_holds_and_idle_connections_make_room(
 def stream_servers(
     engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[bool, Served]]:
-    with contextlib.ExitStack() as stack:
-        yield {
-            stateless: stack.enter_context(
-                serving(
-                    engine_uri,
-                    module_db,
-                    tmp_path_factory.mktemp("streams"),
-                    {},
-                    max_sessions_per_principal=2,
-                    stateless=stateless,
-                )
-            )
-            for stateless in (False, True)
-        }
+    with both_modes(engine_uri, module_db, tmp_path_factory.mktemp("streams"), {}) as servers:
+        yield servers
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -527,15 +517,9 @@ async def test_no_stream_without_a_session(
 def body_server(
     engine_uri: str, module_db: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    with serving(
-        engine_uri,
-        module_db,
-        tmp_path_factory.mktemp("bodies"),
-        {},
-        max_request_bytes=64 * 1024,
-        max_json_tokens=1000,
-        body_timeout_s=0.5,
-    ) as served:
+    tmp = tmp_path_factory.mktemp("bodies")
+    server = {"max_request_bytes": 64 * 1024, "max_json_tokens": 1000, "body_timeout_s": 0.5}
+    with serving(engine_uri, module_db, tmp, {}, **server) as served:
         yield served
 
 
@@ -562,21 +546,8 @@ async def test_a_body_withheld_is_cut_off_at_its_deadline(body_server: Served, r
     """Raw only (the SDK's client always sends whole bodies): 408 once `server.body_timeout_s`
     has passed (the deadline under test, 0.5 s), on both revisions."""
     http = body_server.http
-    token = body_server.token("acme", "erin")
-    if revision == OLD:
-        body = json.dumps(rpc.initialize(OLD)).encode()
-        extra = f"MCP-Protocol-Version: {OLD}\r\n"
-    else:
-        req = rpc.modern_request("tools/list")
-        body = json.dumps(req).encode()
-        extra = "".join(
-            f"{k}: {v}\r\n" for k, v in rpc.modern_headers(None, req).items() if k.startswith("M")
-        )
-    raw = (
-        head(http, length=len(body), complete=False)
-        + f"{extra}Authorization: Bearer {token}\r\n\r\n".encode()
-    )
-    s = connect(http, raw + body[:-1])
+    request_head, body = _raw_request(http, revision, body_server.token("acme", "erin"))
+    s = connect(http, request_head + body[:-1])
     try:
         answer = await anyio.to_thread.run_sync(read_to_eof, s)
     finally:

@@ -305,7 +305,12 @@ async def _load_context(call: Call, a: LoadContextIn) -> LoadContextOut:
 
 async def _compact_context(call: Call, a: CompactContextIn) -> CompactContextOut:
     r = await call.app.memory.compact_context(
-        call.conversations.stored_tenant, a.session_id, a.through_seq, a.summary, a.lease_id, author=author_of(call)
+        call.conversations.stored_tenant,
+        a.session_id,
+        a.through_seq,
+        a.summary,
+        a.lease_id,
+        author=author_of(call),
     )
     return CompactContextOut(status=r.status, key=r.key, through_seq=r.through_seq)  # type: ignore[arg-type]
 

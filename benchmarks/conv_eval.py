@@ -30,10 +30,10 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -297,9 +297,13 @@ class MongogateRecall:
 
     name = "mongogate"
 
-    def __init__(self, min_score: float | None = 0.0) -> None:
+    def __init__(self, min_score: float | None = 0.0, embedding: dict[str, Any] | None = None) -> None:
         #: 0: the ranking itself (what item 3 compares); None: the configured default floor
         self.min_score = min_score
+        #: `[memory.embedding]` overrides (another embedder: `longconv_eval.py --onnx DIR`)
+        self.embedding = embedding or {}
+        if self.embedding:
+            self.name = f"mongogate, {Path(self.embedding['path']).name}"
         self.tmp = tempfile.TemporaryDirectory()
         self.db: Any = None
         self.settings: Any = None
@@ -310,7 +314,9 @@ class MongogateRecall:
         from mongogate.db import Database
         from mongogate.recall.embedding import make_embedder
 
-        self.settings = load_settings(None, server={"data_dir": self.tmp.name})
+        self.settings = load_settings(
+            None, server={"data_dir": self.tmp.name}, memory={"embedding": self.embedding}
+        )
         self.db = Database(self.settings.database, self.settings.server.data_dir)
         await self.db.open()
         self.embedder = make_embedder(self.settings.memory.embedding)
@@ -354,7 +360,7 @@ class AtDefaultFloor:
         from mongogate.config import LongTermSettings
 
         self.mg = mg
-        self.name = f"mongogate, floor {LongTermSettings().min_score}"
+        self.name = f"{mg.name}, floor {LongTermSettings().min_score}"
 
     async def index(self, conv_id: str, docs: Sequence[Doc]) -> None:
         if conv_id not in self.mg.stores:
@@ -392,20 +398,30 @@ def table(reports: Sequence[Report]) -> list[str]:
     return out
 
 
-async def run(only: set[str]) -> str:
-    convs = build()
+R = TypeVar("R")
+
+
+async def per_retriever(only: set[str], evaluate: Callable[[Retriever], Awaitable[R]]) -> list[R]:
+    """`evaluate` on each retriever `only` names, in the tables' order (BM25, vector, their RRF,
+    mongogate at min_score 0 and at the default floor over one store)."""
     bm25, vector = BM25(), Vector()
-    reports = []
+    out = []
     if "bm25" in only:
-        reports.append(await evaluate(bm25, convs))
+        out.append(await evaluate(bm25))
     if "vector" in only:
-        reports.append(await evaluate(vector, convs))
+        out.append(await evaluate(vector))
     if "rrf" in only:
-        reports.append(await evaluate(RRF(bm25, vector), convs))
+        out.append(await evaluate(RRF(bm25, vector)))
     if "mongogate" in only:
         async with MongogateRecall() as mg:
-            reports.append(await evaluate(mg, convs))
-            reports.append(await evaluate(AtDefaultFloor(mg), convs))
+            out.append(await evaluate(mg))
+            out.append(await evaluate(AtDefaultFloor(mg)))
+    return out
+
+
+async def run(only: set[str]) -> str:
+    convs = build()
+    reports = await per_retriever(only, lambda r: evaluate(r, convs))
     turns = sum(len(c.turns) for c in convs)
     qs = sum(len(c.questions) for c in convs)
     head = f"convset seed 26: {len(convs)} conversations, {turns} turns, {qs} questions"

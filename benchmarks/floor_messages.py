@@ -8,6 +8,10 @@ when its fused score reaches `[memory.search] min_score`); a ranking that reuses
 (`scoring.shown`, `scoring.evidenced`, `scoring.FLOOR`) would be measured the same way.
 
     python benchmarks/floor_messages.py                  # embed_messages on and off, writes RESULTS.md
+    python benchmarks/floor_messages.py --floors 0.1,0.3 # also these `min_score` values (by meaning)
+
+The floor is the one lever measured here (another branch rebuilds the search itself): a term match
+is kept whatever its score, so no `min_score` empties more than "terms only" does.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ async def load_conversation(store: MemoryStore, tenant: str, turns: Turns) -> di
     return where
 
 
-async def run() -> list[str]:
+async def run(floors: tuple[float, ...] = ()) -> list[str]:
     defaults = MessageSearchSettings()
     sets: dict[str, list[Any]] = {"convset": convset(), "longconv": longconv()}
     out = [
@@ -79,6 +83,7 @@ async def run() -> list[str]:
                     ("by meaning (default)", vectors, defaults.min_score),
                     ("by meaning, min_score 0", vectors, 0.0),
                     ("terms only", None, defaults.min_score),
+                    *((f"by meaning, min_score {f}", vectors, f) for f in floors),
                 )
                 for label, vec, floor in runs:
                     counts: dict[str, list[float]] = {}
@@ -105,7 +110,7 @@ async def run() -> list[str]:
                         f"{k} {100 * sum(v) / len(v):5.1f}"
                         for k, v in sorted(counts.items(), key=lambda kv: kv[0])
                     )
-                    out.append(f"  {name:<9} {label:<24} {cells}")
+                    out.append(f"  {name:<9} {label:<26} {cells}")
         finally:
             engine.stop()
     return out
@@ -113,9 +118,11 @@ async def run() -> list[str]:
 
 def main() -> None:
     p = parser(__doc__)
+    p.add_argument("--floors", default="", help="comma-separated min_score values to measure too")
     args = p.parse_args()
+    floors = tuple(float(f) for f in args.floors.split(",") if f)
     started = time.perf_counter()
-    lines = anyio.run(run)
+    lines = anyio.run(run, floors)
     lines.append(f"({time.perf_counter() - started:.0f} s)")
     body = "\n".join(["```", command_line("floor_messages.py", None), *lines, "```", ""])
     publish("search_messages and the floor (issue 39 item 5)", body, not args.no_write)

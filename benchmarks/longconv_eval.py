@@ -4,6 +4,7 @@ mongogate's `recall` (min_score 0 and the default floor), tuning and held-out ha
 
     python benchmarks/longconv_eval.py                     # all, writes RESULTS.md
     python benchmarks/longconv_eval.py --only bm25,rrf --no-write
+    python benchmarks/longconv_eval.py --onnx DIR          # also mongogate with an ONNX embedder
 
 **Update accuracy** (the `now` questions: the current value of a fact that changed): the share
 whose latest statement is in the top 10 *and* ranked above every earlier statement of that fact
@@ -25,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from conv_eval import BM25, RRF, AtDefaultFloor, Doc, MongogateRecall, Retriever, Vector
+from conv_eval import AtDefaultFloor, Doc, MongogateRecall, Retriever, per_retriever
 from lib.longconv import Conversation, Question, load
 from lib.results import command_line, parser, publish
 
@@ -87,34 +88,30 @@ async def evaluate(retriever: Retriever, convs: Sequence[Conversation]) -> Run:
 
 def table(runs: Sequence[Run]) -> list[str]:
     out = []
+    w = max(26, *(len(r.name) for r in runs))
     for split in ("tuning", "held-out"):
         n = int(runs[0].metrics(split)["n"])
-        out.append(f"{split} half ({n} questions)      hit@1  hit@3  hit@5 hit@10  ev@10  update acc")
+        head = f"{split} half ({n} questions)"
+        out.append(f"{head:<{w + 2}}  hit@1  hit@3  hit@5 hit@10  ev@10  update acc")
         for r in runs:
             m = r.metrics(split)
             cells = " ".join(f"{m[f'hit@{k}']:6.1f}" for k in K)
-            out.append(f"  {r.name:<26} {cells} {m['ev@10']:6.1f} {r.update_accuracy(split):8.1f}")
+            out.append(f"  {r.name:<{w}} {cells} {m['ev@10']:6.1f} {r.update_accuracy(split):8.1f}")
     kinds = ("now", "before", "when", "steady")
     out.append("held-out hit@10 / ev@10 by kind: " + "  ".join(kinds))
     for r in runs:
         by_kind = [f"{m['hit@10']:.0f}/{m['ev@10']:.0f}" for m in (r.metrics("held-out", k) for k in kinds)]
-        out.append(f"  {r.name:<26} " + "  ".join(f"{c:>8}" for c in by_kind))
+        out.append(f"  {r.name:<{w}} " + "  ".join(f"{c:>8}" for c in by_kind))
     out.append("seconds (index + questions): " + ", ".join(f"{r.name} {r.seconds:.1f}" for r in runs))
     return out
 
 
-async def run(only: set[str]) -> str:
+async def run(only: set[str], onnx: Sequence[str] = ()) -> str:
     convs = load()
-    bm25, vector = BM25(), Vector()
-    runs = []
-    if "bm25" in only:
-        runs.append(await evaluate(bm25, convs))
-    if "vector" in only:
-        runs.append(await evaluate(vector, convs))
-    if "rrf" in only:
-        runs.append(await evaluate(RRF(bm25, vector), convs))
-    if "mongogate" in only:
-        async with MongogateRecall() as mg:
+    runs = await per_retriever(only, lambda r: evaluate(r, convs))
+    for folder in onnx:  # the same path, `[memory.embedding] provider = "onnx"`
+        embedding = {"provider": "onnx", "path": folder, "dimensions": 384}
+        async with MongogateRecall(embedding=embedding) as mg:
             runs.append(await evaluate(mg, convs))
             runs.append(await evaluate(AtDefaultFloor(mg), convs))
     turns = sum(len(c.turns) for c in convs)
@@ -126,8 +123,9 @@ async def run(only: set[str]) -> str:
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--only", default="bm25,vector,rrf,mongogate", help="comma-separated retrievers")
+    p.add_argument("--onnx", action="append", default=[], help="an ONNX model folder (384 dimensions)")
     args = p.parse_args()
-    body = asyncio.run(run(set(args.only.split(","))))
+    body = asyncio.run(run(set(args.only.split(",")), args.onnx))
     publish("harder conversation set (issue 39 item 6)", body, not args.no_write)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lib import convset
+
 
 @dataclass(frozen=True)
 class Fact:
@@ -300,14 +302,7 @@ FILLER: tuple[str, ...] = (
     "I tried meditation for {n} minutes, my mind kept wandering.",
 )
 ASSISTANT: tuple[str, ...] = (
-    "That sounds tiring. Want me to suggest a few ways to make it easier?",
-    "Good to hear from you. How did that make you feel?",
-    "Noted. Is there anything you'd like me to help you plan around it?",
-    "Interesting! Tell me more if you like.",
-    "I can help with that. Would a short checklist be useful?",
-    "That makes sense. Let me know how it goes.",
-    "Thanks for sharing. Anything else on your mind today?",
-    "Sounds like a busy week. Shall we break it into smaller steps?",
+    *convset.ASSISTANT,
     "Oh no, that's annoying. Is there anything I can do?",
     "Nice! Small wins count.",
     "Fair enough. Want a reminder for it?",

@@ -136,12 +136,13 @@ async def test_at_the_default_floor_unrelated_questions_return_nothing_and_answe
 ) -> None:
     floor = LongTermSettings().min_score  # the shipped default (the fixture's settings use 0)
     ids = {name: (await ltm.remember(ACME, text)).id for name, text in TELESCOPE}
-    for question in (
-        "quantum chromodynamics lecture notes",
-        "What is the capital of Peru?",
-        "How many moons does Jupiter have?",
-    ):
+    for question in ("quantum chromodynamics lecture notes", "What is the capital of Peru?"):
         assert (await ltm.recall(ACME, question, min_score=floor)).memories == [], question
+    # near a stored topic (a telescope): since issue 39 the floor keeps paraphrased answers at the
+    # top, so such a question passes it under wordllama, but scores under 0.15, where the tool's
+    # description says "probably nothing stored" (docs/long-term-memory.md, "Reading `score`")
+    near = (await ltm.recall(ACME, "How many moons does Jupiter have?", min_score=floor)).memories
+    assert all((m.score or 0.0) < 0.15 for m in near), near
     for question, want in [
         ("Where does my sister live?", "sister"),
         ("Who gave me a telescope?", "gift"),

@@ -75,7 +75,13 @@ def test_the_meaning_side_is_the_cosine_a_search_index_scores() -> None:
     got = shown_scores("quantum chromodynamics lecture", listed, sims, 0.5, both=True)
     best = scoring.blend(0.0, 0.6, 0.5)
     assert got == [pytest.approx(scoring.shown(best, best)), pytest.approx(scoring.shown(0.05, best))]
-    weak = {"a": (1 + 0.1) / 2, "b": (1 + 0.05) / 2}
+    # under wordllama's gate (cosine 0.1 for any listed memory, issue 39) neither is evidence
+    weak = {"a": (1 + 0.08) / 2, "b": (1 + 0.05) / 2}
     unevidenced = shown_scores("quantum chromodynamics lecture", listed, weak, 0.5, both=True)
-    assert unevidenced == [pytest.approx(0.1 * 0.05), pytest.approx(0.1 * 0.025)]
+    assert unevidenced == [pytest.approx(0.1 * 0.04), pytest.approx(0.1 * 0.025)]
+    # the gate is the embedder's: a cosine of 0.25 is evidence under wordllama's, not MiniLM's (0.3)
+    mid = {"a": (1 + 0.25) / 2, "b": (1 + 0.05) / 2}
+    assert shown_scores("quantum chromodynamics lecture", listed, mid, 0.5, both=True)[0] > 0.1
+    minilm = shown_scores("quantum chromodynamics lecture", listed, mid, 0.5, both=True, gate=scoring.MINILM_L6)
+    assert minilm == [pytest.approx(0.1 * 0.125), pytest.approx(0.1 * 0.025)]
     assert shown_scores("anything", [], {}, 0.5, both=True) == []

@@ -82,6 +82,8 @@ def test_the_meaning_side_is_the_cosine_a_search_index_scores() -> None:
     # the gate is the embedder's: a cosine of 0.25 is evidence under wordllama's, not MiniLM's (0.3)
     mid = {"a": (1 + 0.25) / 2, "b": (1 + 0.05) / 2}
     assert shown_scores("quantum chromodynamics lecture", listed, mid, 0.5, both=True)[0] > 0.1
-    minilm = shown_scores("quantum chromodynamics lecture", listed, mid, 0.5, both=True, gate=scoring.MINILM_L6)
+    minilm = shown_scores(
+        "quantum chromodynamics lecture", listed, mid, 0.5, both=True, gate=scoring.MINILM_L6
+    )
     assert minilm == [pytest.approx(0.1 * 0.125), pytest.approx(0.1 * 0.025)]
     assert shown_scores("anything", [], {}, 0.5, both=True) == []

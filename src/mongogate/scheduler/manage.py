@@ -110,11 +110,9 @@ class Schedules:
                 f"agent {key!r} is orphaned (no worker registers it): nothing would run it; "
                 "`mongogate schedule prune` removes it"
             )
+        request: sd.RunNowDoc = {"at": now, "by": by}
         doc = await self._update(
-            key,
-            {sd.ORPHANED_AT: None},
-            {"$set": {sd.NEXT_RUN_AT: now, sd.RUN_NOW: {"at": now, "by": by}}},
-            "trigger",
+            key, {sd.ORPHANED_AT: None}, {"$set": {sd.NEXT_RUN_AT: now, sd.RUN_NOW: request}}, "trigger"
         )
         if not doc:
             raise InvalidInput(

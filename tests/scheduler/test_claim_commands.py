@@ -89,7 +89,7 @@ async def test_a_pass_claims_its_due_ticks_and_records_the_finished_ones_in_one_
     engine_uri: str, db_name: str
 ) -> None:
     """Six agents due at T0 and six at T0 + 0.3 s: the first pass is one scan and one write of six
-    claims; the second (half a second later: what fell due meanwhile is claimed together) one scan
+    claims; the second (at T0 + 0.3 s: no sooner than a quarter of a second after the first) one scan
     and one write of the other six claims with the first six outcomes; the run ends with one write
     of the last outcomes. Nothing else touches the schedule."""
     clock = ManualClock(T0)
@@ -188,5 +188,6 @@ async def test_in_steady_state_a_worker_sends_at_most_one_and_a_half_commands_pe
     beats = names[("update", WORKERS)]  # the first, one per 10 s heartbeat, and the leave
     assert beats <= 2 + math.ceil(40 / 10)
     # claims and outcomes: one write per round of claims (a pass holds one round, more when more
-    # ticks are due than slots are free), never one per tick
-    assert names[("update", SCHEDULE)] <= ticks / 3
+    # ticks are due than slots are free), never one per tick: passes a quarter of a second apart
+    # claim two and a half ticks each on average at 10 due/s
+    assert names[("update", SCHEDULE)] <= ticks / 2

@@ -11,7 +11,7 @@ Claims go out in rounds (`claims.py`): a round holds as many concurrency slots a
 the ticks that finished since the last write; the won ticks then run in the slots held for them.
 After a pass that claimed, the next one starts no sooner than `CLAIM_EVERY_S` after it, so what
 falls due meanwhile is claimed together: at 1,000 agents every 60 s a worker sends a scan and a
-write about twice a second instead of a claim, an outcome and a scan per tick. A backlog (a
+write a few times a second instead of a claim, an outcome and a scan per tick. A backlog (a
 full batch) is drained pass after pass without that wait.
 
 The loop (`WorkerLoop`) drives the lower pieces it is given: the claim store (`store.ClaimStore`:
@@ -54,8 +54,10 @@ from mongogate.values import Doc
 log = logging.getLogger(__name__)
 
 #: after a pass that claimed, the next one waits at least this long (what falls due meanwhile is
-#: claimed in one write): about half a second of lag at most, for a write per half second
-CLAIM_EVERY_S = 0.5
+#: claimed in one write): a quarter of a second of lag at most, for a write per quarter second
+#: (0.5 s gave 0.38 commands per tick and lag p50 0.4-0.8 s at 1,000 agents every 60 s; on a busy
+#: machine a pass takes about that long anyway: docs/decisions/scheduler-claims.md)
+CLAIM_EVERY_S = 0.25
 
 
 class _Handoff:

@@ -174,8 +174,7 @@ def aps_worker(uri: str, n: int, interval: float, t0: float, end: float, out: Pa
         )
     scheduler.resume()
     time.sleep(max(0.0, end - time.time()))
-    scheduler.shutdown(wait=True)
-    client.close()
+    scheduler.shutdown(wait=True)  # the client closes with the process: the scheduler's thread may still read
     with _APS["lock"]:
         out.write_text(json.dumps({"ticks": _APS["records"]}))
 

@@ -33,7 +33,7 @@ from lib.convset import build
 from recall_quality import UNRELATED, at_floor, cached, index_of, ranked, tuned_floor
 
 from mongogate.recall.embedding import LOCAL_DIMENSIONS, LOCAL_MODEL, LocalEmbedder
-from mongogate.recall.scope_index import ScopeIndex
+from mongogate.recall.inprocess.scope_index import ScopeIndex
 from mongogate.textrank import query_tokens
 
 

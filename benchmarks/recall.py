@@ -55,14 +55,15 @@ from pymongo import ASCENDING, AsyncMongoClient
 
 from mongogate.config import LongTermSettings
 from mongogate.db import EmbeddedEngine
-from mongogate.recall import search
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import MemoryScope, RecallMethod
 from mongogate.recall.pages import live
-from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall
+from mongogate.recall.searchindex import ranker as search
+from mongogate.recall.searchindex.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall
+from mongogate.recall.searchindex.terms import text_search
+from mongogate.recall.searchindex.vectors import scan_top
 from mongogate.recall.store import LongTermMemory, text_hash
-from mongogate.recall.terms import text_search
-from mongogate.recall.vectors import pack, scan_top, unpack
+from mongogate.recall.vectors import pack, unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lib.memory_report import Stats

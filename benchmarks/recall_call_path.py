@@ -9,7 +9,7 @@ MCP echo call of a bare SDK server:
   revision read takes mongoeco's scan reader on a worker, as on main 33c5e54; branch rspeed3);
 - without the lean output schema (`tools/output_schema.LEAN = False` while it is built);
 - without the question cache (`IndexCache.query_terms` tokenizing every call);
-- without the question cache and the short revision read (`IndexCache.lean = False`);
+- without the question cache and the short revision read (`IndexPolicy(lean=False)`);
 - none of the three (the code before them);
 - without any revision read (each scope's first answer kept: NOT coherent, the bound of what a
   lease on the revision could save; docs/decisions/recall-index.md, "Leases: a proposal").
@@ -38,8 +38,9 @@ from pymongo import AsyncMongoClient
 
 from mongogate.compat.mongoeco import FastIdEngine
 from mongogate.db import EmbeddedEngine
+from mongogate.recall import IndexPolicy
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.index import QueryTerms
+from mongogate.recall.inprocess.cache import QueryTerms
 from mongogate.server.app import build_server
 from mongogate.server.metrics import metrics_of
 
@@ -66,11 +67,11 @@ def untrimmed(server: Any, piece: str) -> None:
     assert m is not None and m.recall_index is not None
     index = m.recall_index
     if piece == "without the question cache":
-        index.query_terms = QueryTerms.of  # type: ignore[method-assign]
+        index.query_terms = QueryTerms.of
     elif piece == PIECES[5]:
         leased(index)
     elif piece in PIECES[3:]:
-        index.lean = False
+        index.use(IndexPolicy(lean=False))
 
 
 def leased(index: Any) -> None:

@@ -12,7 +12,7 @@ benchmarks/lib/startup_floor.py). Interleaved, round by round, after warm-up rou
 
 - `recall` p50 with 1,000 and with 10,000 memories in the caller's scope, over the echo p50;
   beside each, the same recall by a second server with the read path as before the settled
-  answer (`IndexCache.answer_settled = False`: every result read back by `_id`, every question
+  answer (`IndexPolicy(answer_settled=False)`: every result read back by `_id`, every question
   embedded), and at 10,000 a new question each call (the question's embedding not cached);
 - `remember` p50 (a new text each round) with 10,000 memories in the scope, over an empty scope's;
 - a quiet tenant's `recall` (20 memories) beside another tenant's 10,000 in the same collection,
@@ -31,7 +31,7 @@ Run: `.venv/bin/python benchmarks/recall_index.py` (a few minutes) or `--rounds 
 Beside each recall, the same recall by a server with the code before the trimmed call path
 (issue 26, rspeed2): pydantic's output schema as published (`tools/output_schema.LEAN = False` while
 it is built) and the revision read taking every change, the question tokenized each call
-(`IndexCache.lean = False`). Before the first recall the scope's revision names the last 256
+(`IndexPolicy(lean=False)`). Before the first recall the scope's revision names the last 256
 memories filled (what a bulk import writes), so the revision document is as large as in any
 scope with 256 writes or more.
 
@@ -69,11 +69,12 @@ from mongogate.config import load_settings
 from mongogate.db import EmbeddedEngine
 from mongogate.engine import client as engine_client
 from mongogate.engine.write_signal import WriteSignal
+from mongogate.recall import IndexPolicy
+from mongogate.recall.coherence import CHANGES, Coherence
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.ids import memory_id
-from mongogate.recall.index import CHANGES, IndexCache, bump
-from mongogate.recall.model import MemoryScope
-from mongogate.recall.scope_index import INDEX_FIELDS, ScopeIndex
+from mongogate.recall.inprocess.scope_index import INDEX_FIELDS, ScopeIndex
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.store import text_hash
 from mongogate.recall.vectors import pack
 from mongogate.server.app import build_server
@@ -128,15 +129,14 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
         }
         doc["_id"] = memory_id(doc)  # the stored shape: the id derived from the identity
         docs.append(doc | {"embedding": pack(vec)})
-    scope = MemoryScope(tenant, str(template["owner"]))
-    writer = IndexCache(0, coll.database.name)  # a writer as every writer: signalled
-    writer.signal = WriteSignal.of(coll.database.client)
-    with writer.announcing(scope):
+    key = scope_key(MemoryScope(tenant, str(template["owner"])))
+    db = coll.database  # a writer as every writer: signalled
+    writer = Coherence(db["memory_revisions"], db.name, WriteSignal.of(db.client))
+    async with writer.announcing(key):
         with unchecked_seeding():
             for start in range(0, len(docs), 2000):
                 await coll.insert_many(docs[start : start + 2000])
-        revisions = coll.database["memory_revisions"]
-        await bump(revisions, scope, *[d["_id"] for d in docs[-CHANGES:]])
+        await writer.bump(key, *[d["_id"] for d in docs[-CHANGES:]])
 
 
 def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:
@@ -151,7 +151,7 @@ def settings_for(uri: str, db: str, tmp: str, tenant: str) -> Any:
 
 def build_before(settings: Any) -> MCPServer[Any]:
     """A server as before the trimmed call path: pydantic's output schemas as published (the
-    caller also sets `IndexCache.lean = False` once its index is built)."""
+    caller also passes `IndexPolicy(lean=False)` once its index is built)."""
     output_schema.LEAN = False
     try:
         return build_server(settings)
@@ -164,9 +164,8 @@ def untrim(server: MCPServer[Any], *, settled: bool = True) -> None:
     before the settled answer too)."""
     m = metrics_of(server)
     assert m is not None and m.recall_index is not None
-    m.recall_index.lean = False
-    m.recall_index.answer_settled = settled
-    m.recall_index.trust_signal = False  # before the write signal too
+    # before the write signal too
+    m.recall_index.use(IndexPolicy(answer_settled=settled, lean=False, trust_signal=False))
 
 
 async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
@@ -337,7 +336,7 @@ async def run_recall(uri: str, tmp: str, rounds: int, warmup: int, sizes: list[i
                 if k == "revision read each call":  # the write signal written but not trusted
                     m = metrics_of(servers[k])
                     assert m is not None and m.recall_index is not None
-                    m.recall_index.trust_signal = False
+                    m.recall_index.use(IndexPolicy(trust_signal=False))
                 elif k:
                     untrim(servers[k], settled=k == "call path before")
                 ops[f"recall, {size:,} in scope" + (f", {k}" if k else "")] = partial(

@@ -1,4 +1,4 @@
-"""Ranking and floor of the in-process recall index (recall/scope_index.py + recall/fusion.py),
+"""Ranking and floor of the in-process recall index (recall/inprocess/: scope_index.py + fusion.py),
 measured through `ScopeIndex.rank` itself (no database: the ranking is the same code `recall`
 runs; conv_eval.py measures the whole path), with the same texts embedded by the default model.
 
@@ -38,9 +38,9 @@ from lib import recall_set
 from lib.convset import build
 from lib.results import command_line, parser, publish
 
-from mongogate.recall import fusion
 from mongogate.recall.embedding import LOCAL_DIMENSIONS, LOCAL_MODEL, LocalEmbedder
-from mongogate.recall.scope_index import Ranked, ScopeIndex
+from mongogate.recall.inprocess import fusion
+from mongogate.recall.inprocess.scope_index import Ranked, ScopeIndex
 from mongogate.recall.vectors import pack
 from mongogate.scoring import TEXT_WEIGHT
 from mongogate.textrank import query_tokens

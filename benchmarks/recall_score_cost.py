@@ -1,4 +1,4 @@
-"""What the shown score (`fusion.shown`, branch floor) costs `ScopeIndex.rank`: the ranking of
+"""What the shown score (`scoring.shown`, branch floor) costs `ScopeIndex.rank`: the ranking of
 10,000 memories plus reading every result's `score`, against the same at a base revision's
 `recall/scope_index.py` (loaded from git), interleaved in the same run. No engine, no model:
 random unit vectors and texts drawn from a fixed vocabulary.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from lib.gitref import module_at
 from lib.results import command_line, parser
 
-from mongogate.recall.scope_index import ScopeIndex
+from mongogate.recall.inprocess.scope_index import ScopeIndex
 from mongogate.recall.vectors import pack
 from mongogate.textrank import query_tokens
 

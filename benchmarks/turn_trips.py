@@ -13,7 +13,12 @@ each round:
 Each variant has its own session of 100 seeded messages. Round trips are counted with a pymongo
 CommandListener for one turn of each library version and of the peer.
 
-Run: `.venv/bin/python benchmarks/turn_trips.py [--rounds 30] [--baseline main] [--section NAME]`;
+`--tool-messages K` (issue 38.3): each turn also appends K tool messages between begin_turn and
+end_turn, under the lease (`append` with `lease_id`; the peer inserts them), so a turn is
+5 + 2K round trips where the first append after a fenced turn used to cost 5.
+
+Run: `.venv/bin/python benchmarks/turn_trips.py [--rounds 30] [--baseline main] [--tool-messages K]
+[--section NAME]`;
 writes the `## <NAME>` section (default `fenced turn`) of benchmarks/RESULTS.md unless `--no-write`.
 """
 
@@ -107,8 +112,54 @@ def message(sid: str, i: int) -> Doc:
     }
 
 
+def variants_of(
+    mcp: Any, store: MemoryStore, libraries: dict[str, Any], sids: dict[str, str], tools: int
+) -> dict[str, Callable[[str], Awaitable[None]]]:
+    """One turn of each variant: MCP, each library version (`Turns` by name), the peer."""
+
+    async def via_mcp(t: str) -> None:
+        args = {"session_id": sids["MCP"], "turn_id": t}
+        r = await mcp.call_tool("begin_turn", {**args, "text": f"question {t}"})
+        assert not r.is_error and r.structured_content, r.content
+        lid = r.structured_content["lease_id"]
+        for i in range(tools):
+            tool = {"role": "tool", "content": f"result {t}.{i}", "call_id": f"c{i}", "lease_id": lid}
+            r = await mcp.call_tool("append", {**args, **tool})
+            assert not r.is_error, r.content
+        r = await mcp.call_tool("end_turn", {**args, "lease_id": lid, "reply": f"answer {t}"})
+        assert not r.is_error, r.content
+
+    def via(turns: Any, name: str) -> Callable[[str], Awaitable[None]]:
+        async def turn(t: str) -> None:
+            start = await turns.begin_turn(TENANT, sids[name], t, f"question {t}")
+            assert start.lease_id
+            for i in range(tools):
+                await turns.store.append(
+                    TENANT, sids[name], t, "tool", f"result {t}.{i}", f"c{i}", lease_id=start.lease_id
+                )
+            await turns.end_turn(TENANT, sids[name], t, start.lease_id, f"answer {t}")
+
+        return turn
+
+    async def peer(t: str) -> None:
+        sid = sids["peer"]
+        cursor = store.messages.find({"session_id": sid}, sort=[("seq", DESCENDING)], limit=40)
+        window = [d async for d in cursor]
+        seq = int(window[0]["seq"]) if window else 0
+        said: list[tuple[str, str | None, str]] = [("user", None, f"question {t}")]
+        said += [("tool", f"c{i}", f"result {t}.{i}") for i in range(tools)]
+        for k, (role, cid, text) in enumerate([*said, ("assistant", None, f"answer {t}")]):
+            key = f"{t}:{role}" + (f":{cid}" if cid else "")
+            doc = {**message(sid, 0), "key": key, "seq": seq + k + 1, "turn_id": t, "call_id": cid}
+            # uniqueness as this tree keeps it: the derived _id
+            doc["_id"] = message_id(sid, doc["key"])
+            await store.messages.insert_one({**doc, "role": role, "content": text})
+
+    return {"MCP": via_mcp, **{name: via(t, name) for name, t in libraries.items()}, "peer": peer}
+
+
 async def run(
-    uri: str, tmp: Path, rounds: int, baseline: str
+    uri: str, tmp: Path, rounds: int, baseline: str, tools: int = 0
 ) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
     prev_turns = load_previous(baseline, tmp)
     prev_ids = hasattr(importlib.import_module("prev_memory.keys"), "message_id")
@@ -151,39 +202,7 @@ async def run(
                 await st.messages.insert_many(docs)
                 await st.sessions.update_one({"_id": sid}, {"$set": {"next_seq": SEEDED_MESSAGES}})
 
-        async def via_mcp(t: str) -> None:
-            args = {"session_id": sids["MCP"], "turn_id": t}
-            r = await mcp.call_tool("begin_turn", {**args, "text": f"question {t}"})
-            assert not r.is_error and r.structured_content, r.content
-            lid = r.structured_content["lease_id"]
-            r = await mcp.call_tool("end_turn", {**args, "lease_id": lid, "reply": f"answer {t}"})
-            assert not r.is_error, r.content
-
-        def via(turns: Any, name: str) -> Callable[[str], Awaitable[None]]:
-            async def turn(t: str) -> None:
-                start = await turns.begin_turn(TENANT, sids[name], t, f"question {t}")
-                assert start.lease_id
-                await turns.end_turn(TENANT, sids[name], t, start.lease_id, f"answer {t}")
-
-            return turn
-
-        async def peer(t: str) -> None:
-            sid = sids["peer"]
-            cursor = store.messages.find({"session_id": sid}, sort=[("seq", DESCENDING)], limit=40)
-            window = [d async for d in cursor]
-            seq = int(window[0]["seq"]) if window else 0
-            for k, (role, text) in enumerate((("user", f"question {t}"), ("assistant", f"answer {t}"))):
-                doc = {**message(sid, 0), "key": f"{t}:{role}", "seq": seq + k + 1, "turn_id": t}
-                # uniqueness as this tree keeps it: the derived _id
-                doc["_id"] = message_id(sid, doc["key"])
-                await store.messages.insert_one({**doc, "role": role, "content": text})
-
-        variants: dict[str, Callable[[str], Awaitable[None]]] = {
-            "MCP": via_mcp,
-            "library": via(new, "library"),
-            prev: via(old, prev),
-            "peer": peer,
-        }
+        variants = variants_of(mcp, store, {"library": new, prev: old}, sids, tools)
         trips: dict[str, list[str]] = {}
         for name in ("library", prev, "peer"):
             await variants[name]("warm")
@@ -231,6 +250,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--baseline", default="main", help="git ref of the library@<ref> variant")
     p.add_argument("--section", default="fenced turn", help="the RESULTS.md section to write")
+    p.add_argument(
+        "--tool-messages", type=int, default=0, help="tool messages appended per turn, under the lease"
+    )
     args = p.parse_args(argv)
     started = dt.datetime.now(dt.UTC)
     t0 = time.perf_counter()
@@ -238,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         engine = EmbeddedEngine(Path(tmp) / "engine")
         uri = engine.start()
         try:
-            samples, trips = asyncio.run(run(uri, Path(tmp), args.rounds, args.baseline))
+            samples, trips = asyncio.run(run(uri, Path(tmp), args.rounds, args.baseline, args.tool_messages))
         finally:
             engine.stop()
     body = (
@@ -247,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
         f"cores; mcp {version('mcp')}, pymongo {version('pymongo')}, mongoeco {version('mongoeco')}; "
         f"{started:%Y-%m-%d %H:%M} UTC; whole run {time.perf_counter() - t0:.0f} s; load average at the end "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; {args.rounds} rounds, {SESSIONS:,} sessions, "
-        f"{SEEDED_MESSAGES} seeded messages per variant's session. MCP's round trips are the library's "
+        f"{SEEDED_MESSAGES} seeded messages per variant's session, {args.tool_messages} tool messages per "
+        "turn. MCP's round trips are the library's "
         "(the same calls; tests/memory/test_turn_round_trips.py pins them).\n\n"
         + render(samples, trips)
         + "\n"

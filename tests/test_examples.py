@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+from mongogate.config import load_settings
+from mongogate.config_memory import LongTermSettings
 from tests.conftest import Cli
 from tests.helpers import EXE, ROOT
 
@@ -160,3 +163,13 @@ def test_long_conversation_example_keeps_the_context_flat(env: dict[str, str]) -
         int(x) for x in lines[-1].removeprefix("context bytes: first 50 turns max ").split(", after max ")
     )
     assert after <= first * 1.1, lines[-1]
+
+
+def test_the_example_config_recalls_with_the_documented_floor() -> None:
+    """Issue 40: examples/mongogate.toml (what `make run` serves) set min_score = 0.25 while the
+    README gave the default, 0.125, without saying the demo differs; the demo now recalls as
+    documented."""
+    default = LongTermSettings.model_fields["min_score"].default
+    example = load_settings(EXAMPLES / "mongogate.toml").memory.long_term.min_score
+    [stated] = re.findall(r"`min_score` \(default ([0-9.]+)\)", (ROOT / "README.md").read_text())
+    assert example == default == float(stated)

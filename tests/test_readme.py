@@ -73,9 +73,7 @@ COVERED = {
     "python3.13 -m venv ~/mongogate && ~/mongogate/bin/pip install "
     "'dist/mongogate-0.1.0-py3-none-any.whl[embedded]'": "tests/test_install.py",
     "~/mongogate/bin/mongogate --version": "tests/test_install.py",
-    "uvx --from": "prose; uv is not installed here, tests/test_install.py installs the same wheel with pip",
-    "uvx --python 3.13 --from 'mongogate[embedded] @ file:///path/to/mongogate-0.1.0-py3-none-any.whl' "
-    "mongogate serve --demo": "as above",
+    "uvx --from": "prose: tests/test_install.py runs every documented uvx line (uv from PyPI)",
     "export MONGOGATE_TOKEN=...": "printed by make run: tests/test_cli.py reads it from the banner",
     ".venv/bin/python examples/http_client.py --url http://127.0.0.1:8000/mcp": "tests/test_cli.py",
     ".venv/bin/python examples/embed.py": "tests/test_examples.py",
@@ -87,6 +85,9 @@ COVERED = {
     "mongogate check": "tests/test_cli.py and tests/tools/test_count.py (check against an engine)",
     "mongogate memory reembed": "tests/recall/test_reembed.py (the command line, against an engine)",
     "make setup": "the first step of make test and make run",
+    "make lock": "by hand (it resolves against PyPI); tests/test_lock.py checks what it wrote",
+    "make lock UPGRADE=uvicorn": "as make lock",
+    "make lock UPGRADE=1": "as make lock",
     ".venv/bin/python examples/frameworks/pydantic_ai_agent.py": "tests/test_frameworks.py",
     "python -m mongogate.engine run --detach": "prose: what a mongogate process spawns; tests/test_engine.py",
     "mongogate engine start": "tests/test_engine.py",
@@ -111,6 +112,7 @@ COVERED = {
     ".venv/bin/python examples/long_term_memory.py": "tests/test_examples.py",
     ".venv/bin/python examples/long_conversation.py": "tests/test_examples.py (200 turns, flat context)",
     "mongogate memory export": "tests/recall/test_bulk.py (the command line, export then import)",
+    "mongogate memory export FILE": "tests/test_cli_memory.py (a new file renamed into place)",
     "mongogate config-doc --output docs/configuration.md": "tests/test_config_doc.py (up to date)",
 }
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.helpers import EXE, INITIALIZE, free_port, send, stdio_serve
@@ -133,3 +135,105 @@ async def test_calls_waiting_for_a_database_that_failed_to_open_are_refused(tmp_
         assert r.is_error and text.startswith("[storage_error] the server could not open its database"), text
         assert "127.0.0.1:1" not in text  # the cause is the operator's (in `failed`, and the log)
     assert len(failed) == 1
+
+
+#: what a server's first answers never need (issue 38.6): the embedding model, PyJWT and
+#: cryptography without JWT auth, prometheus_client without metrics, the stemmer of text search
+LAZY = ("wordllama", "tokenizers", "jwt", "cryptography.x509", "prometheus_client", "snowballstemmer")
+
+_FIRST_CALLS = """
+import json, sys, anyio
+from mcp import Client
+from mongogate.config import load_settings
+from mongogate.server.app import build_server
+
+LAZY = %r
+settings = load_settings(None, database={"uri": sys.argv[1], "name": sys.argv[2]},
+                         server={"data_dir": sys.argv[3]}, auth={"mode": "none", "tenant": "acme"})
+
+async def main():
+    out = {}
+    async with Client(build_server(settings, transport="stdio")) as c:
+        out["tools"] = len((await c.list_tools()).tools)
+        out["loaded_at_list"] = [m for m in LAZY if m in sys.modules]
+        fact = {"text": "The staging database is called orion-7.", "key": "staging"}
+        r = await c.call_tool("remember", fact)
+        assert not r.is_error, r.content
+        r = await c.call_tool("recall", {"query": "what is the staging database called?"})
+        assert not r.is_error, r.content
+        out["recalled"] = [m["text"] for m in r.structured_content["memories"]]
+        out["loaded_after_recall"] = [m for m in LAZY if m in sys.modules]
+    print(json.dumps(out))
+
+anyio.run(main)
+"""
+
+
+def test_tools_list_before_the_embedder_loads_and_recall_right_after(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Issue 38.6: a fresh server lists its tools without loading the embedding model, PyJWT
+    (no JWT auth here), prometheus_client or the stemmer; a `remember` and a `recall` right after
+    start load the model then and answer. Old code imported PyJWT, prometheus_client (with the
+    HTTP module) and the stemmer on every start."""
+    code = _FIRST_CALLS % (LAZY,)
+    run = subprocess.run(
+        [sys.executable, "-c", code, engine_uri, db_name, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["tools"] > 10
+    assert out["loaded_at_list"] == []
+    assert out["recalled"] == ["The staging database is called orion-7."]
+    assert "wordllama" in out["loaded_after_recall"]  # loaded by the first remember, on demand
+
+
+@pytest.mark.anyio
+async def test_readyz_says_ready_only_when_a_call_can_be_answered(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Issue 38.6: `serve --http` opens its database once (in the lifespan, which runs the start-up
+    checks), and the first `200` of `/readyz` means a call is answered at once, not refused."""
+    import urllib.error
+    import urllib.request
+
+    from mcp import Client
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")} | {
+        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
+        "MONGOGATE_DATABASE__URI": engine_uri,
+        "MONGOGATE_DATABASE__NAME": db_name,
+        "MONGOGATE_AUTH__TENANT": "acme",
+    }
+    proc = subprocess.Popen(
+        [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while True:  # readiness polled, not waited for: each refused connection is retried
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=120) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                await anyio.sleep(0.01)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+            first = await c.call_tool("remember", {"text": "Deploys freeze on Fridays.", "key": "freeze"})
+            assert not first.is_error, first.content
+            found = await c.call_tool("recall", {"query": "when do deploys freeze?"})
+            assert not found.is_error and found.structured_content is not None, found.content
+            assert [m["key"] for m in found.structured_content["memories"]] == ["freeze"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if proc.stderr is not None:
+            proc.stderr.close()

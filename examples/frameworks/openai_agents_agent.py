@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK driving mongogate over MCP (stdio) with a deterministic model.
 
-    pip install 'mongogate[embedded,frameworks]'     # or: make setup (dev installs it)
+    make setup     # installs the frameworks extra (from a clone elsewhere: docs/operations.md, Install)
     python examples/frameworks/openai_agents_agent.py
 
 The same story as pydantic_ai_agent.py: a whole turn (create_session, begin_turn, a

@@ -1,6 +1,6 @@
 """An OpenAI Agents SDK agent whose conversation lives in mongogate (`MongogateSession`).
 
-    pip install 'mongogate[embedded,openai-agents]'     # or: make setup
+    make setup     # installs the openai-agents extra (from a clone elsewhere: docs/operations.md, Install)
     python examples/frameworks/openai_agents_session.py
 
 The model here is FAKE: no LLM is reachable from where this runs (no network, no API key), so

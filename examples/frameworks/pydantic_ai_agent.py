@@ -1,6 +1,6 @@
 """Pydantic AI driving mongogate over MCP (stdio) with a deterministic FunctionModel.
 
-    pip install 'mongogate[embedded,frameworks]'     # or: make setup (dev installs it)
+    make setup     # installs the frameworks extra (from a clone elsewhere: docs/operations.md, Install)
     python examples/frameworks/pydantic_ai_agent.py
 
 The agent runs a whole turn (create_session, begin_turn, a find_orders query whose ``$where``

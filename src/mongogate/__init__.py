@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from mongogate.version import __version__
 
 if TYPE_CHECKING:  # what mypy and IDEs see; at run time __getattr__ below loads them
+    from mongogate.assembly import erase
     from mongogate.clock import Clock, ManualClock, SystemClock
     from mongogate.config import Settings, load_settings
+    from mongogate.erasure import CollectionReceipt, ErasureReceipt
     from mongogate.errors import (
         ConfigError,
         InvalidInput,
@@ -70,6 +72,10 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Investigations": ("mongogate.scheduler.investigations", "Investigations"),
     "Investigation": ("mongogate.scheduler.investigations", "Investigation"),
     "OpenResult": ("mongogate.scheduler.investigations", "OpenResult"),
+    # erasure with a receipt (`mongogate erase`; docs/security.md, "Erasure")
+    "erase": ("mongogate.assembly", "erase"),
+    "ErasureReceipt": ("mongogate.erasure", "ErasureReceipt"),
+    "CollectionReceipt": ("mongogate.erasure", "CollectionReceipt"),
     "Clock": ("mongogate.clock", "Clock"),
     "SystemClock": ("mongogate.clock", "SystemClock"),
     "ManualClock": ("mongogate.clock", "ManualClock"),
@@ -88,7 +94,9 @@ __all__ = [
     "AppState",
     "Checkpoint",
     "Clock",
+    "CollectionReceipt",
     "ConfigError",
+    "ErasureReceipt",
     "FindToolSpec",
     "InvalidInput",
     "Investigation",
@@ -113,6 +121,7 @@ __all__ = [
     "ToolRegistry",
     "__version__",
     "build_server",
+    "erase",
     "load_settings",
     "serve_http",
 ]

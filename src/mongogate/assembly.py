@@ -1,12 +1,15 @@
 """One assembly of a server's services: settings + an open database -> the AppState tools reach;
 and of a worker's scheduler: settings + an open database + agents -> the `Scheduler` it runs.
 
-`build_server`'s lifespan (`serve`), `mongogate try --execute --demo` and `mongogate check`
-build their stores here, so each service is constructed once and the same way (long-term memory
-with the server's limits, the fault hook wired to both stores, one clock). `build_server` keeps
-only auth, middleware and the lifespan (server/app.py). `mongogate worker` runs through
-`run_worker` here, which builds its scheduler with `build_scheduler` (the scheduler package is
-imported only then: `serve`'s start-up does not pay for it).
+Every service is built here, the same way for every caller: `memory_store`, `long_term_memory`
+(with the server's limits and the configured embedder), `checkpoints` and `schedules`, each with
+the one clock and the fault hook given. `build_server`'s lifespan (`serve`), `mongogate try
+--execute --demo` and `mongogate check` take them all at once (`build_services`); the framework
+adapters (`mongogate.langgraph`, `mongogate.openai_agents`) and the commands (`mongogate memory`,
+`mongogate schedule`) take the one they use. `build_server` keeps only auth, middleware and the
+lifespan (server/app.py). `mongogate worker` runs through `run_worker` here, which builds its
+scheduler with `build_scheduler` (the scheduler package is imported only then: `serve`'s start-up
+does not pay for it).
 
 Test hooks are arguments (``clock``, ``faults``), never read from the environment: production
 code has no switch a stray variable could turn on. Crash and race tests pass them through the
@@ -23,19 +26,25 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mongogate import audit, memory, recall, runs
 from mongogate.audit import AuditLog
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
+from mongogate.erasure import BATCH, JOURNAL_KEPT, Declared, ErasureReceipt, Kept, Sweep, Target
 from mongogate.errors import NotFound
 from mongogate.memory import MemoryStore, MessageVectors, Turns, ensure_search_index
 from mongogate.principal import Principal
-from mongogate.recall import LongTermMemory, make_embedder, path_report
+from mongogate.recall import Embedder, LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
+from mongogate.tools.faults import PROBE_COLLECTION
 from mongogate.tools.state import AppState
+from mongogate.values import Doc
 
 if TYPE_CHECKING:
-    from mongogate.scheduler import Agent, AgentRegistry, LoopObserver, Scheduler, WorkerReport
+    from pymongo.asynchronous.database import AsyncDatabase
+
+    from mongogate.scheduler import Agent, AgentRegistry, LoopObserver, Scheduler, Schedules, WorkerReport
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +54,10 @@ class Faults:
     """Test hooks, all off by default.
 
     ``at(point)`` is called at named points between a write and its reply: begin_turn.after_lease,
-    answer.after_commit, answer.after_write, end_turn.after_reply_write, remember.after_write,
-    forget.after_memory. Crash tests end the process there (tests/fault_harness.py)."""
+    append.after_seq, answer.after_commit, answer.after_write, end_turn.after_reply_write,
+    remember.after_write, forget.after_memory; and in an erasure `erase.after_journal:<action>:<collection>`
+    and `erase.after_apply:<action>:<collection>` (erasure/sweep.py). Crash tests end the process
+    there (tests/fault_harness.py)."""
 
     at: Callable[[str], None] | None = None
 
@@ -63,12 +74,52 @@ def no_scope_check(principal: Principal, scopes: list[str], tool: str) -> None:
     return None
 
 
-def unwritten_audit(settings: Settings) -> AuditLog:
-    """An audit log that is never written (`try` seeding, `check`): the server's settings, no stream."""
+def unwritten_audit(settings: Settings, *, instance: str | None = None) -> AuditLog:
+    """An audit log with the server's settings and no stream (`try` seeding and its dry run,
+    `check`); `instance` names the process in its events."""
     a = settings.audit
     return AuditLog(
-        settings.audit_path, redact_values=a.redact_values, max_value_chars=a.max_value_chars, stream=None
+        settings.audit_path,
+        redact_values=a.redact_values,
+        max_value_chars=a.max_value_chars,
+        stream=None,
+        instance=instance,
     )
+
+
+def memory_store(
+    settings: Settings, db: AsyncDatabase[Doc], *, clock: Clock = SYSTEM_CLOCK, faults: Faults = NO_FAULTS
+) -> MemoryStore:
+    """Sessions and messages (`memory/`) over ``db``: the MCP tools' and the OpenAI Agents session's."""
+    store = MemoryStore(db, settings.memory, clock)
+    store.fault = faults.at
+    return store
+
+
+def long_term_memory(
+    settings: Settings,
+    db: AsyncDatabase[Doc],
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    faults: Faults = NO_FAULTS,
+    embedder: Embedder | None = None,
+) -> LongTermMemory:
+    """Long-term memory (`recall/`) over ``db``, with the server's limits; ``embedder`` one already
+    made (else the configured one, which loads when first used)."""
+    ltm = LongTermMemory(
+        db,
+        settings.memory.long_term,
+        make_embedder(settings.memory.embedding) if embedder is None else embedder,
+        clock,
+        limits=settings.limits,
+    )
+    ltm.fault = faults.at
+    return ltm
+
+
+def checkpoints(settings: Settings, db: AsyncDatabase[Doc], *, clock: Clock = SYSTEM_CLOCK) -> Runs:
+    """Runs and their checkpoints (`runs/`) over ``db``: the run tools' and the LangGraph saver's."""
+    return Runs(db, settings.memory, clock=clock)
 
 
 def build_services(
@@ -82,16 +133,8 @@ def build_services(
     faults: Faults = NO_FAULTS,
 ) -> AppState:
     """The stores over ``db`` (no I/O: nothing is created, the embedder loads when first used)."""
-    memory = MemoryStore(db.memory, settings.memory, clock)
-    memory.fault = faults.at
-    recall = LongTermMemory(
-        db.memory,
-        settings.memory.long_term,
-        make_embedder(settings.memory.embedding),
-        clock,
-        limits=settings.limits,
-    )
-    recall.fault = faults.at
+    memory = memory_store(settings, db.memory, clock=clock, faults=faults)
+    recall = long_term_memory(settings, db.memory, clock=clock, faults=faults)
     found = settings.memory.search
     vectors = MessageVectors(recall.embedder, found.cache_messages) if found.embed_messages else None
     return AppState(
@@ -102,7 +145,7 @@ def build_services(
         principal=principal,
         require_scopes=require_scopes,
         audit=audit if audit is not None else unwritten_audit(settings),
-        runs=Runs(db.memory, settings.memory),
+        runs=checkpoints(settings, db.memory),
         recall=recall,
         message_vectors=vectors,
     )
@@ -177,6 +220,13 @@ def build_scheduler(
     return scheduler
 
 
+def schedules(settings: Settings, db: Database) -> Schedules:
+    """The operator's side of the schedule (`mongogate schedule pause|resume|run-now|remove|prune`)."""
+    from mongogate.scheduler import Schedules
+
+    return Schedules(db.memory, settings.scheduler.worker_ttl_s)
+
+
 async def run_worker(
     settings: Settings,
     agents: Iterable[Agent] | AgentRegistry,
@@ -210,5 +260,48 @@ async def run_worker(
             clock=clock,
         )
         return await run_scheduler(scheduler, duration_s=duration_s, status_only=status_only, stop=stop)
+    finally:
+        await db.close()
+
+
+#: what the assembly itself writes: the write probe (tools/faults.py) and the erasures' journal
+ASSEMBLY_KEPT = Declared(
+    "assembly",
+    parts=(),
+    kept=(
+        Kept(PROBE_COLLECTION, "one document a server writes to learn whether writes work: no tenant"),
+        JOURNAL_KEPT,
+    ),
+)
+
+
+def erasure_plan() -> tuple[Declared, ...]:
+    """What every package stores per tenant and subject (each package's `ERASURE`), in the order
+    an erasure takes them: conversations, long-term memory, runs, the scheduler's investigations,
+    then the audit trail. A collection a package adds is one line in its own `erase.py`."""
+    from mongogate.scheduler import ERASURE as SCHEDULER  # here: `serve` never imports the scheduler
+
+    return (memory.ERASURE, recall.ERASURE, runs.ERASURE, SCHEDULER, audit.ERASURE, ASSEMBLY_KEPT)
+
+
+async def erase(
+    settings: Settings,
+    tenant: str,
+    subject: str | None = None,
+    *,
+    batch: int = BATCH,
+    clock: Clock = SYSTEM_CLOCK,
+    faults: Faults = NO_FAULTS,
+) -> ErasureReceipt:
+    """`mongogate erase`: every document of `tenant` (or of `subject` within it) removed from every
+    mongogate collection, its audit events redacted, and the receipt (docs/security.md, "Erasure").
+    Safe while servers serve (long-term memory's coherence is kept: recall/erase.py), resumable
+    after a run was killed, idempotent (a second erasure removes 0). Bad names are `InvalidInput`."""
+    target = Target.of(tenant, subject)
+    db = Database(settings.database, settings.server.data_dir)
+    await db.open()
+    try:
+        await db.ping()
+        return await Sweep(db.memory, target, clock=clock, fault=faults.at, batch=batch).run(erasure_plan())
     finally:
         await db.close()

@@ -67,18 +67,9 @@ def format_errors(
     from_file = False
     for err in exc.errors():
         loc = tuple(err["loc"])
-        cause = (err.get("ctx") or {}).get("error")
-        if isinstance(cause, SpecError):  # a [[query_tools]] entry: one line per key inside it
-            problems = [((*loc, *k.split(".")) if k != "(spec)" else loc, m) for k, m in cause.problems]
-        elif err["type"] == "extra_forbidden" and loc:
-            problems = [(loc, unknown_key(str(loc[-1]), _keys_at(root, loc[:-1])))]
-        else:
-            got = err.get("input")
-            shown = "" if isinstance(got, dict | list) or got is None else f" (got {mask(loc, got)})"
-            problems = [(loc, err["msg"].removeprefix("Value error, ") + shown)]
         given = _given(loc, overrides)
         env = None if given else _env_name(loc, environ)
-        for key_loc, message in problems:
+        for key_loc, message in _problems(root, err, loc):
             key = ".".join(str(p) for p in key_loc) or "(top level)"
             if env is not None:
                 lines.append(f"  {key} (from environment variable {env}): {message}")
@@ -89,6 +80,19 @@ def format_errors(
                 lines.append(f"  {key}: {message}")
     where = f" in {file}" if from_file and file is not None else ""
     return "\n".join([f"invalid configuration{where}:", *lines])
+
+
+def _problems(root: type[BaseModel], err: Any, loc: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+    """(where, what) of one validation error: a [[query_tools]] entry's problems one per key
+    inside it, an unknown key with its "did you mean", else pydantic's message and the value."""
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, SpecError):
+        return [((*loc, *k.split(".")) if k != "(spec)" else loc, m) for k, m in cause.problems]
+    if err["type"] == "extra_forbidden" and loc:
+        return [(loc, unknown_key(str(loc[-1]), _keys_at(root, loc[:-1])))]
+    got = err.get("input")
+    shown = "" if isinstance(got, dict | list) or got is None else f" (got {mask(loc, got)})"
+    return [(loc, err["msg"].removeprefix("Value error, ") + shown)]
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import Final
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
@@ -17,8 +18,11 @@ from pymongo.asynchronous.collection import AsyncCollection
 from mongogate.clock import as_utc
 from mongogate.values import Doc, check_int
 
-#: the fields of a lease on a document
-LEASE_FIELDS = ("locked_by", "locked_until")
+#: the fields of a lease on a document: the lease id and its expiry (the domains' documents
+#: modules, `memory/documents.py` and `runs/documents.py`, name them from here)
+LOCKED_BY: Final = "locked_by"
+LOCKED_UNTIL: Final = "locked_until"
+LEASE_FIELDS = (LOCKED_BY, LOCKED_UNTIL)
 
 
 def new_lease_id() -> str:
@@ -27,7 +31,7 @@ def new_lease_id() -> str:
 
 def free_conditions(now: datetime) -> list[Doc]:
     """`$or` terms that mean "nobody holds the lease now": never taken or released, or expired."""
-    return [{"locked_until": None}, {"locked_until": {"$lte": now}}]
+    return [{LOCKED_UNTIL: None}, {LOCKED_UNTIL: {"$lte": now}}]
 
 
 def literal(value: object) -> Doc:
@@ -65,7 +69,7 @@ def keep_unless(ok: Doc, fields: Doc) -> Doc:
 
 def free(now: datetime) -> Doc:
     """`free_conditions` as an aggregation test: never taken or released, or expired."""
-    until = field_or_null("locked_until")
+    until = field_or_null(LOCKED_UNTIL)
     return {"$or": [{"$eq": [until, None]}, {"$lte": [until, literal(now)]}]}
 
 
@@ -90,10 +94,10 @@ async def acquire(
     until = now + timedelta(milliseconds=ttl_ms)
     doc = await coll.find_one_and_update(
         by_id,
-        [keep_unless({"$and": [*tests, free(now)]}, {"locked_by": literal(lease_id), "locked_until": until})],
+        [keep_unless({"$and": [*tests, free(now)]}, {LOCKED_BY: literal(lease_id), LOCKED_UNTIL: until})],
         return_document=ReturnDocument.AFTER,
     )
-    return doc if _matches(doc, match) and doc is not None and doc.get("locked_by") == lease_id else None
+    return doc if _matches(doc, match) and doc is not None and doc.get(LOCKED_BY) == lease_id else None
 
 
 async def extend(
@@ -104,10 +108,10 @@ async def extend(
     until = now + timedelta(milliseconds=ttl_ms)
     doc = await coll.find_one_and_update(
         by_id,
-        [keep_unless({"$and": [*tests, same("locked_by", lease_id)]}, {"locked_until": until})],
+        [keep_unless({"$and": [*tests, same(LOCKED_BY, lease_id)]}, {LOCKED_UNTIL: until})],
         return_document=ReturnDocument.AFTER,
     )
-    return doc if _matches(doc, match) and doc is not None and doc.get("locked_by") == lease_id else None
+    return doc if _matches(doc, match) and doc is not None and doc.get(LOCKED_BY) == lease_id else None
 
 
 async def release(coll: AsyncCollection[Doc], match: Doc, lease_id: str) -> bool:
@@ -115,19 +119,15 @@ async def release(coll: AsyncCollection[Doc], match: Doc, lease_id: str) -> bool
     by_id, tests = _by_id(match)
     before = await coll.find_one_and_update(
         by_id,
-        [
-            keep_unless(
-                {"$and": [*tests, same("locked_by", lease_id)]}, {"locked_by": None, "locked_until": None}
-            )
-        ],
-        projection={k: 1 for k in match if k != "_id"} | {"locked_by": 1},
+        [keep_unless({"$and": [*tests, same(LOCKED_BY, lease_id)]}, {LOCKED_BY: None, LOCKED_UNTIL: None})],
+        projection={k: 1 for k in match if k != "_id"} | {LOCKED_BY: 1},
         return_document=ReturnDocument.BEFORE,
     )
-    return _matches(before, match) and before is not None and before.get("locked_by") == lease_id
+    return _matches(before, match) and before is not None and before.get(LOCKED_BY) == lease_id
 
 
 def remaining_ms(doc: Doc, now: datetime) -> tuple[datetime, int]:
-    until = as_utc(doc["locked_until"])
+    until = as_utc(doc[LOCKED_UNTIL])
     left = int((until - now).total_seconds() * 1000)
     return until, max(left, 0)
 

@@ -59,6 +59,37 @@ def _check_dir(fd: int, shown: str, *, holds_files: bool, what: str) -> None:
         )
 
 
+def _stat_or_make(fd: int, name: str, shown: Path, *, what: str, create: bool) -> os.stat_result:
+    """`name` in directory `fd`, not followed; a missing one made 0700 when `create`."""
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        if not create:
+            raise ConfigError(f"{what}: {shown} does not exist") from None
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            os.mkdir(name, 0o700, dir_fd=fd)
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+
+
+def _one_more_link(st: os.stat_result, shown: Path, links: int, path: Path, *, what: str) -> int:
+    """A symlink on the way, followed only when the user or root owns it, `_MAX_LINKS` at most."""
+    if not _trusted(st.st_uid):
+        raise ConfigError(
+            f"{what}: {shown} is a symlink owned by another user (uid {st.st_uid}); "
+            "remove it or use the real path"
+        )
+    if links + 1 > _MAX_LINKS:
+        raise ConfigError(f"{what}: {path} has too many levels of symlinks")
+    return links + 1
+
+
+def _open_child(fd: int, name: str, shown: Path, *, what: str) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+    except NotADirectoryError:
+        raise ConfigError(f"{what}: {shown} is not a directory") from None
+
+
 def open_dir(path: Path, *, what: str, create: bool = True, holds_files: bool = True) -> int:
     """A descriptor of directory ``path`` (missing components created 0700 when ``create``),
     every component checked as the module says. ``holds_files``: the last one must not be
@@ -77,23 +108,9 @@ def open_dir(path: Path, *, what: str, create: bool = True, holds_files: bool = 
                 nfd = os.open("..", _DIR_FLAGS, dir_fd=fd)
                 shown = shown.parent
             else:
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    if not create:
-                        raise ConfigError(f"{what}: {shown / name} does not exist") from None
-                    with contextlib.suppress(FileExistsError):  # another process made it meanwhile
-                        os.mkdir(name, 0o700, dir_fd=fd)
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                st = _stat_or_make(fd, name, shown / name, what=what, create=create)
                 if stat.S_ISLNK(st.st_mode):
-                    if not _trusted(st.st_uid):
-                        raise ConfigError(
-                            f"{what}: {shown / name} is a symlink owned by another user (uid {st.st_uid}); "
-                            "remove it or use the real path"
-                        )
-                    links += 1
-                    if links > _MAX_LINKS:
-                        raise ConfigError(f"{what}: {path} has too many levels of symlinks")
+                    links = _one_more_link(st, shown / name, links, path, what=what)
                     target = os.readlink(name, dir_fd=fd)
                     if target.startswith("/"):
                         os.close(fd)
@@ -101,10 +118,7 @@ def open_dir(path: Path, *, what: str, create: bool = True, holds_files: bool = 
                         shown = Path("/")
                     parts = [p for p in Path(target).parts if p != "/"] + parts
                     continue
-                try:
-                    nfd = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                except NotADirectoryError:
-                    raise ConfigError(f"{what}: {shown / name} is not a directory") from None
+                nfd = _open_child(fd, name, shown / name, what=what)
                 shown = shown / name
             os.close(fd)
             fd = nfd

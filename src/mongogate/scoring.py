@@ -1,11 +1,31 @@
 """One score from an exact-term score and a meaning score, both in [0, 1]: what long-term recall's
-in-process index (`recall/scope_index.py`) and `search_messages` (`memory/search.py`) rank by.
+in-process index (`recall/inprocess/scope_index.py`) and `search_messages` (`memory/search.py`) rank by.
 
 `score = weight_text * text ** TEXT_POWER + (1 - weight_text) * max(similarity, 0)`, where `text` is
 the normalised BM25 of `textrank.bm25` (1.0: holds every query word) and `similarity` the cosine of
 the query's and the text's embeddings. Here, below `recall` and `memory`, because neither of those
 may import the other (pyproject's import-linter layers); the weights were chosen on
 benchmarks/lib/recall_set.py (docs/decisions/recall-index.md).
+
+The score `recall` shows, on both of its rankers (the in-process index, `recall/inprocess/`, and
+the search index, `recall/searchindex/`), and the one `min_score` compares:
+
+1. **The score a recall shows** (`shown`), the one `min_score` compares:
+   `LIST_SHARE * best + (1 - LIST_SHARE) * own`, where `best` is the fused score of the recall's
+   best match and `own` the memory's fused score. Measured on benchmarks/recall_quality.py: whether
+   a question is about anything stored is told by its *best* match (an answer ranked 5th or 9th
+   often has a cosine no higher than an unrelated question's best match), so a floor on each
+   memory's own score cut answerable questions' answers long before it emptied unrelated ones.
+   The shown score is in [0, 1], the same for every query (the best match's evidence), and
+   follows the fused order exactly (`best` is one number per recall); `own`'s tenth keeps each
+   memory's own match visible in it.
+2. **Evidence on one side** (`evidenced`, branch floor2): the best match must have a cosine of at
+   least `EVIDENCE_COSINE` with the query or hold at least `EVIDENCE_SHARE` of the query's idf
+   mass (its distinct query tokens); otherwise the recall shows only each memory's own tenth, under
+   any floor above 0.1. A sum of two weak sides ("quantum chromodynamics lecture notes" beside
+   "lots of sticky notes": cosine 0.145, a ninth of the words, fused 0.131) is not evidence that
+   anything stored is about the question. Applied when both sides rank (the fused method with a
+   query vector); it only lowers scores, so it never keeps what the floor alone would cut.
 """
 
 from __future__ import annotations
@@ -13,13 +33,28 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TEXT_POWER", "TEXT_WEIGHT", "blend", "blend_many"]
+__all__ = [
+    "EVIDENCE_COSINE",
+    "EVIDENCE_SHARE",
+    "LIST_SHARE",
+    "TEXT_POWER",
+    "TEXT_WEIGHT",
+    "blend",
+    "blend_many",
+    "evidenced",
+    "shown",
+]
 
 #: the text side's share of the score (chosen on benchmarks/lib/recall_set.py's tuning half)
 TEXT_WEIGHT = 0.5
 #: the text side counts as text ** TEXT_POWER; 2 (a one-word overlap counts little) kept fewer
 #: answers above a floor that empties unrelated questions than 1 did (docs/decisions/recall-index.md)
 TEXT_POWER = 1.0
+#: the share of a memory's shown score that is its recall's best fused score (`shown`)
+LIST_SHARE = 0.9
+#: the best match's cosine, or its share of the query, that makes a recall evidenced
+EVIDENCE_COSINE = 0.175
+EVIDENCE_SHARE = 0.175
 
 
 def blend(text: float, similarity: float, weight_text: float = TEXT_WEIGHT) -> float:
@@ -38,3 +73,17 @@ def blend_many(
     wv = 1.0 - weight_text if weight_vector is None else weight_vector
     out: npt.NDArray[np.float64] = weight_text * text**TEXT_POWER + wv * np.clip(similarity, 0.0, 1.0)
     return out
+
+
+def shown(own: float, best: float, evidenced: bool = True) -> float:
+    """The score a recall shows for a memory whose fused score is `own`, when the recall's best
+    fused score is `best` (>= own): in [0, 1], ordered as `own` is. A recall whose best match has
+    no evidence on either side (`evidenced`) shows only the memory's own share."""
+    listed = LIST_SHARE * best if evidenced else 0.0
+    return min(1.0, max(0.0, listed + (1.0 - LIST_SHARE) * own))
+
+
+def evidenced(similarity: float, share: float) -> bool:
+    """Whether a best match with this cosine and this share of the query's idf is evidence that
+    something stored is about the query."""
+    return similarity >= EVIDENCE_COSINE or share >= EVIDENCE_SHARE

@@ -208,6 +208,13 @@ class QueryToolSpec(BaseModel):
                 f"tenant_field {tenant!r} must not be a filterable field (found {tenant_paths}): "
                 "the tenant is injected by the server, the model never names it"
             )
+        self._declared()
+        if self.index is not None:
+            _check_index(self.index, tenant)
+        return self
+
+    def _declared(self) -> None:
+        """Every projection and sort field is one of `fields` (`_id` may be projected too)."""
         undeclared = [p for p in self.projection if p not in self.fields and p not in ("_id",)]
         if undeclared:
             raise ValueError(
@@ -217,9 +224,6 @@ class QueryToolSpec(BaseModel):
         bad = [s for s in self.sort or () if s not in self.fields]
         if bad:
             raise ValueError(f"sort fields {bad} are not declared in `fields`")
-        if self.index is not None:
-            _check_index(self.index, tenant)
-        return self
 
 
 class FindToolSpec(QueryToolSpec):

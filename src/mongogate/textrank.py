@@ -17,8 +17,7 @@ import re
 import unicodedata
 from collections import Counter
 from functools import lru_cache
-
-import snowballstemmer
+from typing import Any
 
 __all__ = ["STOP_WORDS", "bm25", "fold", "query_tokens", "tokens"]
 
@@ -40,7 +39,6 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _AROUND = "?!,;:\"'()[]{}<>#*`.-"
-_STEMMER = snowballstemmer.stemmer("english")
 #: the longest token kept (longer runs are cut, so one huge token cannot bloat the index)
 MAX_TOKEN = 64
 
@@ -51,9 +49,18 @@ def fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
 
 
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    """The English stemmer, made at the first word stemmed: importing snowballstemmer costs about
+    15 ms that a server's start does not need (benchmarks/startup.py)."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
 @lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    return str(_STEMMER.stemWord(word))
+    return str(_stemmer().stemWord(word))
 
 
 def _identifier(token: str) -> bool:

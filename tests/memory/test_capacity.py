@@ -1,5 +1,6 @@
 """The embedded engine at size (issue 20.6): `check` and the start-up log report collection
-sizes and, past `database.engine_size_warning`, what an append and a load_context cost there."""
+sizes and, past `database.engine_size_warning`, what a load_context costs there; never a write
+cost, since writes by `_id` are flat (issue 40: "an insert into it now costs about 252 ms")."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pymongo import MongoClient
 from pymongo.database import Database
 
 from mongogate.config import load_settings
-from mongogate.memory.capacity import COST_CURVE, cost_at
+from mongogate.memory.capacity import LOAD_CURVE, load_ms_at, size_report
 from mongogate.server.app import build_server
 from tests.helpers import EXE, ROOT
 
@@ -23,12 +24,25 @@ pytestmark = pytest.mark.anyio
 
 
 def test_cost_is_the_measured_curve_interpolated() -> None:
-    for n, append, load, insert in COST_CURVE:
-        assert (cost_at(n).append_ms, cost_at(n).load_ms, cost_at(n).insert_ms) == (append, load, insert)
-    mid = cost_at(3000)
-    assert COST_CURVE[1][1] < mid.append_ms < COST_CURVE[2][1]
-    assert cost_at(9000).append_ms > COST_CURVE[2][1]  # grows past the last point
-    assert cost_at(1).append_ms == COST_CURVE[0][1]
+    for n, load in LOAD_CURVE:
+        assert load_ms_at(n) == load
+    assert LOAD_CURVE[1][1] < load_ms_at(3000) < LOAD_CURVE[2][1]
+    assert load_ms_at(9000) > LOAD_CURVE[2][1]  # grows past the last point
+    assert load_ms_at(1) == LOAD_CURVE[0][1]
+
+
+def test_no_warning_names_a_write_cost() -> None:
+    """Issue 40: the start-up log said a memory insert "costs about 252 ms" while inserts and
+    updates by `_id` are flat on the engine (docs/decisions/engine-writes.md)."""
+    _, warnings = size_report({"memories": 1130, "messages": 2400, "orders": 3000, "runs": 10}, 1000)
+    assert len(warnings) == 3
+    for line in warnings:
+        assert "insert" not in line.split("(")[0] and "append now costs" not in line, line
+        assert "stay flat" in line and "docs/DEPLOYMENT.md" in line
+    [messages] = [w for w in warnings if "'messages'" in w]
+    assert f"load_context(40) now reads it in about {load_ms_at(2400):.0f} ms" in messages
+    [memories] = [w for w in warnings if "'memories'" in w]
+    assert "costs" not in memories and "sorted or text read of it scans" in memories
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +80,8 @@ def test_check_reports_sizes_and_what_calls_cost_past_the_threshold(
     sizes = next(line for line in lines if line.startswith("embedded engine collections:"))
     assert "messages 8" in sizes and "sessions 2" in sizes
     warning = next(line for line in lines if line.startswith("WARNING collection 'messages'"))
-    expected = cost_at(8)
-    assert f"append now costs about {expected.append_ms:.0f} ms" in warning
-    assert f"load_context(40) about {expected.load_ms:.0f} ms" in warning
+    assert f"load_context(40) now reads it in about {load_ms_at(8):.0f} ms" in warning
+    assert "appends stay flat" in warning
     assert "docs/DEPLOYMENT.md" in warning and "engine_size_warning = 5" in warning
     assert not any("'sessions'" in line for line in lines if line.startswith("WARNING"))  # 2 <= 5
 

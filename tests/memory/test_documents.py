@@ -11,7 +11,7 @@ import pytest
 from mongogate.memory.compaction import SUMMARY_FIELDS
 from mongogate.memory.documents import MessageDoc, SessionDoc, SummaryDoc
 from mongogate.memory.gate import SESSION_STATE
-from mongogate.memory.repository import COMMIT_FIELDS, TAKE_FIELDS
+from mongogate.memory.repository import COMMIT_FIELDS, NUMBER_FIELDS, TAKE_FIELDS
 from mongogate.memory.search import search_messages
 from mongogate.memory.sessions import LIST_FIELDS, list_sessions
 from mongogate.memory.store import MemoryStore
@@ -30,9 +30,10 @@ def fields(doc: Any) -> set[str]:
         (SESSION_STATE, SessionDoc),
         (TAKE_FIELDS, SessionDoc),
         (COMMIT_FIELDS, SessionDoc),
+        (NUMBER_FIELDS, SessionDoc),
         (SUMMARY_FIELDS, SummaryDoc),
     ],
-    ids=["list", "state", "take", "commit", "summary"],
+    ids=["list", "state", "take", "commit", "number", "summary"],
 )
 def test_every_projection_names_fields_of_its_document(projection: dict[str, int], doc: Any) -> None:
     assert set(projection) - fields(doc) == set()

@@ -160,6 +160,41 @@ async def test_d5_an_unsettled_answer_is_found_while_another_turn_holds_the_leas
     assert replay.answered and replay.answer == "answer a"
 
 
+async def test_a_leased_append_still_writes_an_answer_parked_after_its_take(
+    turns: Turns, store: MemoryStore, clock: ManualClock
+) -> None:
+    """Issue 38.3: a leased append drops only the parked answers its lease vouches for (parked
+    before its take). One parked later (a plain final answer of another turn, committed while the
+    lease had expired, whose writer died before its insert) is written with the append."""
+    sid = await store.create_session("acme")
+    a = await turns.begin_turn("acme", sid, "a", "qa")
+    assert a.lease_id
+    await turns.end_turn("acme", sid, "a", a.lease_id, "answer a")  # parked, and stored
+    b = await turns.begin_turn("acme", sid, "b", "qb", lease_ms=100)
+    assert b.lease_id
+    clock.advance(1)
+
+    def crash(at: str) -> None:
+        if at == "answer.after_commit":
+            raise Crash(at)
+
+    store.fault = crash
+    with pytest.raises(Crash):
+        await store.append("acme", sid, "x", "assistant", "answer x")
+    store.fault = None
+    r = await store.append("acme", sid, "b", "tool", "b's result", "c1", lease_id=b.lease_id)
+    assert r.status == "inserted"
+    assert await history(store, sid) == [
+        ("a", "user"),
+        ("a", "assistant"),
+        ("b", "user"),
+        ("x", "assistant"),
+        ("b", "tool"),
+    ]
+    session = await store.sessions.find_one({"_id": sid})
+    assert session is not None and not session.get("pending")
+
+
 async def test_d6_the_first_end_turn_says_inserted_even_if_a_reader_settled_it(
     turns: Turns, store: MemoryStore
 ) -> None:
@@ -232,6 +267,9 @@ async def test_one_answer_per_turn_under_mixed_writers(
         if rnd.random() < 0.3:
             with contextlib.suppress(LeaseLost):
                 await turns.renew_turn("acme", sid, "a", b.lease_id)
+        if rnd.random() < 0.5:  # a tool result under the lease (issue 38.3: it drops parked copies)
+            with contextlib.suppress(LeaseLost):
+                await store.append("acme", sid, "a", "tool", f"result {i}", f"c{i}", lease_id=b.lease_id)
         try:
             e = await turns.end_turn("acme", sid, "a", b.lease_id, f"reply {i}")
             acks.append((f"e{i}", e.status, f"reply {i}"))
@@ -253,6 +291,8 @@ async def test_one_answer_per_turn_under_mixed_writers(
             tg.start_soon(plain, i)
     stored = [d async for d in store.messages.find({"session_id": sid, "key": "a:assistant"})]
     assert len(stored) <= 1
+    seqs = [d["seq"] async for d in store.messages.find({"session_id": sid})]
+    assert len(seqs) == len(set(seqs))
     for who, status, text in acks:
         assert stored and text == stored[0]["content"], (who, status, text, acks)
     session = await store.sessions.find_one({"_id": sid})

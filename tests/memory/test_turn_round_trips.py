@@ -63,6 +63,74 @@ async def test_a_fenced_turn_is_five_round_trips(engine_uri: str, db_name: str) 
     assert keys == [f"t{i}:{role}" for i in range(1, 5) for role in ("user", "assistant")]
 
 
+async def test_a_fenced_turn_with_k_tool_messages_is_five_plus_two_k_round_trips(
+    engine_uri: str, db_name: str
+) -> None:
+    """Issue 38.3: every leased append is 2 round trips, the first after a fenced turn too (it
+    settled the previous answer's parked copy: a duplicate insert, a find and a `$pull`, 5 in all).
+    Its update drops that copy: the lease proves its begin_turn stored it."""
+    listener = Commands()
+    async with listened_store(engine_uri, db_name, listener) as store:
+        turns = Turns(store)
+        sid = await store.create_session("acme")
+        for turn in ("t1", "t2", "t3"):
+            listener.names.clear()
+            start = await turns.begin_turn("acme", sid, turn, f"question {turn}")
+            assert start.lease_id and listener.names == ["findAndModify", "insert", "find"], turn
+            for i in range(2):
+                for role, text in (("assistant", f"call {turn}.{i}"), ("tool", f"result {turn}.{i}")):
+                    listener.names.clear()
+                    r = await store.append("acme", sid, turn, role, text, f"c{i}", lease_id=start.lease_id)
+                    assert r.status == "inserted", (turn, i, role)
+                    assert listener.names == ["findAndModify", "insert"], (turn, i, role)
+            parked = await store.sessions.find_one({"_id": sid})
+            assert parked is not None and not parked.get("pending"), turn  # the copy went with the first
+            listener.names.clear()
+            end = await turns.end_turn("acme", sid, turn, start.lease_id, f"answer {turn}")
+            assert end.status == "inserted" and listener.names == ["findAndModify", "insert"], turn
+        # A repeat of a tool message under the lease: the stored copy's seq, one read more.
+        listener.names.clear()
+        again = await turns.begin_turn("acme", sid, "t4", "question t4")
+        assert again.lease_id
+        first = await store.append("acme", sid, "t4", "tool", "r", "c0", lease_id=again.lease_id)
+        listener.names.clear()
+        dup = await store.append("acme", sid, "t4", "tool", "r", "c0", lease_id=again.lease_id)
+        assert (dup.status, dup.seq) == ("duplicate", first.seq)
+        assert listener.names == ["findAndModify", "insert", "find"]
+        stored = store.messages.find({"session_id": sid}, sort=[("seq", 1)])
+        rows = [(d["key"], d["seq"]) async for d in stored]
+    per_turn = ["user", "assistant:c0", "tool:c0", "assistant:c1", "tool:c1", "assistant"]
+    want = [f"t{i}:{k}" for i in range(1, 4) for k in per_turn] + ["t4:user", "t4:tool:c0"]
+    assert [k for k, _ in rows] == want
+    assert len({s for _, s in rows}) == len(rows)
+
+
+async def test_a_plain_append_after_a_fenced_turn_is_three_round_trips(engine_uri: str, db_name: str) -> None:
+    """Without a lease nothing proves the parked answer was stored (its end_turn may have died
+    before the insert), so the first plain append writes it with its own message in one insert
+    (a duplicate when stored) and pulls the copy: 3 round trips, not 5; the next one 2."""
+    listener = Commands()
+    async with listened_store(engine_uri, db_name, listener) as store:
+        turns = Turns(store)
+        sid = await store.create_session("acme")
+        start = await turns.begin_turn("acme", sid, "t1", "question")
+        assert start.lease_id
+        await turns.end_turn("acme", sid, "t1", start.lease_id, "answer")
+        listener.names.clear()
+        assert (await store.append("acme", sid, "t2", "user", "next")).status == "inserted"
+        assert listener.names == ["findAndModify", "insert", "update"]
+        session = await store.sessions.find_one({"_id": sid})
+        assert session is not None and not session.get("pending")
+        listener.names.clear()
+        assert (await store.append("acme", sid, "t2", "tool", "result", "c1")).status == "inserted"
+        assert listener.names == ["findAndModify", "insert"]
+        listener.names.clear()  # a repeat of the plain append: its stored seq
+        assert (await store.append("acme", sid, "t2", "user", "next")).status == "duplicate"
+        assert listener.names == ["findAndModify", "insert", "find"]
+        contents = [d["content"] async for d in store.messages.find({"session_id": sid}, sort=[("seq", 1)])]
+    assert contents == ["question", "answer", "next", "result"]
+
+
 class Filters(Commands):
     """The filter of every findAndModify and update the driver sends."""
 
@@ -95,6 +163,7 @@ async def test_lease_writes_are_addressed_by_id_alone(engine_uri: str, db_name: 
         start = await turns.begin_turn("acme", sid, "t1", "q")
         assert start.lease_id
         await turns.renew_turn("acme", sid, "t1", start.lease_id)
+        await store.append("acme", sid, "t1", "tool", "r", "c1", lease_id=start.lease_id)  # issue 38.3
         await turns.end_turn("acme", sid, "t1", start.lease_id, "a")
         assert (await turns.begin_turn("acme", sid, "t0", "q0")).answered  # taken, then given back
         lease = await runs.acquire("acme", "r1")

@@ -12,7 +12,7 @@ import pytest
 from mongogate.config import LongTermSettings
 from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LOCAL_DIMENSIONS
-from mongogate.recall.vectors import vector_index_definition
+from mongogate.recall.searchindex.vectors import vector_index_definition
 from tests.conftest import Cli
 
 

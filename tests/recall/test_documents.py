@@ -10,10 +10,9 @@ import pytest
 
 from mongogate.recall.documents import MemoryDoc, RevisionDoc, VersionDoc
 from mongogate.recall.ids import IDENTITY_FIELDS
-from mongogate.recall.index import scope_key
-from mongogate.recall.model import MemoryItem, MemoryScope, Version
+from mongogate.recall.inprocess.scope_index import INDEX_FIELDS
+from mongogate.recall.model import MemoryItem, MemoryScope, Version, scope_key
 from mongogate.recall.pages import ITEM_FIELDS
-from mongogate.recall.scope_index import INDEX_FIELDS
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio

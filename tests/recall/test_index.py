@@ -12,7 +12,7 @@ from mongogate.config import DatabaseSettings, LimitsSettings, LongTermSettings
 from mongogate.db import Database
 from mongogate.engine import client as engine_client
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.index import IndexCache
+from mongogate.recall.inprocess.cache import IndexCache
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 

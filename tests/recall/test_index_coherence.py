@@ -19,8 +19,8 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
+from mongogate.recall.coherence import LEASE
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.index import LEASE
 from mongogate.recall.model import MemoryItem, MemoryScope
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import http_servers, ok

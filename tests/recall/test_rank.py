@@ -10,8 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mongogate.recall.rank import DEFAULT_FUSION, Fusion, fuse, fuse_recall, strong_hits, text_ranking
-from mongogate.recall.terms import MAX_TERMS, coverage, holds, identifiers, terms, text_search
+from mongogate.recall.searchindex.rank import (
+    DEFAULT_FUSION,
+    Fusion,
+    fuse,
+    fuse_recall,
+    strong_hits,
+    text_ranking,
+)
+from mongogate.recall.searchindex.terms import MAX_TERMS, coverage, holds, identifiers, terms, text_search
 
 
 def test_fuse_is_reciprocal_rank_fusion() -> None:

@@ -8,9 +8,11 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.recall import IndexPolicy
+from mongogate.recall.coherence import HEAD_CHANGES
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.index import HEAD_CHANGES, QueryTerms, begin, bump
-from mongogate.recall.model import MemoryScope
+from mongogate.recall.inprocess.cache import QueryTerms
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.store import LongTermMemory
 
 pytestmark = pytest.mark.anyio
@@ -95,11 +97,29 @@ async def test_a_write_in_flight_is_seen_when_the_head_is_read_again(
     assert (await shown(b, "ORD-58213"))[0][0] == FACTS[0]
     for i in range(HEAD_CHANGES + 2):
         await a.remember(ACME, f"Parcel PC-{i:03d} is in locker {i}.")
-    with a.index.announcing(ACME):  # a forget, stopped before its bump (every writer's signal)
-        token = await begin(a.revisions, ACME, a.clock.now())
+    key = scope_key(ACME)
+    async with a.coherence.announcing(key):  # a forget, stopped before its bump (every writer's signal)
+        token = await a.coherence.begin(key, a.clock.now())
         await a.memories.delete_one({"_id": gone})
         assert not [t for t, _, _ in await shown(b, "ORD-58213 shipped by DHL") if "ORD-58213" in t]
         assert b.index.stats.readbacks == 1
-        await bump(a.revisions, ACME, gone, token=token)
+        await a.coherence.bump(key, gone, token=token)
     assert not [t for t, _, _ in await shown(b, "ORD-58213 shipped by DHL") if "ORD-58213" in t]
     assert b.index.stats.readbacks == 1  # settled again: answered from the patched index
+
+
+async def test_the_benchmarks_policies_answer_what_the_default_answers(mongo: Mongo, db_name: str) -> None:
+    """`IndexPolicy` turns the trims off for the benchmarks (every result read back, every question
+    embedded and tokenized, the whole change list read, the write signal untrusted): the same
+    memories and scores, at the cost the benchmarks measure."""
+    ltm = service(mongo, db_name)
+    await ltm.ensure_indexes()
+    for text in FACTS:
+        await ltm.remember(ACME, text)
+    questions = ["When is the garden invoice due?", "Where did order ORD-58213 ship?"]
+    default = {q: await shown(ltm, q) for q in questions}
+    before = service(mongo, db_name)
+    before.index.use(IndexPolicy(answer_settled=False, lean=False, trust_signal=False))
+    assert {q: await shown(before, q) for q in questions} == default
+    assert before.index.stats.readbacks == len(questions) and before.index.stats.unread == 0
+    assert ltm.index.stats.readbacks == 0

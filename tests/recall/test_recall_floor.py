@@ -1,5 +1,5 @@
 """The score a recall shows and the default floor (`min_score`), on the real engine and the real
-wordllama model: a memory's score is mostly its recall's best match (`recall/fusion.py`,
+wordllama model: a memory's score is mostly its recall's best match (`mongogate/scoring.py`,
 `shown`), so one floor tells "nothing stored is about this" from an answerable question, in a
 scope of ten memories and in one of a thousand.
 
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from pymongo import AsyncMongoClient
 
+from mongogate import scoring
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
-from mongogate.recall import fusion
 from mongogate.recall.bulk import import_lines
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import MemoryScope
@@ -140,7 +140,7 @@ async def test_an_answer_ranked_below_a_stronger_match_is_kept_at_the_default_fl
     assert FLOOR <= gym.score <= best.score
     assert gym.similarity is not None and gym.similarity > 0  # its own evidence, shown beside the score
     # the best memory shows its own fused score, every other one LIST_SHARE of it and more
-    assert all(m.score is not None and m.score >= fusion.LIST_SHARE * best.score for m in got)
+    assert all(m.score is not None and m.score >= scoring.LIST_SHARE * best.score for m in got)
     assert [m.score for m in got] == sorted((m.score or 0.0 for m in got), reverse=True)
 
 
@@ -153,9 +153,9 @@ async def test_a_best_match_weak_on_both_sides_is_no_evidence(
     assert (await ltm.recall(ACME, question)).memories == []
     weak = (await ltm.recall(ACME, question, min_score=0, limit=3)).memories
     assert weak[0].text == SMALL_TALK[0] and weak[0].matched_terms == ["long"]
-    assert weak[0].similarity is not None and weak[0].similarity < fusion.EVIDENCE_COSINE
+    assert weak[0].similarity is not None and weak[0].similarity < scoring.EVIDENCE_COSINE
     # no evidence on either side: each memory shows only its own tenth, in the fused order
-    assert all(m.score is not None and m.score <= 1 - fusion.LIST_SHARE for m in weak)
+    assert all(m.score is not None and m.score <= 1 - scoring.LIST_SHARE for m in weak)
     assert [m.score for m in weak] == sorted((m.score or 0.0 for m in weak), reverse=True)
     # one side strong enough is evidence: the same memory found by a question about it
     got = (await ltm.recall(ACME, "how long have I kept my budget spreadsheet?", limit=3)).memories

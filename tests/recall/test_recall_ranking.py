@@ -2,7 +2,7 @@
 
 The first test failed before the fix: the embedded engine ignores a textScore sort, so the
 `limit` the text query sent cut arbitrary matches, the best one included. The hop and
-distinct-words tests failed on the linear mix alone (recall/fusion.py says why each step is
+distinct-words tests failed on the linear mix alone (recall/inprocess/fusion.py says why each step is
 there; docs/decisions/recall-ranking.md has the figures).
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from mongogate import scoring
 from mongogate.config import LongTermSettings
-from mongogate.recall import fusion
+from mongogate.recall.inprocess import fusion
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 
@@ -111,10 +112,10 @@ async def test_a_fact_linked_to_the_best_match_is_found_through_it(ltm: LongTerm
     first, hop = got
     assert first.score is not None and hop.score is not None
     # a hop's own (fused) score is at most HOP_DISCOUNT of the memory it started from, so it never
-    # outranks it; the shown score is LIST_SHARE x the best's + the rest x its own (fusion.shown)
+    # outranks it; the shown score is LIST_SHARE x the best's + the rest x its own (scoring.shown)
     own_first = first.score  # the best memory's shown score is its own fused score
-    assert hop.score <= fusion.shown(fusion.HOP_DISCOUNT * own_first, own_first) + 1e-6
-    assert fusion.LIST_SHARE * own_first <= hop.score < first.score
+    assert hop.score <= scoring.shown(fusion.HOP_DISCOUNT * own_first, own_first) + 1e-6
+    assert scoring.LIST_SHARE * own_first <= hop.score < first.score
 
 
 async def test_a_memory_said_again_takes_no_second_place(ltm: LongTermMemory) -> None:

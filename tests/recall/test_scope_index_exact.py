@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mongogate.recall.scope_index import K1, B, ScopeIndex
+from mongogate.recall.inprocess.scope_index import K1, B, ScopeIndex
 from mongogate.textrank import query_tokens
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

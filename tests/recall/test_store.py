@@ -314,7 +314,8 @@ def test_scope_rule_tenant_or_subject() -> None:
     from mongogate.errors import AuthError
     from mongogate.recall.model import TENANT_OWNER, scope_for
 
-    assert scope_for("tenant", "acme", "alice") == MemoryScope("acme", TENANT_OWNER)
+    assert scope_for("tenant", "acme", "alice") == MemoryScope("acme")
+    assert scope_for("tenant", "acme", "alice").owner == TENANT_OWNER
     assert scope_for("subject", "acme", "alice") == MemoryScope("acme", "alice")
     with pytest.raises(AuthError):  # would read as the tenant-wide owner
         scope_for("subject", "acme", TENANT_OWNER)

@@ -1,4 +1,5 @@
-"""Stored vectors and the vector paths (recall/vectors.py), with the real local model and engine."""
+"""Stored vectors and the vector paths (recall/vectors.py, recall/searchindex/vectors.py), with the
+real local model and engine."""
 
 from __future__ import annotations
 
@@ -15,19 +16,18 @@ from pymongo import AsyncMongoClient, monitoring
 
 from mongogate.config import LongTermSettings
 from mongogate.errors import InvalidInput, StorageError
-from mongogate.recall import vectors
 from mongogate.recall.embedding import LocalEmbedder
-from mongogate.recall.vectors import (
+from mongogate.recall.searchindex import vectors
+from mongogate.recall.searchindex.vectors import (
     FILTER_FIELDS,
     forget_probes,
     has_vector_search,
-    pack,
     scan_top,
-    unpack,
     vector_index_definition,
     vector_search_stage,
     vector_search_status,
 )
+from mongogate.recall.vectors import pack, unpack
 
 TEXTS = [
     "The user likes dark themes in every editor and terminal.",

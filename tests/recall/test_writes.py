@@ -15,10 +15,10 @@ from pymongo.errors import DuplicateKeyError
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import NotFound, QuotaExceeded
+from mongogate.recall.documents import REVISIONS
 from mongogate.recall.history import read_memory
 from mongogate.recall.ids import META, memory_id
-from mongogate.recall.index import REVISIONS, scope_key
-from mongogate.recall.model import MemoryScope
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.setup import OLD_UNIQUE
 from mongogate.recall.store import LongTermMemory, identity, text_hash
 from tests.recall.conftest import BrokenEmbedder

@@ -14,7 +14,9 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from pymongo import AsyncMongoClient
 
+from mongogate.memory.store import MemoryStore
 from mongogate.server.app import build_server
 from mongogate.server.auth.tokens import mint_dev_token
 from mongogate.server.http import BackgroundHttpServer
@@ -160,3 +162,37 @@ async def test_compact_context_follows_the_same_conversations_as_the_tools(
         ctx = await ok(alice, "load_context", session_id=sid)
         assert ctx["summary"]["text"] == "locker: walrus"
         assert ctx["messages"] == []
+
+
+async def test_a_conversation_stores_the_form_existing_databases_hold(
+    engine_uri: str, db_name: str, tmp_path: Path, mongo: AsyncMongoClient[dict[str, object]]
+) -> None:
+    """The scope travels as a value (`MemoryScope`), and what it stores is byte for byte what the
+    previous version stored: the tenant and the subject joined by U+001F on the session and its
+    messages. A session written that way before is the subject's own; a subject named "*" keeps
+    its own sessions apart from the tenant-wide ones (the OpenAI Agents session's)."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, auth=jwt_auth(), memory={"long_term": {"scope": "subject"}}
+    )
+    db = mongo[db_name]
+    earlier = MemoryStore(db, settings.memory)
+    old = await earlier.create_session("acme\x1fbob", title="from before")
+    shared = await earlier.create_session("acme", title="tenant-wide")
+    async with two_subjects(settings) as (alice, bob, _):
+        sid = await talk(alice, "the key is under the mat")
+        assert [s["session_id"] for s in (await ok(bob, "list_sessions"))["sessions"]] == [old]
+    session = await db["sessions"].find_one({"_id": sid})
+    assert session is not None and session["tenant"] == "acme\x1falice"
+    messages = await db["messages"].find({"session_id": sid}).to_list()
+    assert len(messages) == 2 and {m["tenant"] for m in messages} == {"acme\x1falice"}
+    token = mint_dev_token(settings.auth, tenant="acme", subject="*", ttl_s=600)
+    with BackgroundHttpServer(build_server(settings, transport="http")) as http:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as hc,
+            Client(streamable_http_client(http.url, http_client=hc)) as star,
+        ):
+            mine = str((await ok(star, "create_session", title="star's"))["session_id"])
+            listed = [s["session_id"] for s in (await ok(star, "list_sessions"))["sessions"]]
+            assert listed == [mine] and shared not in listed
+    star_session = await db["sessions"].find_one({"_id": mine})
+    assert star_session is not None and star_session["tenant"] == "acme\x1f*"

@@ -1,6 +1,9 @@
 """The published output schemas (tools/output_schema.py) accept exactly the documents pydantic's
 own schemas accept: checked for every tool output model, on a valid document and on every one-
-place change of it (each value replaced by each kind of JSON value, each key removed, a key added)."""
+place change of it (each value replaced by each kind of JSON value, each key removed, a key added).
+A hand-built schema's type lists become `anyOf` branches that accept the same documents; no
+published schema holds a type list (the MCP Inspector's `--strict` portability check warns on
+each: tests/tools/test_strict_schemas.py runs it on the whole tool list)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from pydantic import BaseModel
 from mongogate import tools
 from mongogate.compat.sdk import derived_output_schema
 from mongogate.tools.base import ToolOutput
-from mongogate.tools.output_schema import lean
+from mongogate.tools.output_schema import lean, portable
 
 PROBES: list[Any] = [None, True, 0, 7, 1.5, -2, "", "x", [], ["a"], [1], {}, {"k": 1}]
 
@@ -98,7 +101,9 @@ def test_a_recursive_definition_is_kept_as_written() -> None:
     }
     out = lean(schema)
     assert out["$defs"] == schema["$defs"] and out["properties"]["head"] == {"$ref": "#/$defs/Node"}
-    assert out["properties"]["n"] == {"type": ["integer", "null"]}
+    assert out["properties"]["n"] == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}]
+    }  # as pydantic wrote it
     assert schema["properties"]["n"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}  # not changed
 
 
@@ -108,7 +113,6 @@ def test_a_recursive_definition_is_kept_as_written() -> None:
         {"anyOf": [{"enum": ["a", "b"], "type": "string"}, {"type": "null"}]},  # enum applies to null too
         {"type": "object", "anyOf": [{"type": "string"}, {"type": "null"}]},  # a type on both levels
         {"anyOf": [{"type": "string"}, {"type": "integer"}]},  # no null branch
-        {"anyOf": [{"type": ["string", "integer"]}, {"type": "null"}]},  # no single type
     ],
 )
 def test_choices_that_would_change_meaning_are_kept(node: dict[str, Any]) -> None:
@@ -125,3 +129,54 @@ def test_a_ref_beside_a_constraint_of_its_own_keeps_both() -> None:
     v = Draft202012Validator(out)
     assert not v.is_valid({"v": "abcd"}) and v.is_valid({"v": "abc"})
     assert "$ref" not in str(out)
+
+
+def type_lists(node: Any) -> list[Any]:
+    """Every `type` list anywhere in `node` (data such as `default` included: none is expected)."""
+    if isinstance(node, list):
+        return [t for v in node for t in type_lists(v)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["type"]] if isinstance(node.get("type"), list) else []
+    return own + [t for v in node.values() for t in type_lists(v)]
+
+
+@pytest.mark.parametrize("model", output_models(), ids=lambda m: m.__name__)
+def test_no_published_output_schema_holds_a_type_list(model: type[BaseModel]) -> None:
+    """Issue 40: nullable fields were folded into `"type": [t, "null"]`, 34 `--strict` warnings."""
+    assert type_lists(lean(derived_output_schema(model))) == []
+
+
+HAND_BUILT: list[dict[str, Any]] = [
+    {"type": ["number", "string", "array", "null"], "items": {"type": ["number", "string", "null"]}},
+    {"type": ["string", "array", "null"], "items": {"type": "string"}, "maxLength": 3, "description": "d"},
+    {"type": ["object", "array", "null"], "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    {"type": ["integer", "string"], "minimum": 2, "pattern": "^x", "enum": [1, 5, "xa", "b"]},
+    {"type": ["integer", "null"], "anyOf": [{"minimum": 3}, {"type": "null"}]},  # a choice already there
+    {"type": ["string", "boolean", "object", "array", "number", "integer", "null"]},
+]
+
+
+@pytest.mark.parametrize("node", HAND_BUILT)
+def test_a_hand_built_type_list_becomes_branches_that_accept_the_same_values(node: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"v": node}, "default": {"type": ["kept", "as data"]}}
+    out = portable(schema)
+    assert type_lists(out["properties"]) == [] and out["default"] == schema["default"]  # data untouched
+    before, after = Draft202012Validator(schema), Draft202012Validator(out)
+    values: list[Any] = [
+        *PROBES,
+        "abcd",
+        "ab",
+        "xa",
+        1,
+        2,
+        3,
+        5,
+        {"a": 1},
+        {"a": "x"},
+        [None],
+        ["abcd"],
+        [1.5, "a"],
+    ]
+    for value in values:
+        assert before.is_valid({"v": value}) == after.is_valid({"v": value}), (node, value)

@@ -60,6 +60,32 @@ async def test_server_killed_after_taking_the_lease_the_retry_takes_over(env: di
         assert replay["answered"] is True and replay["answer"] == "hi"
 
 
+async def test_server_killed_after_a_leased_append_took_its_seq_loses_no_answer(env: dict[str, str]) -> None:
+    """Issue 38.3: a leased append's update drops the previous turn's parked answer (the lease
+    proves its begin_turn stored it). Here that answer's end_turn died before its insert, and the
+    process dies again right after the append's update: the answer is still there, in order."""
+    async with Client(stdio(env)) as c:
+        sid = (await ok(c, "create_session"))["session_id"]
+        first = await ok(c, "begin_turn", session_id=sid, turn_id="t1", text="q1")
+    with pytest.raises(Exception):  # noqa: B017 - the connection dies with the server
+        async with Client(stdio(env, crash_at="answer.after_commit")) as c:
+            await c.call_tool(
+                "end_turn", {"session_id": sid, "turn_id": "t1", "lease_id": first["lease_id"], "reply": "a1"}
+            )
+    tool = {"session_id": sid, "turn_id": "t2", "role": "tool", "content": "r", "call_id": "c1"}
+    with pytest.raises(Exception):  # noqa: B017
+        async with Client(stdio(env, crash_at="append.after_seq")) as c:
+            start = await ok(c, "begin_turn", session_id=sid, turn_id="t2", text="q2")
+            assert [m["content"] for m in start["messages"]] == ["q1", "a1", "q2"]
+            tool["lease_id"] = start["lease_id"]
+            await c.call_tool("append", tool)
+    async with Client(stdio(env)) as c:  # the lease is still held: the append is retried under it
+        assert (await ok(c, "append", **tool))["status"] == "inserted"
+        await ok(c, "end_turn", session_id=sid, turn_id="t2", lease_id=tool["lease_id"], reply="a2")
+        window = await ok(c, "load_context", session_id=sid)
+    assert [m["content"] for m in window["messages"]] == ["q1", "a1", "q2", "r", "a2"]
+
+
 @pytest.mark.embedded_engine  # its own engine process, to check the lock file afterwards
 @pytest.mark.parametrize("attempt", range(3))
 def test_stdio_client_that_vanishes_is_a_quiet_normal_exit(env: dict[str, str], attempt: int) -> None:

@@ -7,6 +7,7 @@ Plain Python over pymongo: never MCP, the server or the tools.
 
 from __future__ import annotations
 
+from mongogate.audit.erase import ERASURE
 from mongogate.audit.forbidden import allowed_names
 from mongogate.audit.log import AuditLog, Rejection
 from mongogate.audit.query import AuditQuery
@@ -16,6 +17,7 @@ from mongogate.audit.store import COLLECTION, follow_db, read_events_db
 
 __all__ = [
     "COLLECTION",
+    "ERASURE",
     "AuditLog",
     "AuditQuery",
     "Rejection",

@@ -87,6 +87,20 @@ def resolve(root: object, path: str) -> tuple[bool, Any, str | None]:
     Returns (found, node, operator): the operator is the last ``$`` key on the path. Keys that
     the path shortened ("…") match by prefix; a path outside the filter (``sort.x``) is not found.
     """
+    head, keys = _path_keys(path)
+    operator = next((k for k in reversed(keys) if isinstance(k, str) and k.startswith("$")), None)
+    node: Any = root
+    if head != "filter":  # the caller logged the whole arguments (no filter argument)
+        keys.insert(0, head)
+    for key in keys:
+        found, node = _step(node, key)
+        if not found:
+            return False, None, operator
+    return True, node, operator
+
+
+def _path_keys(path: str) -> tuple[str, list[str | int]]:
+    """A rendered path's head (``filter``, or an argument's name) and the keys after it."""
     head, _, rest = path.partition(".") if not path.startswith("filter[") else ("filter", "", path[6:])
     if "[" in head:
         head, bracket, tail = head.partition("[")
@@ -99,23 +113,20 @@ def resolve(root: object, path: str) -> tuple[bool, Any, str | None]:
             keys.append(int(m.group(2)))
         else:
             keys.append(json.loads(m.group(3)) if m.group(3) is not None else m.group(1))
-    operator = next((k for k in reversed(keys) if isinstance(k, str) and k.startswith("$")), None)
-    node: Any = root
-    if head != "filter":  # the caller logged the whole arguments (no filter argument)
-        keys.insert(0, head)
-    for key in keys:
-        if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
-            node = node[key]
-        elif isinstance(key, str) and isinstance(node, dict):
-            if key in node:
-                node = node[key]
-            elif key.endswith("…") and (hit := next((k for k in node if str(k).startswith(key[:-1])), None)):
-                node = node[hit]
-            else:
-                return False, None, operator
-        else:
-            return False, None, operator
-    return True, node, operator
+    return head, keys
+
+
+def _step(node: Any, key: str | int) -> tuple[bool, Any]:
+    """One key into `node`: an index of a list, or a key of a dict (a shortened key, ending "…",
+    by prefix)."""
+    if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
+        return True, node[key]
+    if isinstance(key, str) and isinstance(node, dict):
+        if key in node:
+            return True, node[key]
+        if key.endswith("…") and (hit := next((k for k in node if str(k).startswith(key[:-1])), None)):
+            return True, node[hit]
+    return False, None
 
 
 def scalar_type(value: object) -> str:

@@ -1,6 +1,6 @@
 """The mongogate commands: serve, check, client-config, tools, try, audit, token, worker, schedule, ...
 
-`serve | check | tools | try | audit | token | worker | schedule | engine | memory | spec |
+`serve | check | tools | try | audit | token | worker | schedule | engine | memory | erase | spec |
 client-config | config-doc`.
 
 One module per command (each has `register(sub, with_config)`); this one only parses and
@@ -43,6 +43,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         client_config,
         config_doc,
         engine,
+        erase,
         memory,
         schedule,
         serve,
@@ -73,7 +74,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             )
         return sp
 
-    for module in (serve, check, try_tool, audit, token, engine, memory, spec, client_config, config_doc):
+    for module in (
+        serve,
+        check,
+        try_tool,
+        audit,
+        token,
+        engine,
+        memory,
+        erase,
+        spec,
+        client_config,
+        config_doc,
+    ):
         module.register(sub, with_config)
 
     command = _command(argv)

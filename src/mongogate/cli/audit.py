@@ -162,6 +162,24 @@ def _output(events: list[dict[str, Any]], fmt: str, summary: bool, where: str) -
 _LISTABLE = ("reason", "tenant", "principal", "tool", "instance")
 
 
+def _unmatched_values(read: Callable[[AuditQuery], list[dict[str, Any]]], query: AuditQuery) -> list[str]:
+    """For each listable filter given: the values the events have, when they match without it."""
+    lines = []
+    for name in _LISTABLE:
+        value = getattr(query, name)
+        if value is None:
+            continue
+        others = read(query.without(name))
+        if others:
+            seen = Counter(str(e.get(name)) for e in others).most_common(8)
+            listed = ", ".join(f"{cell(v)} ({n})" for v, n in seen)
+            lines.append(
+                f"no event has {name} {cell(value)!r} here; {len(others)} match without "
+                f"--{name}, with: {listed}"
+            )
+    return lines
+
+
 def explain_empty(
     read: Callable[[AuditQuery], list[dict[str, Any]]],
     query: AuditQuery,
@@ -183,19 +201,7 @@ def explain_empty(
             else "no refused call was written yet, or the servers use another audit.path (--config?)"
         )
         return [f"no audit file at {path}: {hint}"]
-    lines = []
-    for name in _LISTABLE:
-        value = getattr(query, name)
-        if value is None:
-            continue
-        others = read(query.without(name))
-        if others:
-            seen = Counter(str(e.get(name)) for e in others).most_common(8)
-            listed = ", ".join(f"{cell(v)} ({n})" for v, n in seen)
-            lines.append(
-                f"no event has {name} {cell(value)!r} here; {len(others)} match without "
-                f"--{name}, with: {listed}"
-            )
+    lines = _unmatched_values(read, query)
     if not lines and (query.since or query.until):
         outside = read(query.without("since", "until"))
         if outside:

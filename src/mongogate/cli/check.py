@@ -100,7 +100,7 @@ async def _check_long_term(settings: Settings, services: AppState) -> int:
             "long-term memory writes: flat (each memory by its derived _id, quota by counter; "
             "no unique index but _id)"
         )
-    signal = ltm.index.signal
+    signal = ltm.coherence.signal
     if signal is not None and signal.usable():
         print(
             f"long-term memory recall: the engine's write signal ({signal.path}) lets a settled recall "

@@ -2,10 +2,15 @@
 Inspector needs to start (stdio) or reach (`--http URL`) this server, ready to paste.
 
 stdout holds only the paste: a JSON block in the client's own shape (`mcpServers`, or `servers`
-for VS Code) or one command line (`claude mcp add`, the Inspector). Where the file lives on each
-OS, and what to do with a token, go to stderr. Every path is absolute (the installed `mongogate`,
-the config file, the data directory): a desktop client starts servers from its own working
-directory, with an environment of its own.
+for VS Code) or one command line (`claude mcp add`, the Inspector's `--cli`). Where the file lives
+on each OS, and what to do with a token, go to stderr. Every path is absolute (the installed
+`mongogate`, the config file, the data directory): a desktop client starts servers from its own
+working directory, with an environment of its own.
+
+One token rule (docs/clients.md): where the client resolves an environment reference in its
+configuration, the output holds the reference to $MONGOGATE_TOKEN, never the token; only Claude
+Desktop resolves none, so its entry holds the token itself (from --token or $MONGOGATE_TOKEN), with
+a warning on stderr that it is written in clear.
 """
 
 from __future__ import annotations
@@ -25,9 +30,21 @@ from mongogate.config import Settings
 from mongogate.errors import ConfigError
 
 CLIENTS = ("claude-desktop", "cursor", "vscode", "claude-code", "inspector")
-INSPECTOR = "@modelcontextprotocol/inspector"
-#: what a token placeholder reads from when none is given (the shell's, or the client's ${env:})
+#: the major version whose CLI has --cli --connect-timeout (on Node 20, npx without it picks 0.15)
+INSPECTOR = "@modelcontextprotocol/inspector@2"
+#: the Inspector's connect timeout (its default, 15 s, failed the first call of a cold start: a
+#: stdio start-up took 9-23 s on a busy machine); covers the start-up, not a call
+CONNECT_TIMEOUT_MS = 60_000
+#: where the token comes from: the environment of the client, or of the shell running this
 TOKEN_ENV = "MONGOGATE_TOKEN"
+#: how each client writes a reference to an environment variable in its configuration, resolved
+#: when it connects (each client's documented syntax); Claude Desktop has none
+TOKEN_REFERENCE: dict[str, str] = {
+    "cursor": f"${{env:{TOKEN_ENV}}}",
+    "vscode": f"${{env:{TOKEN_ENV}}}",
+    "claude-code": f"${{{TOKEN_ENV}}}",  # expanded by Claude Code in .mcp.json and ~/.claude.json
+    "inspector": f"${TOKEN_ENV}",  # the shell's, when the line runs
+}
 
 WHERE: dict[str, list[str]] = {
     "claude-desktop": [
@@ -54,7 +71,8 @@ WHERE: dict[str, list[str]] = {
         "in the project); `claude mcp list` shows it",
     ],
     "inspector": [
-        "run it in a shell (Node.js 18+); the Inspector opens at http://localhost:6274",
+        "run it in a shell (Node.js 20+): it connects, lists the tools and exits; for the web UI at",
+        "http://localhost:6274, run it without --cli, --connect-timeout and --method (their CLI options)",
     ],
 }
 
@@ -112,36 +130,53 @@ def render_stdio(client: str, launch: Stdio, name: str) -> str:
         return _json({"mcpServers": {name: entry}})
     if client == "vscode":
         return _json({"servers": {name: {"type": "stdio", **entry}}})
-    if client == "claude-code":
+    if client == "claude-code":  # the name first: `--env` takes every word after it up to `--`
         env_opts = [w for k, v in launch.env.items() for w in ("--env", f"{k}={v}")]
-        words = ["claude", "mcp", "add", "--transport", "stdio", *env_opts, name, "--", launch.command]
+        words = ["claude", "mcp", "add", name, "--transport", "stdio", *env_opts, "--", launch.command]
     else:  # the Inspector: `--` before the server's options, or its own --config takes the server's
         env_opts = [w for k, v in launch.env.items() for w in ("-e", f"{k}={v}")]
-        words = ["npx", INSPECTOR, *env_opts, "--", launch.command]
+        timeout = ["--connect-timeout", str(CONNECT_TIMEOUT_MS)]
+        words = [
+            "npx",
+            INSPECTOR,
+            "--cli",
+            *timeout,
+            "--method",
+            "tools/list",
+            *env_opts,
+            "--",
+            launch.command,
+        ]
     words += launch.args
     return shlex.join(words) + "\n"
 
 
 def render_http(client: str, url: str, token: str | None, name: str) -> str:
+    """The client's entry for `url`; `token` is written only for Claude Desktop (see the module)."""
+    if client == "claude-desktop":  # its config file starts commands: mcp-remote bridges to HTTP
+        if not token:
+            raise ConfigError(
+                "Claude Desktop cannot read the token from its environment, so its entry holds the token: "
+                f"export {TOKEN_ENV}=... (`mongogate token --tenant T`, or your identity provider's) "
+                "or pass --token T"
+            )
+        entry: dict[str, Any] = {
+            "command": "npx",
+            "args": ["-y", "mcp-remote", url, "--header", "Authorization:${AUTH_HEADER}"],
+            "env": {"AUTH_HEADER": f"Bearer {token}"},
+        }
+        return _json({"mcpServers": {name: entry}})
+    bearer = f"Bearer {TOKEN_REFERENCE[client]}"
     if client in ("cursor", "vscode"):
-        bearer = f"Bearer {token}" if token else f"Bearer ${{env:{TOKEN_ENV}}}"
-        entry: dict[str, Any] = {"url": url, "headers": {"Authorization": bearer}}
+        entry = {"url": url, "headers": {"Authorization": bearer}}
         if client == "cursor":
             return _json({"mcpServers": {name: entry}})
         return _json({"servers": {name: {"type": "http", **entry}}})
-    if client == "claude-desktop":  # its config file starts commands: mcp-remote bridges to HTTP
-        entry = {
-            "command": "npx",
-            "args": ["-y", "mcp-remote", url, "--header", "Authorization:${AUTH_HEADER}"],
-            "env": {"AUTH_HEADER": f"Bearer {token or 'PASTE-YOUR-TOKEN-HERE'}"},
-        }
-        return _json({"mcpServers": {name: entry}})
-    header = f"Authorization: Bearer {shlex.quote(token) if token else '$' + TOKEN_ENV}"
-    if client == "claude-code":
-        words = f"claude mcp add --transport http {shlex.quote(name)} {shlex.quote(url)}"
-    else:
-        words = f"npx {INSPECTOR} --cli {shlex.quote(url)} --transport http --method tools/list"
-    return f'{words} --header "{header}"\n'
+    if client == "claude-code":  # single quotes: Claude Code keeps ${...} and expands it on connect
+        words = ["claude", "mcp", "add", name, "--transport", "http", url, "--header"]
+        return f"{shlex.join(words)} 'Authorization: {bearer}'\n"
+    words = ["npx", INSPECTOR, "--cli", url, "--transport", "http", "--method", "tools/list", "--header"]
+    return f'{shlex.join(words)} "Authorization: {bearer}"\n'  # double quotes: the shell expands
 
 
 def cmd_client_config(args: argparse.Namespace) -> int:
@@ -152,17 +187,22 @@ def cmd_client_config(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"--http {args.http!r} must be the server's MCP URL, e.g. http://127.0.0.1:8000/mcp"
             )
-        sys.stdout.write(render_http(client, args.http, args.token, name))
+        token = args.token or os.environ.get(TOKEN_ENV) or None
+        sys.stdout.write(render_http(client, args.http, token, name))
         notes = list(WHERE[client])
-        if not args.token:
+        if client == "claude-desktop":
             notes.append(
-                f"the bearer token: `mongogate token --tenant T` (development), or your identity provider's; "
-                f"export {TOKEN_ENV}=... before starting the client, or pass --token"
+                "warning: the bearer token is written in clear in this entry (Claude Desktop resolves no "
+                "environment reference): keep the file private, and paste a new entry when the token expires"
             )
-        if client == "inspector":
+        else:
             notes.append(
-                "Inspector versions before --header: open the UI, choose Streamable HTTP and add the header"
+                f"the token is read from ${TOKEN_ENV} when the client connects ({TOKEN_REFERENCE[client]}), "
+                f"never written: export {TOKEN_ENV}=... (`mongogate token --tenant T`, or your identity "
+                "provider's) where the client starts"
             )
+            if args.token:
+                notes.append(f"--token is not written for {client}: give it as ${TOKEN_ENV} instead")
     else:
         settings = settings_from(args)
         launch = stdio_launch(settings, args.tenant, args.demo, name)
@@ -189,6 +229,10 @@ def register(sub: Any, with_config: Any) -> None:
     c.add_argument("--http", metavar="URL", help="reach a running HTTP server (its MCP URL) instead of stdio")
     c.add_argument("--tenant", help="stdio: the tenant the client acts for (default: auth.tenant)")
     c.add_argument("--demo", action="store_true", help="stdio: serve the demo data and tools too")
-    c.add_argument("--token", help="HTTP: the bearer token to write in (default: read from $MONGOGATE_TOKEN)")
+    c.add_argument(
+        "--token",
+        help="HTTP, Claude Desktop only (the one client that cannot read $MONGOGATE_TOKEN itself): "
+        "the bearer token to write in (default: $MONGOGATE_TOKEN)",
+    )
     c.add_argument("--name", default="mongogate", help="the server's name in the client (default mongogate)")
     c.set_defaults(func=cmd_client_config)

@@ -99,9 +99,7 @@ def _type_text(annotation: Any) -> str:
     if origin is typing.Annotated:
         return _type_text(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
-        parts = [_type_text(a) for a in typing.get_args(annotation) if a is not type(None)]
-        optional = type(None) in typing.get_args(annotation)
-        return " | ".join(parts) + (" (optional)" if optional else "")
+        return _union_text(annotation)
     if origin is list:
         (item,) = typing.get_args(annotation) or (Any,)
         return f"list of {_type_text(item)}"
@@ -114,6 +112,12 @@ def _type_text(annotation: Any) -> str:
             annotation.__name__, annotation.__name__
         )
     return str(annotation)
+
+
+def _union_text(annotation: Any) -> str:
+    parts = [_type_text(a) for a in typing.get_args(annotation) if a is not type(None)]
+    optional = type(None) in typing.get_args(annotation)
+    return " | ".join(parts) + (" (optional)" if optional else "")
 
 
 def _bounds(info: FieldInfo) -> str:

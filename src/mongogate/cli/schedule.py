@@ -44,7 +44,7 @@ def _with_db(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
         await db.open()
         try:
             await db.ping()
-            return await fn(db.memory)
+            return await fn(db)
         finally:
             await db.close()
 
@@ -52,63 +52,76 @@ def _with_db(settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from mongogate.scheduler import Scheduler, Schedules, select
+    from mongogate.assembly import build_scheduler, schedules
 
     settings = settings_from(args)
-    ttl = settings.scheduler.worker_ttl_s
     now = SYSTEM_CLOCK.now()
     action = args.action
-    out = sys.stdout
     if action == "list":
-        statuses = _with_db(settings, lambda db: Scheduler(db, [], settings.scheduler).status(now))
-        chosen = select(statuses, args.state or (), args.agent)
-        if args.json:
-            for st in chosen:
-                row: dict[str, object] = {
-                    "agent_key": st.agent_key,
-                    "schedule": st.schedule,
-                    "state": st.state,
-                    "paused": st.paused,
-                }
-                row |= {"due_at": st.due_at, "next_run_at": st.next_run_at}
-                out.write(json.dumps(row, default=lambda v: v.isoformat()) + "\n")
-            return 0
-        if not chosen:
-            out.write("no agents are scheduled in this database (or none match)\n")
-            return 0
-        rows = [("agent", "state", "schedule", "next slot", "next run")]
-        for st in chosen:
-            due = st.due_at.isoformat(timespec="seconds") if st.due_at else "-"
-            nxt = st.next_run_at.isoformat(timespec="seconds") if st.next_run_at else "-"
-            rows.append((st.agent_key, st.state, st.schedule or "-", due, nxt))
-        widths = [max(len(r[i]) for r in rows) for i in range(5)]
-        for r in rows:
-            out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
-        return 0
+        statuses = _with_db(settings, lambda db: build_scheduler(settings, db, []).status(now))
+        return _list(args, statuses)
     if action == "prune":
-        pruned = _with_db(settings, lambda db: Schedules(db, ttl).prune(now, dry_run=args.dry_run))
-        verb = "would remove" if args.dry_run else "removed"
-        out.write(f"{verb} {len(pruned.removed)} orphaned schedule document(s)\n")
-        for key in pruned.removed[:20]:
-            out.write(f"  {key}\n")
-        if len(pruned.removed) > 20:
-            out.write(f"  ... and {len(pruned.removed) - 20} more\n")
-        if pruned.busy:
-            out.write(f"kept {len(pruned.busy)} with a tick still in flight (prune again later)\n")
-        return 0
+        pruned = _with_db(settings, lambda db: schedules(settings, db).prune(now, dry_run=args.dry_run))
+        return _pruned(args, pruned)
     key = args.agent_key
+    out = sys.stdout
     if action == "pause":
-        changed = _with_db(settings, lambda db: Schedules(db, ttl).pause(key, now, _who()))
+        changed = _with_db(settings, lambda db: schedules(settings, db).pause(key, now, _who()))
         out.write(f"{key}: paused\n" if changed else f"{key}: already paused\n")
     elif action == "resume":
-        changed = _with_db(settings, lambda db: Schedules(db, ttl).resume(key, now))
+        changed = _with_db(settings, lambda db: schedules(settings, db).resume(key, now))
         out.write(f"{key}: resumed\n" if changed else f"{key}: was not paused\n")
     elif action == "run-now":
-        _with_db(settings, lambda db: Schedules(db, ttl).run_now(key, now, _who()))
+        _with_db(settings, lambda db: schedules(settings, db).run_now(key, now, _who()))
         out.write(f"{key}: one tick requested now (a worker runs it at its next scan)\n")
     elif action == "remove":
-        _with_db(settings, lambda db: Schedules(db, ttl).remove(key, now, force=args.force))
+        _with_db(settings, lambda db: schedules(settings, db).remove(key, now, force=args.force))
         out.write(f"{key}: schedule removed\n")
+    return 0
+
+
+def _list(args: argparse.Namespace, statuses: Any) -> int:
+    """`schedule list`: the chosen agents' schedules, as JSON lines or a table."""
+    from mongogate.scheduler import select
+
+    out = sys.stdout
+    chosen = select(statuses, args.state or (), args.agent)
+    if args.json:
+        for st in chosen:
+            row: dict[str, object] = {
+                "agent_key": st.agent_key,
+                "schedule": st.schedule,
+                "state": st.state,
+                "paused": st.paused,
+            }
+            row |= {"due_at": st.due_at, "next_run_at": st.next_run_at}
+            out.write(json.dumps(row, default=lambda v: v.isoformat()) + "\n")
+        return 0
+    if not chosen:
+        out.write("no agents are scheduled in this database (or none match)\n")
+        return 0
+    rows = [("agent", "state", "schedule", "next slot", "next run")]
+    for st in chosen:
+        due = st.due_at.isoformat(timespec="seconds") if st.due_at else "-"
+        nxt = st.next_run_at.isoformat(timespec="seconds") if st.next_run_at else "-"
+        rows.append((st.agent_key, st.state, st.schedule or "-", due, nxt))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+    return 0
+
+
+def _pruned(args: argparse.Namespace, pruned: Any) -> int:
+    """`schedule prune`: what was (or would be) removed, and what was kept with a tick in flight."""
+    out = sys.stdout
+    verb = "would remove" if args.dry_run else "removed"
+    out.write(f"{verb} {len(pruned.removed)} orphaned schedule document(s)\n")
+    for key in pruned.removed[:20]:
+        out.write(f"  {key}\n")
+    if len(pruned.removed) > 20:
+        out.write(f"  ... and {len(pruned.removed) - 20} more\n")
+    if pruned.busy:
+        out.write(f"kept {len(pruned.busy)} with a tick still in flight (prune again later)\n")
     return 0
 
 

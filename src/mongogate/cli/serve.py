@@ -10,7 +10,7 @@ import gc
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -18,41 +18,7 @@ from mongogate.cli.common import data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
-if TYPE_CHECKING:
-    from mongogate.server.preflight import StartupChecks
-
 log = logging.getLogger(__name__)
-
-
-class _Drop(logging.Filter):
-    """Drops records starting with ``prefix`` (a warning the server repeats when it opens)."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.prefix)
-
-
-async def _preflight(settings: Settings, specs: list[Any], checks: StartupChecks) -> None:
-    """Open the database (taking the data directory), ping it, check the query user and declared
-    indexes (server/preflight.py, what build_server checks), before anything is served or printed:
-    a failure is one line, not a traceback from inside the server."""
-    from mongogate.db import Database
-    from mongogate.server.preflight import run_startup_checks
-
-    db = Database(settings.database, settings.server.data_dir)
-    quiet = _Drop("embedded engine (mongoeco)")  # the server's own open says it again
-    try:
-        logging.getLogger("mongogate.db").addFilter(quiet)
-        try:
-            await db.open()
-        finally:
-            logging.getLogger("mongogate.db").removeFilter(quiet)
-        await run_startup_checks(db, settings, specs, checks)
-    finally:
-        await db.close()
 
 
 def _stdio_open_failed(e: BaseException) -> None:
@@ -139,17 +105,22 @@ def _serve_stdio(server: Any) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """Config, port, database, then serve; the banner is printed only once the server is up."""
-    from mongogate.server.app import build_server
-
-    _keep_our_logging()
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """What serve's flags set in the settings (`--host`, `--port`, `--stateless`)."""
     overrides: dict[str, Any] = {}
     if args.host or args.port is not None:
         overrides["server"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     if args.stateless:
         overrides.setdefault("server", {})["stateless"] = True
-    settings = settings_from(args, **overrides)
+    return overrides
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Config, port, database, then serve; the banner is printed only once the server is up."""
+    from mongogate.server.app import build_server
+
+    _keep_our_logging()
+    settings = settings_from(args, **_overrides(args))
     transport: Literal["stdio", "http"] = "http" if args.http else "stdio"
     if args.http and args.insecure_no_auth:
         from mongogate.server.http import is_loopback
@@ -183,15 +154,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             settings, registry, transport="stdio", checks=checks, on_open_failure=_stdio_open_failed, **hooks
         )
         return _serve_stdio(stdio)
-    # the checks run once, before the port is served (_preflight), not again in the lifespan
+    # The database opens once, in the server's lifespan, which runs the checks (after the start-up
+    # hooks: --demo's seeding creates its own index) before the port is served; a refusal comes
+    # back from serve_http as the error itself, one line (server/startup.py run_bound).
     server = build_server(
-        settings, registry, transport=transport, insecure_no_auth=args.insecure_no_auth, checks=None, **hooks
+        settings,
+        registry,
+        transport=transport,
+        insecure_no_auth=args.insecure_no_auth,
+        checks=checks,
+        **hooks,
     )
-    from mongogate.demo import seeded_index
-
-    # with --demo, the demo's own index is created by its seeding, once the server is up
-    checked = [s for s in registry.query_specs if not (args.demo and seeded_index(s))]
-
     from mongogate.server.app import public_url
     from mongogate.server.http import serve_http
     from mongogate.server.startup import bind
@@ -199,7 +172,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind(settings.server.host, settings.server.port)
     _collect_from_now_on()
     try:
-        anyio.run(_preflight, settings, checked, checks)
         url = public_url(settings) + "/mcp"
         serve_http(
             server,

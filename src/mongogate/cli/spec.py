@@ -97,6 +97,31 @@ class _Fields:
         return out
 
 
+def _left_out(sorted_out: _Fields) -> list[str]:
+    """The comments on what the suggestion leaves out or returns with care."""
+    lines: list[str] = []
+    if sorted_out.hidden:
+        lines += [
+            "# left out: these names look sensitive. To let callers filter on one without ever reading",
+            "# it, add it to `fields` only (a hidden field: its values can still be tested by filters);",
+            "# to return it, also add it to `projection`:",
+            *(f"#   {h}" for h in sorted_out.hidden),
+        ]
+    if sorted_out.untyped:
+        lines.append(f"# left out, no single type to declare: {', '.join(sorted_out.untyped)}")
+    if sorted_out.unprintable:
+        lines.append(
+            "# left out, names holding control or bidirectional characters (a spec refuses them): "
+            + ", ".join(sorted_out.unprintable)
+        )
+    if sorted_out.drifting:
+        lines += [
+            "# mixed types (values of another type are returned as null and counted in type_mismatches):",
+            *(f"#   {d}" for d in sorted_out.drifting),
+        ]
+    return lines
+
+
 def suggest(
     collection: str, tenant_field: str, docs: list[dict[str, Any]], total: int
 ) -> tuple[str, QueryToolSpec]:
@@ -117,8 +142,7 @@ def suggest(
             f"{collection!r}; fields seen: {seen}"
         )
     sorted_out = _Fields.of(stats, tenant_field, n)
-    fields, hidden, untyped = sorted_out.fields, sorted_out.hidden, sorted_out.untyped
-    drifting, unprintable = sorted_out.drifting, sorted_out.unprintable
+    fields, untyped = sorted_out.fields, sorted_out.untyped
     if not fields:
         raise ConfigError(
             f"no field of {collection!r} has a single usable type: {', '.join(untyped) or 'none'}"
@@ -144,25 +168,7 @@ def suggest(
     ]
     if absent:
         lines.append(f"# {absent} sampled documents have no string {tenant_field!r}: no caller can read them")
-    if hidden:
-        lines += [
-            "# left out: these names look sensitive. To let callers filter on one without ever reading",
-            "# it, add it to `fields` only (a hidden field: its values can still be tested by filters);",
-            "# to return it, also add it to `projection`:",
-            *(f"#   {h}" for h in hidden),
-        ]
-    if untyped:
-        lines.append(f"# left out, no single type to declare: {', '.join(untyped)}")
-    if unprintable:
-        lines.append(
-            "# left out, names holding control or bidirectional characters (a spec refuses them): "
-            + ", ".join(unprintable)
-        )
-    if drifting:
-        lines += [
-            "# mixed types (values of another type are returned as null and counted in type_mismatches):",
-            *(f"#   {d}" for d in drifting),
-        ]
+    lines += _left_out(sorted_out)
     lines += [
         "[[query_tools]]",
         f"name = {json.dumps(spec.name)}",

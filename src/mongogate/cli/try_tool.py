@@ -59,20 +59,15 @@ def cmd_try(args: argparse.Namespace) -> int:
 async def _try(
     settings: Settings, registry: Any, spec: QueryToolSpec, arguments: object, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from mongogate.audit import AuditLog, allowed_names
+    from mongogate.assembly import unwritten_audit
+    from mongogate.audit import allowed_names
     from mongogate.errors import PolicyViolation
     from mongogate.logs import default_instance_id
     from mongogate.requests import new_request_id
     from mongogate.tools.base import error_text
 
     request_id = new_request_id()
-    audit = AuditLog(
-        settings.audit_path,
-        redact_values=settings.audit.redact_values,
-        max_value_chars=settings.audit.max_value_chars,
-        stream=None,
-        instance=settings.server.instance_id or default_instance_id(),
-    )
+    audit = unwritten_audit(settings, instance=settings.server.instance_id or default_instance_id())
     common = {"tool": spec.name, "tenant": args.tenant, "principal": args.sub, "request_id": request_id}
     report: dict[str, Any] = {"tool": spec.name, "kind": spec.kind, "tenant": args.tenant, "allowed": False}
     if spec.required_scopes:

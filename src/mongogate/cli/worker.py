@@ -96,10 +96,36 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def _metrics(args: argparse.Namespace, settings: Any) -> tuple[Any, Any]:
+    """`--metrics-port`: the worker's metrics and their HTTP exporter (None, None without it)."""
+    from mongogate.scheduler import WorkerMetrics
+
+    port = getattr(args, "metrics_port", None)
+    if port is None or args.status:
+        return None, None
+    if not 0 <= port <= 65535:
+        raise ConfigError("--metrics-port must be a TCP port (0-65535)")
+    metrics = WorkerMetrics()
+    exporter = metrics.serve(port, settings.server.host)
+    log.info("worker metrics at http://%s:%d/metrics", settings.server.host, exporter.server_port)
+    return metrics, exporter
+
+
+def _print_status(args: argparse.Namespace, report: Any) -> None:
+    """`--status`: the chosen agents' status, and the fleet's capacity line."""
+    from mongogate.scheduler import print_status, select
+
+    chosen = select(report.status, args.state or (), args.agent)
+    filtered = bool(args.state or args.agent or args.all)
+    print_status(chosen, sys.stdout, as_json=args.json, summary=False if filtered else None)
+    if report.capacity is not None and not args.json:
+        sys.stdout.write(report.capacity.line() + "\n")
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from mongogate.assembly import run_worker
     from mongogate.clock import SYSTEM_CLOCK
-    from mongogate.scheduler import AgentRegistry, WorkerMetrics, collect_agents, print_status, select
+    from mongogate.scheduler import AgentRegistry, collect_agents
 
     settings = settings_from(args)
     if args.duration is not None and args.duration <= 0:
@@ -109,14 +135,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     agents = (
         AgentRegistry() if args.status else collect_agents(args.agents, entry_points=not args.no_entry_points)
     )
-    metrics = exporter = None
-    port = getattr(args, "metrics_port", None)
-    if port is not None and not args.status:
-        if not 0 <= port <= 65535:
-            raise ConfigError("--metrics-port must be a TCP port (0-65535)")
-        metrics = WorkerMetrics()
-        exporter = metrics.serve(port, settings.server.host)
-        log.info("worker metrics at http://%s:%d/metrics", settings.server.host, exporter.server_port)
+    metrics, exporter = _metrics(args, settings)
     try:
         report = anyio.run(
             lambda: run_worker(
@@ -135,11 +154,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             exporter.shutdown()
             exporter.server_close()
     if args.status:
-        chosen = select(report.status, args.state or (), args.agent)
-        filtered = bool(args.state or args.agent or args.all)
-        print_status(chosen, sys.stdout, as_json=args.json, summary=False if filtered else None)
-        if report.capacity is not None and not args.json:
-            sys.stdout.write(report.capacity.line() + "\n")
+        _print_status(args, report)
     elif report.stats is not None:
         s = report.stats
         log.info(

@@ -12,8 +12,9 @@ to read, not a grep:
   ``_server_instances``, ``_session_owners`` and ``_task_group`` (the per-principal session cap
   of server/session_cap.py): ``sdk.session_hooks``, ``sdk.set_session_hooks``,
   ``sdk.forget_session``, ``sdk.session_task_group``.
-- uvicorn 0.54: ``H11Protocol`` (``cycle``, ``headers``, ``handle_events``: the request-head
-  deadline of server/http.py) and ``flow_control.CLOSE_HEADER``: ``uvicorn.H11Protocol``,
+- uvicorn 0.55 (read against 0.54, and again at 0.55: only Python 3.10 branches went):
+  ``H11Protocol`` (``cycle``, ``headers``, ``handle_events``: the request-head deadline of
+  server/http.py) and ``flow_control.CLOSE_HEADER``: ``uvicorn.H11Protocol``,
   ``uvicorn.CLOSE_HEADER``.
 - mongoeco 4.11: ``AsyncMongoEcoProxyServer``'s private lifecycle and
   ``mongoeco.wire._lifecycle.finish_cleanup`` (serving on a Unix socket):
@@ -27,3 +28,15 @@ a new reach into a library's internals fails ``make lint`` until it moves here w
 by review.) The modules import nothing else of mongogate, so any layer may use the one it needs (``config``
 uses ``settings`` without importing MCP).
 """
+
+from __future__ import annotations
+
+#: {distribution: (the wrapper module in this package, the version prefix it was read against)}.
+#: tests/test_compat.py fails naming the wrapper when the installed version leaves its prefix, and
+#: `make lock` (requirements/lock.py) names the wrapper to re-read when the lock moves the package.
+WRAPPED: dict[str, tuple[str, str]] = {
+    "mcp": ("sdk.py", "2.3."),
+    "uvicorn": ("uvicorn.py", "0.55."),
+    "mongoeco": ("mongoeco.py", "4.11."),
+    "pydantic-settings": ("settings.py", "2."),
+}

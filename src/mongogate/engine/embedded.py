@@ -47,7 +47,8 @@ class EmbeddedEngine:
         except ImportError as e:  # pragma: no cover - depends on the install
             raise ConfigError(
                 "no database.uri is configured and the embedded engine is not installed; "
-                "install mongogate[embedded] (needs Python >= 3.13) or set database.uri"
+                "install mongogate with its embedded extra (Python >= 3.13; from a clone: "
+                "docs/operations.md, Install) or set database.uri"
             ) from e
         self.data_dir.mkdir(parents=True, exist_ok=True)
         users: tuple[Any, ...] = ()

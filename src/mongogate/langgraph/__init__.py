@@ -1,7 +1,7 @@
 """LangGraph on mongogate: `MongogateSaver` (checkpoints, fenced by run leases), `MongogateStore`.
 
-Needs the extra: ``pip install 'mongogate[langgraph]'``. Importing this package imports
-langgraph; ``import mongogate`` never does (docs/frameworks.md).
+Needs the ``langgraph`` extra (installed from a clone: docs/operations.md, Install). Importing
+this package imports langgraph; ``import mongogate`` never does (docs/frameworks.md).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.keyed import keyed_id, retire_unique
+from mongogate.memory import documents as md
 from mongogate.memory.documents import SummaryDoc
 from mongogate.memory.gate import SESSION_STATE, lease_lost
 from mongogate.memory.keys import answer_key
@@ -28,7 +29,7 @@ from mongogate.memory.model import Summary, session_not_found
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, bson, check_int
 
-SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "_id": 0}
+SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "author": 1, "_id": 0}
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ async def latest_summary(repo: SessionRepository, tenant: str, sid: str) -> Summ
 def summary_of(session: Doc) -> Summary | None:
     """The newest summary as published on the session document (`_publish`), or None: what a
     turn's lease take already returns, so `begin_turn` reads no summary of its own."""
-    d = session.get("summary")
+    d = session.get(md.SUMMARY)
     if not isinstance(d, dict):
         return None
     return Summary.from_doc(d)
@@ -103,10 +104,12 @@ async def _publish(repo: SessionRepository, tenant: str, sid: str, doc: Doc) -> 
             {"$gt": [through, {"$ifNull": ["$summary.through_seq", 0]}]},
         ]
     }
-    value = leases.literal({"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]})
+    published = {"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]}
+    value = leases.literal(published | {"author": doc.get("author")})
     try:
         await repo.sessions.update_one(
-            {"_id": sid}, [{"$set": {"summary": {"$cond": [newer, value, leases.field_or_null("summary")]}}}]
+            {"_id": sid},
+            [{"$set": {md.SUMMARY: {"$cond": [newer, value, leases.field_or_null(md.SUMMARY)]}}}],
         )
     except PyMongoError as e:
         raise StorageError(f"could not store the summary of session {sid!r}", retry_after_s=1) from e
@@ -119,6 +122,8 @@ async def compact(
     through_seq: object,
     summary: object,
     lease_id: object = None,
+    *,
+    author: str | None = None,
 ) -> Compacted:
     sid = repo.check_id(session_id, "session_id")
     lid = None if lease_id is None else repo.check_id(lease_id, "lease_id")
@@ -136,7 +141,7 @@ async def compact(
             await _publish(repo, tenant, sid, stored)
             return Compacted("duplicate", key, through)  # a retry whose acknowledgement was lost
         raise
-    await _check_boundary(repo, tenant, sid, through, int(session.get("next_seq") or 0))
+    await _check_boundary(repo, tenant, sid, through, int(session.get(md.NEXT_SEQ) or 0))
     doc: SummaryDoc = {
         "_id": summary_id(sid, key),
         "session_id": sid,
@@ -146,6 +151,7 @@ async def compact(
         "text": text,
         "lease_id": lid,
         "created_at": repo.clock.now(),
+        "author": author,
     }
     try:
         await coll.insert_one(bson(doc))
@@ -177,12 +183,12 @@ async def _gate(repo: SessionRepository, tenant: str, sid: str, lid: str | None)
     """The session, if this writer may write into it now (the same rule as a message write)."""
     for _ in range(3):
         now = repo.clock.now()
-        gate: Doc = {"locked_by": lid} if lid is not None else {"$or": leases.free_conditions(now)}
+        gate: Doc = {md.LOCKED_BY: lid} if lid is not None else {"$or": leases.free_conditions(now)}
         try:
             doc = await repo.sessions.find_one_and_update(
                 {"_id": sid, "tenant": tenant, **gate},
-                {"$set": {"last_activity": now}},
-                projection={"next_seq": 1},
+                {"$set": {md.LAST_ACTIVITY: now}},
+                projection={md.NEXT_SEQ: 1},
                 return_document=ReturnDocument.AFTER,
             )
             current = None
@@ -196,7 +202,7 @@ async def _gate(repo: SessionRepository, tenant: str, sid: str, lid: str | None)
             raise session_not_found(sid)
         if lid is not None:
             raise lease_lost(lid, sid)
-        if current.get("locked_until") is not None:
+        if current.get(md.LOCKED_UNTIL) is not None:
             until, left = leases.remaining_ms(current, now)
             if left > 0:
                 raise LeaseBusy(f"session {sid!r} (inside a turn, pass its lease_id)", until, left)

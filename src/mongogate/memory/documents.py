@@ -12,9 +12,67 @@ documents only (`tests/memory/test_documents.py`).
 # `__required_keys__` (tests compare stored documents with it)
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
-__all__ = ["LeaseState", "MessageDoc", "PendingAnswer", "PublishedSummary", "SessionDoc", "SummaryDoc"]
+from mongogate import leases
+
+__all__ = [
+    "ANSWERED_TEXT",
+    "ANSWERED_TURN",
+    "COMMIT_NONCE",
+    "LAST_ACTIVITY",
+    "LEASE_PREV",
+    "LEASE_SEQ",
+    "LEASE_TEXT",
+    "LEASE_TURN",
+    "LOCKED_BY",
+    "LOCKED_UNTIL",
+    "MESSAGES",
+    "NEXT_SEQ",
+    "PENDING",
+    "PLAIN_ANSWERS",
+    "SEQ",
+    "SESSIONS",
+    "SESSION_ID",
+    "SUMMARIES",
+    "SUMMARY",
+    "TENANT",
+    "LeaseState",
+    "MessageDoc",
+    "PendingAnswer",
+    "PublishedSummary",
+    "SessionDoc",
+    "SummaryDoc",
+]
+
+SESSIONS: Final = "sessions"
+MESSAGES: Final = "messages"
+SUMMARIES: Final = "summaries"
+
+# The field names code writes or queries by (a reader goes through a `from_doc`). `tenant` holds
+# whose conversations a document is: the tenant alone, or the tenant and the subject joined by
+# U+001F when conversations are per subject (`MemoryScope.conversations`, mongogate/memory_scope.py).
+TENANT: Final = "tenant"
+SESSION_ID: Final = "session_id"
+SEQ: Final = "seq"
+#: the session's one counter: the last seq handed out (every message is numbered from it)
+NEXT_SEQ: Final = "next_seq"
+LAST_ACTIVITY: Final = "last_activity"
+#: the lease (`leases.py` writes its first two for sessions and runs alike)
+LOCKED_BY: Final = leases.LOCKED_BY
+LOCKED_UNTIL: Final = leases.LOCKED_UNTIL
+LEASE_TURN: Final = "lease_turn"
+LEASE_TEXT: Final = "lease_text"
+LEASE_SEQ: Final = "lease_seq"
+LEASE_PREV: Final = "lease_prev"
+#: answers committed on the session, still to be written as messages
+PENDING: Final = "pending"
+ANSWERED_TURN: Final = "answered_turn"
+ANSWERED_TEXT: Final = "answered_text"
+PLAIN_ANSWERS: Final = "plain_answers"
+COMMIT_NONCE: Final = "commit_nonce"
+#: the newest compaction, published on the session
+SUMMARY: Final = "summary"
 
 
 class PendingAnswer(TypedDict):
@@ -44,6 +102,8 @@ class PublishedSummary(TypedDict):
     text: str
     through_seq: int
     created_at: datetime
+    #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
+    author: NotRequired[str | None]
 
 
 class SessionDoc(TypedDict):
@@ -102,3 +162,5 @@ class SummaryDoc(TypedDict):
     text: str
     lease_id: str | None
     created_at: datetime
+    #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
+    author: NotRequired[str | None]

@@ -3,11 +3,11 @@
 Why `_id` alone (docs/decisions/turn-write-path.md): the embedded engine serves an update whose
 filter is `{_id}` in the same time at 1,000 and 10,000 documents, while a filter with any second
 field (`tenant`, `locked_by`, an `$or` of lease states) scans the collection (12.9 -> 104 ms for
-the old lease take). So every condition of the lease gate moves into the update itself: each
-field is set to `{$cond: [ok, new, "$field"]}`, which leaves the document unchanged when `ok`
-is false, and the caller reads the outcome from the document returned after the update (a
-unique lease id or a per-call nonce says whether this call's change is the one in it). The same
-pipelines are standard MongoDB (4.2+), where they are as atomic as the filtered updates were.
+the old lease take). So every condition of the lease gate moves into the update itself
+(`leases.keep_unless`: the new fields merged in when `ok`, else the document unchanged), and the
+caller reads the outcome from the document returned after the update (a unique lease id, a
+per-call nonce or, for `number`, the lease fields it leaves alone say whether it applied). The
+same pipelines are standard MongoDB (4.2+), where they are as atomic as the filtered updates were.
 
 `ok` always includes `tenant == caller's tenant`: a session of another tenant is never changed,
 and the caller treats its document as not found (only lease fields are projected).
@@ -18,12 +18,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from mongogate.leases import field_or_null, free, keep_unless, literal, same
+from mongogate.memory import documents as md
 from mongogate.values import Doc
 
 
 def answered(tid: str, digest: str) -> Doc:
     """The last fenced turn of the session is this turn, with this text: its answer is committed."""
-    return {"$and": [same("answered_turn", tid), same("answered_text", digest)]}
+    return {"$and": [same(md.ANSWERED_TURN, tid), same(md.ANSWERED_TEXT, digest)]}
 
 
 def take(tenant: str, tid: str, digest: str, lease_id: str, now: datetime, until: datetime) -> list[Doc]:
@@ -32,7 +33,7 @@ def take(tenant: str, tid: str, digest: str, lease_id: str, now: datetime, until
     was, so a take that turns out to have nothing to do can give it back; `lease_seq` is the user
     message's seq: every answer pending below it is written by this take's begin_turn before it
     returns the lease, so the commit of this lease may drop them."""
-    mine = {"$and": [same("lease_turn", tid), same("lease_text", digest)]}
+    mine = {"$and": [same(md.LEASE_TURN, tid), same(md.LEASE_TEXT, digest)]}
     ok = {
         "$and": [
             same("tenant", tenant),
@@ -41,60 +42,79 @@ def take(tenant: str, tid: str, digest: str, lease_id: str, now: datetime, until
         ]
     }
     seq = {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]}
-    prev = {name: field_or_null(name) for name in ("locked_by", "locked_until", "lease_turn", "lease_text")}
+    prev = {
+        name: field_or_null(name) for name in (md.LOCKED_BY, md.LOCKED_UNTIL, md.LEASE_TURN, md.LEASE_TEXT)
+    }
     return [
         keep_unless(
             ok,
             {
-                "lease_prev": prev,
-                "locked_by": literal(lease_id),
-                "locked_until": literal(until),
-                "lease_turn": literal(tid),
-                "lease_text": literal(digest),
-                "next_seq": seq,
-                "lease_seq": seq,
-                "last_activity": literal(now),
+                md.LEASE_PREV: prev,
+                md.LOCKED_BY: literal(lease_id),
+                md.LOCKED_UNTIL: literal(until),
+                md.LEASE_TURN: literal(tid),
+                md.LEASE_TEXT: literal(digest),
+                md.NEXT_SEQ: seq,
+                md.LEASE_SEQ: seq,
+                md.LAST_ACTIVITY: literal(now),
             },
         )
     ]
 
 
 def owns(tenant: str, tid: str, lease_id: str) -> Doc:
-    return {"$and": [same("tenant", tenant), same("locked_by", lease_id), same("lease_turn", tid)]}
+    return {"$and": [same("tenant", tenant), same(md.LOCKED_BY, lease_id), same(md.LEASE_TURN, tid)]}
 
 
 def renew(tenant: str, tid: str, lease_id: str, until: datetime) -> list[Doc]:
-    return [keep_unless(owns(tenant, tid, lease_id), {"locked_until": literal(until)})]
+    return [keep_unless(owns(tenant, tid, lease_id), {md.LOCKED_UNTIL: literal(until)})]
 
 
 def give_back(lease_id: str, previous: Doc) -> list[Doc]:
-    ok = same("locked_by", lease_id)
+    ok = same(md.LOCKED_BY, lease_id)
     return [keep_unless(ok, {name: literal(value) for name, value in previous.items()})]
+
+
+def unsettled() -> Doc:
+    """The parked answers a write under the lease cannot vouch for: those numbered after its take
+    (seq above `lease_seq`). Every answer parked at the take was stored by that lease's begin_turn
+    before it returned the lease id, so a write with that id proves them stored and drops them."""
+    settled = {"$ifNull": ["$lease_seq", -1]}  # a lease taken by an older version: keep everything
+    return {"$filter": {"input": {"$ifNull": ["$pending", []]}, "cond": {"$gt": ["$$this.seq", settled]}}}
+
+
+def number(tenant: str, tid: str, lease_id: str, now: datetime) -> list[Doc]:
+    """A message appended under the lease (a tool call or result): while `lease_id` owns the session
+    for `tid`, take the next seq and drop the parked answers the lease vouches for (`unsettled`).
+    The update changes none of the fields `ok` tests, so the returned document passes `owns` if and
+    only if this update applied."""
+    seq = {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]}
+    fields = {md.NEXT_SEQ: seq, md.PENDING: unsettled(), md.LAST_ACTIVITY: literal(now)}
+    return [keep_unless(owns(tenant, tid, lease_id), fields)]
 
 
 def commit(tenant: str, tid: str, lease_id: str, entry: Doc, nonce: str, now: datetime) -> list[Doc]:
     """End the turn: while `lease_id` owns it, number the answer, park it in `pending`, release the
-    lease, and drop the answers this lease's begin_turn wrote (seq below `lease_seq`); `commit_nonce`
-    says which call's commit the returned document holds."""
+    lease, and drop the answers this lease's begin_turn wrote (`unsettled`); `commit_nonce` says
+    which call's commit the returned document holds."""
     ok = owns(tenant, tid, lease_id)
     seq = {"$add": [{"$ifNull": ["$next_seq", 0]}, 1]}
-    settled = {"$ifNull": ["$lease_seq", -1]}  # a lease taken by an older version: keep everything
-    kept = {"$filter": {"input": {"$ifNull": ["$pending", []]}, "cond": {"$gt": ["$$this.seq", settled]}}}
+    kept = unsettled()
     parked = {**{k: literal(v) for k, v in entry.items()}, "seq": seq}
     return [
         keep_unless(
             ok,
             {
-                "next_seq": seq,
-                "pending": {"$concatArrays": [kept, [parked]]},
-                "locked_by": None,
-                "locked_until": None,
-                "lease_turn": None,
-                "lease_seq": None,
-                "answered_turn": literal(tid),
-                "answered_text": field_or_null("lease_text"),
-                "commit_nonce": literal(nonce),
-                "last_activity": literal(now),
+                md.NEXT_SEQ: seq,
+                md.PENDING: {"$concatArrays": [kept, [parked]]},
+                md.LOCKED_BY: None,
+                md.LOCKED_UNTIL: None,
+                md.LEASE_TURN: None,
+                md.LEASE_SEQ: None,
+                md.ANSWERED_TURN: literal(tid),
+                md.ANSWERED_TEXT: field_or_null(md.LEASE_TEXT),
+                md.COMMIT_NONCE: literal(nonce),
+                md.LAST_ACTIVITY: literal(now),
             },
         )
     ]

@@ -16,20 +16,21 @@ from datetime import datetime
 
 from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, MongogateError
+from mongogate.memory import documents as md
 from mongogate.values import Doc
 
 #: what a session's lease is made of (`lease_text`: digest of the leased turn's text)
-SESSION_LEASE = ("locked_by", "locked_until", "lease_turn", "lease_text")
+SESSION_LEASE = (md.LOCKED_BY, md.LOCKED_UNTIL, md.LEASE_TURN, md.LEASE_TEXT)
 #: projection of everything the gate and the commit point decide from
-SESSION_STATE = dict.fromkeys((*SESSION_LEASE, "pending"), 1)
+SESSION_STATE = dict.fromkeys((*SESSION_LEASE, md.PENDING), 1)
 
 
 def write_gate(tid: str, lease_id: str | None, now: datetime, *, final_answer: bool = False) -> Doc:
     if lease_id is not None:
-        return {"locked_by": lease_id, "lease_turn": tid}
+        return {md.LOCKED_BY: lease_id, md.LEASE_TURN: tid}
     if final_answer:
-        return {"$or": [{"locked_by": None}, {"locked_until": {"$lte": now}, "lease_turn": {"$ne": tid}}]}
-    return {"$or": [*leases.free_conditions(now), {"lease_turn": tid}]}
+        return {"$or": [{md.LOCKED_BY: None}, {md.LOCKED_UNTIL: {"$lte": now}, md.LEASE_TURN: {"$ne": tid}}]}
+    return {"$or": [*leases.free_conditions(now), {md.LEASE_TURN: tid}]}
 
 
 def lease_lost(lid: str, sid: str) -> LeaseLost:
@@ -55,7 +56,7 @@ def refusal(
     session: Doc, sid: str, tid: str, lease_id: str | None, now: datetime, *, final_answer: bool = False
 ) -> MongogateError | None:
     """Why the gate refused, from the session's state; None if it would pass now (state changed)."""
-    holder, turn = session.get("locked_by"), session.get("lease_turn")
+    holder, turn = session.get(md.LOCKED_BY), session.get(md.LEASE_TURN)
     if lease_id is not None:
         if holder == lease_id and turn == tid:
             return None
@@ -65,7 +66,7 @@ def refusal(
                 f"{turn!r}); use the turn you began"
             )
         return lease_lost(lease_id, sid)
-    live = holder is not None and session.get("locked_until") is not None
+    live = holder is not None and session.get(md.LOCKED_UNTIL) is not None
     until, left = leases.remaining_ms(session, now) if live else (None, 0)
     if final_answer and holder is not None and turn == tid:
         return AnswerHeld(session)

@@ -20,9 +20,10 @@ concurrent commits (plain appends of answers of different turns) never wait for 
 
 A fenced turn (a lease id) takes, renews and commits by `_id` alone (`memory/fenced.py`: flat in
 the collection's size on the embedded engine) and does not pull its answer from `pending` after
-writing it: the copy stays parked until the next fenced commit drops every answer below its
-lease's `lease_seq` (each was written by that lease's begin_turn before it returned the lease),
-or a plain writer settles it. Parked answers are only ever copies of stored messages or answers
+writing it: the copy stays parked until the next write under a lease (a leased append,
+`number_leased`, or the commit) drops every answer below its lease's `lease_seq` (each was
+written by that lease's begin_turn before it returned the lease), or a plain writer settles it
+(`settle_with`: in its message's insert). Parked answers are only ever copies of stored messages or answers
 still to write.
 """
 
@@ -36,15 +37,17 @@ from datetime import datetime, timedelta
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
+from pymongo.errors import PyMongoError
 
 from mongogate import leases
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, StorageError
+from mongogate.memory import documents as md
 from mongogate.memory import fenced
-from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, refusal, write_gate
-from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id, message_id
+from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, lease_lost, refusal, write_gate
+from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id
+from mongogate.memory.messages import MessageWrites, answer_doc
 from mongogate.memory.model import AppendResult, key_conflict, session_not_found
 from mongogate.values import Doc, check_finite
 
@@ -52,37 +55,20 @@ log = logging.getLogger(__name__)
 
 
 _literal = leases.literal
-#: the server's duplicate key error
-DUPLICATE_KEY = 11000
 #: what begin_turn and renew_turn decide from (`memory/fenced.py`)
 TAKE_FIELDS = {
     **SESSION_STATE,
-    **dict.fromkeys(("tenant", "next_seq", "lease_seq", "lease_prev"), 1),
-    **dict.fromkeys(("answered_turn", "answered_text", "plain_answers"), 1),
-    "summary": 1,  # the newest compaction, published on the session (memory/compaction.py)
+    **dict.fromkeys(("tenant", md.NEXT_SEQ, md.LEASE_SEQ, md.LEASE_PREV), 1),
+    **dict.fromkeys((md.ANSWERED_TURN, md.ANSWERED_TEXT, md.PLAIN_ANSWERS), 1),
+    md.SUMMARY: 1,  # the newest compaction, published on the session (memory/compaction.py)
 }
 #: what a fenced commit decides from
-COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", "next_seq", "commit_nonce"), 1)}
+COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", md.NEXT_SEQ, md.COMMIT_NONCE), 1)}
+#: what a leased append decides from
+NUMBER_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", md.NEXT_SEQ), 1)}
 
 
-def answer_doc(tenant: str, sid: str, pending: Doc, now: datetime) -> Doc:
-    """A committed answer (an entry of `session.pending`) as the message that stores it."""
-    return {
-        "_id": message_id(sid, pending["key"]),
-        "session_id": sid,
-        "tenant": tenant,
-        "key": pending["key"],
-        "seq": int(pending["seq"]),
-        "turn_id": pending["turn_id"],
-        "role": "assistant",
-        "call_id": None,
-        "content": pending["content"],
-        "created_at": pending.get("at") or now,
-        "lease_id": pending.get("lease_id"),
-    }
-
-
-class SessionRepository:
+class SessionRepository(MessageWrites):
     """The `sessions` and `messages` collections of one database, and the session-document rules."""
 
     def __init__(self, db: AsyncDatabase[Doc], settings: MemorySettings, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -93,8 +79,6 @@ class SessionRepository:
         self.messages: AsyncCollection[Doc] = db["messages"]
         #: test seam: called at named points between a write and its acknowledgement
         self.fault: Callable[[str], None] | None = None
-        #: messages with ObjectId `_id`s (the previous version's) may exist, so a lookup by key
-        #: that misses the derived `_id` looks by (session, key) too; `ensure_indexes` settles it
         self.legacy_messages = True
         #: the same for `summaries` (`memory/compaction.py`)
         self.legacy_summaries = True
@@ -122,12 +106,12 @@ class SessionRepository:
             "tenant": tenant,
             "title": title,
             "metadata": metadata or {},
-            "next_seq": 0,
-            "locked_by": None,
-            "locked_until": None,
-            "lease_turn": None,
+            md.NEXT_SEQ: 0,
+            md.LOCKED_BY: None,
+            md.LOCKED_UNTIL: None,
+            md.LEASE_TURN: None,
             "created_at": now,
-            "last_activity": now,
+            md.LAST_ACTIVITY: now,
         }
         try:
             await self.sessions.insert_one(doc)
@@ -196,6 +180,27 @@ class SessionRepository:
             raise StorageError("could not renew the session lease") from e
         return doc if doc is not None and doc.get("tenant") == tenant else None
 
+    async def number_leased(self, tenant: str, sid: str, tid: str, lease_id: str) -> Doc:
+        """A message's seq under the lease, one update by `_id` (`fenced.number`, flat in the
+        collection's size): the session after it, whose `pending` holds only the answers the lease
+        cannot vouch for (normally none), or the gate's error, nothing written."""
+        now = self.clock.now()
+        try:
+            doc = await self.sessions.find_one_and_update(
+                {"_id": sid},
+                fenced.number(tenant, tid, lease_id, now),
+                projection=NUMBER_FIELDS,
+                return_document=ReturnDocument.AFTER,
+            )
+        except PyMongoError as e:
+            raise StorageError(f"could not append to session {sid!r}") from e
+        if doc is None or doc.get("tenant") != tenant:
+            raise session_not_found(sid)
+        if doc.get("locked_by") == lease_id and doc.get("lease_turn") == tid:
+            return doc
+        await self.settle_all(tenant, sid, doc)  # e.g. this lease's own crashed commit
+        raise refusal(doc, sid, tid, lease_id, now) or lease_lost(lease_id, sid)
+
     # ---------------------------------------------------------------- gated writes and the commit point
 
     async def commit_answer(
@@ -224,10 +229,10 @@ class SessionRepository:
         # `plain_answers`: a turn may be answered without its user message, so begin_turn looks
         # an answer up beyond the window on this session (memory/turns.py).
         update: Doc = {
-            "next_seq": next_seq,
-            "pending": queued,
-            "last_activity": pending["at"],
-            "plain_answers": True,
+            md.NEXT_SEQ: next_seq,
+            md.PENDING: queued,
+            md.LAST_ACTIVITY: pending["at"],
+            md.PLAIN_ANSWERS: True,
         }
         doc = await self.gated_update(
             tenant,
@@ -235,12 +240,12 @@ class SessionRepository:
             tid,
             lease_id,
             [{"$set": update}],
-            {"pending": 1, "next_seq": 1},
+            {md.PENDING: 1, md.NEXT_SEQ: 1},
             what=f"could not store the answer of turn {tid!r}",
             final_answer=True,
         )
         self.at("answer.after_commit")
-        mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+        mine = next(p for p in doc[md.PENDING] if p["seq"] == doc[md.NEXT_SEQ])
         status, seq = await self.settle(tenant, sid, mine, raise_conflict=True)
         return AppendResult(status, key, seq)
 
@@ -267,7 +272,7 @@ class SessionRepository:
                 raise StorageError(f"could not store the answer of turn {tid!r}") from e
             if doc is None or doc.get("tenant") != tenant:
                 raise session_not_found(sid)
-            if doc.get("commit_nonce") == nonce:
+            if doc.get(md.COMMIT_NONCE) == nonce:
                 break
             await self.settle_all(tenant, sid, doc)  # e.g. this lease's own crashed commit
             refused = refusal(doc, sid, tid, lease_id, now)
@@ -276,7 +281,7 @@ class SessionRepository:
         else:
             raise StorageError(f"could not store the answer of turn {tid!r} (its lease kept changing)", 1)
         self.at("answer.after_commit")
-        mine = next(p for p in doc["pending"] if p["seq"] == doc["next_seq"])
+        mine = next(p for p in doc[md.PENDING] if p["seq"] == doc[md.NEXT_SEQ])
         status, seq = await self.settle(tenant, sid, mine, raise_conflict=True, clear=False)
         return AppendResult(status, key, seq)
 
@@ -328,7 +333,7 @@ class SessionRepository:
 
     async def settle_all(self, tenant: str, sid: str, session: Doc) -> None:
         """Settle every committed answer still parked on the session (a crashed writer's)."""
-        for pending in session.get("pending") or []:
+        for pending in session.get(md.PENDING) or []:
             await self.settle(tenant, sid, pending)
 
     async def settle(
@@ -356,65 +361,24 @@ class SessionRepository:
             return "duplicate", int(pending["seq"])
         return result
 
+    async def settle_with(self, tenant: str, sid: str, pending: list[Doc], doc: Doc) -> tuple[str, int]:
+        """Insert `doc` (a message just numbered) with the answers still parked on the session, in
+        one insert (those already stored are duplicates), then clear them: 2 round trips where
+        `settle_all` then `insert_message` took 3 per answer and 1. `doc` is inserted or a
+        `duplicate` as in `insert_message`; the parked answers' stored text is not compared (a
+        conflict there means the stored answer stands, as in `settle`)."""
+        repeated = await self.insert_turn(tenant, sid, pending, doc)
+        self.at("answer.after_write")
+        for entry in pending:
+            await self._clear_pending(sid, entry)
+        if len(pending) in repeated:
+            return await self.stored_copy(doc)
+        return "inserted", int(doc["seq"])
+
     async def _clear_pending(self, sid: str, pending: Doc) -> None:
         try:
             await self.sessions.update_one(
-                {"_id": sid}, {"$pull": {"pending": {"key": pending["key"], "seq": pending["seq"]}}}
+                {"_id": sid}, {"$pull": {md.PENDING: {"key": pending["key"], "seq": pending["seq"]}}}
             )
         except PyMongoError as e:  # the next writer settles it again (the insert is idempotent)
             log.warning("could not clear the settled answer of session %s: %s", sid, type(e).__name__)
-
-    async def insert_turn(self, tenant: str, sid: str, pending: list[Doc], user: Doc | None) -> set[int]:
-        """The answers still pending on the session, then (if given) a turn's user message, in one
-        insert; the positions already stored (the user message's is `len(pending)`)."""
-        now = self.clock.now()
-        docs = [answer_doc(tenant, sid, p, now) for p in pending] + ([user] if user is not None else [])
-        return await self.insert_messages(docs) if docs else set()
-
-    async def insert_messages(self, docs: list[Doc]) -> set[int]:
-        """One insert of several messages (answers still pending, a user message); the positions of
-        those already stored (a duplicate key). Their content is not compared here."""
-        try:
-            await self.messages.insert_many(docs, ordered=False)
-        except BulkWriteError as e:
-            errors = e.details.get("writeErrors") or []
-            if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
-                raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
-            return {int(err["index"]) for err in errors}
-        except PyMongoError as e:
-            raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
-        return set()
-
-    # ---------------------------------------------------------------- messages
-
-    async def insert_message(self, doc: Doc) -> tuple[str, int]:
-        """Insert; a key already stored is `duplicate` with the same role and content, else a conflict."""
-        try:
-            try:
-                await self.messages.insert_one(doc)
-                return "inserted", int(doc["seq"])
-            except DuplicateKeyError:
-                fields = {"seq": 1, "role": 1, "content": 1}
-                stored = await self.messages.find_one({"_id": doc["_id"]}, fields)
-                if stored is None:  # refused by the previous version's index: an ObjectId copy
-                    stored = await self.messages.find_one(
-                        {"session_id": doc["session_id"], "key": doc["key"]}, fields
-                    )
-        except PyMongoError as e:
-            raise StorageError(f"could not append to session {doc['session_id']!r}") from e
-        if stored is None:  # pragma: no cover - a unique-index hit always has a stored copy
-            raise StorageError(f"could not read back message {doc['key']!r}")
-        if stored.get("role") != doc["role"] or stored.get("content") != doc["content"]:
-            raise key_conflict(doc["key"])
-        return "duplicate", int(stored["seq"])
-
-    async def find_message(self, tenant: str, session_id: str, key: str) -> Doc | None:
-        """The message by its derived `_id` (one lookup, flat); by (session, key) as well while
-        messages of the previous version may remain (`legacy_messages`)."""
-        try:
-            doc = await self.messages.find_one({"_id": message_id(session_id, key)})
-            if doc is None and self.legacy_messages:
-                doc = await self.messages.find_one({"session_id": session_id, "key": key})
-            return doc if doc is not None and doc.get("tenant") == tenant else None
-        except PyMongoError as e:
-            raise StorageError("could not read the message") from e

@@ -107,36 +107,15 @@ async def search_messages(
     if not words:  # only stop words, negations or punctuation: nothing to rank by
         return Hits([])
     filt: Doc = {"tenant": tenant}
-    sid = None
-    if session_id is not None:
-        sid = store.check_id(session_id, "session_id")
+    sid = None if session_id is None else store.check_id(session_id, "session_id")
+    if sid is not None:
         filt["session_id"] = sid
     try:
-        # every message of the scope (up to SCAN_MAX), ranked here: never cut before ranking (the
-        # embedded engine ignores a textScore sort, so an engine-side limit kept arbitrary matches)
-        fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
-        found = store.messages.find(filt, fields, limit=scan_max + 1)  # one more: is there more?
-        read = [d async for d in found]
-        partial = len(read) > scan_max
-        rows = [d for d in read[:scan_max] if isinstance(d.get("content"), str)]
-        scores = bm25(words, [tokens(d["content"]) for d in rows])
-        ranked = [(d["_id"], sc) for d, sc in zip(rows, scores, strict=True) if sc > 0]
-        if vectors is not None and rows:
-            fused = await _by_meaning(vectors, query, rows, scores, min_score)
-            ranked = ranked if fused is None else fused
+        rows, partial = await _scope_rows(store, filt, scan_max)
+        ranked = await _rank(words, query, rows, vectors, min_score)
         docs: dict[object, Doc] = {d["_id"]: d for d in rows}
-        alive: set[object] = set()
-        if ranked:
-            sessions = list({docs[i]["session_id"] for i, _ in ranked})
-            live = store.sessions.find({"tenant": tenant, "_id": {"$in": sessions}}, {"_id": 1})
-            alive = {d["_id"] async for d in live}
-            # a deleted session's leftovers (a delete stopped halfway, a message landing after it)
-            ranked = [(i, sc) for i, sc in ranked if docs[i]["session_id"] in alive]
-        if (
-            sid is not None
-            and sid not in alive
-            and await store.sessions.find_one({"_id": sid, "tenant": tenant}, {"_id": 1}) is None
-        ):
+        ranked, alive = await _in_live_sessions(store, tenant, ranked, docs)
+        if sid is not None and sid not in alive and not await _exists(store, tenant, sid):
             raise session_not_found(sid)
     except PyMongoError as e:
         raise StorageError("could not search the messages") from e
@@ -146,6 +125,46 @@ async def search_messages(
     # the best hit always, even alone larger than the cap (`values.within`, as recall's items)
     kept = within(items_budget(max_bytes), hits, hit_json)
     return Hits(kept, len(hits) - len(kept), partial)
+
+
+async def _scope_rows(store: SessionRepository, filt: Doc, scan_max: int) -> tuple[list[Doc], bool]:
+    """Every message of the scope (up to `scan_max`) with text content, and whether there were
+    more: ranked here, never cut before ranking (the embedded engine ignores a textScore sort, so
+    an engine-side limit kept arbitrary matches)."""
+    fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
+    found = store.messages.find(filt, fields, limit=scan_max + 1)  # one more: is there more?
+    read = [d async for d in found]
+    return [d for d in read[:scan_max] if isinstance(d.get("content"), str)], len(read) > scan_max
+
+
+async def _rank(
+    words: list[str], query: str, rows: list[Doc], vectors: MessageVectors | None, min_score: float
+) -> list[tuple[object, float]]:
+    """(id, score) of the messages that match: by BM25 over their terms, or fused with their
+    meaning (`_by_meaning`) when message vectors are on and the embedder answers."""
+    scores = bm25(words, [tokens(d["content"]) for d in rows])
+    ranked = [(d["_id"], sc) for d, sc in zip(rows, scores, strict=True) if sc > 0]
+    if vectors is not None and rows:
+        fused = await _by_meaning(vectors, query, rows, scores, min_score)
+        ranked = ranked if fused is None else fused
+    return ranked
+
+
+async def _in_live_sessions(
+    store: SessionRepository, tenant: str, ranked: list[tuple[object, float]], docs: dict[object, Doc]
+) -> tuple[list[tuple[object, float]], set[object]]:
+    """The ranked messages whose session still exists (a deleted session's leftovers: a delete
+    stopped halfway, a message landing after it), and the live sessions among theirs."""
+    if not ranked:
+        return ranked, set()
+    sessions = list({docs[i]["session_id"] for i, _ in ranked})
+    live = store.sessions.find({"tenant": tenant, "_id": {"$in": sessions}}, {"_id": 1})
+    alive: set[object] = {d["_id"] async for d in live}
+    return [(i, sc) for i, sc in ranked if docs[i]["session_id"] in alive], alive
+
+
+async def _exists(store: SessionRepository, tenant: str, sid: str) -> bool:
+    return await store.sessions.find_one({"_id": sid, "tenant": tenant}, {"_id": 1}) is not None
 
 
 def hit_json(hit: Hit) -> Doc:

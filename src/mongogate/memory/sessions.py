@@ -29,6 +29,7 @@ from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
+from mongogate.memory import documents as md
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import ByteBudget, Doc, check_int
 
@@ -39,7 +40,7 @@ LIST_INDEX = "tenant_last_activity"
 SESSION_TTL_INDEX = "last_activity_ttl"
 MESSAGE_TTL_INDEX = "created_at_ttl"
 SUMMARY_TTL_INDEX = "summary_created_at_ttl"
-LIST_FIELDS = {"title": 1, "created_at": 1, "last_activity": 1, "next_seq": 1}
+LIST_FIELDS = {"title": 1, "created_at": 1, md.LAST_ACTIVITY: 1, md.NEXT_SEQ: 1}
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,8 @@ class SessionInfo:
             session_id=str(doc["_id"]),
             title=doc.get("title"),
             created_at=as_utc(doc["created_at"]),
-            last_activity_at=as_utc(doc.get("last_activity") or doc["created_at"]),
-            last_seq=int(doc.get("next_seq") or 0),
+            last_activity_at=as_utc(doc.get(md.LAST_ACTIVITY) or doc["created_at"]),
+            last_seq=int(doc.get(md.NEXT_SEQ) or 0),
         )
 
 
@@ -108,13 +109,13 @@ async def ensure_session_indexes(store: SessionRepository) -> None:
     """The listing index, `last_activity` on sessions written before it existed, and retention."""
     try:
         await store.sessions.create_index(
-            [("tenant", ASCENDING), ("last_activity", DESCENDING), ("_id", DESCENDING)], name=LIST_INDEX
+            [("tenant", ASCENDING), (md.LAST_ACTIVITY, DESCENDING), ("_id", DESCENDING)], name=LIST_INDEX
         )
         await store.sessions.update_many(
-            {"last_activity": {"$exists": False}}, [{"$set": {"last_activity": "$created_at"}}]
+            {md.LAST_ACTIVITY: {"$exists": False}}, [{"$set": {md.LAST_ACTIVITY: "$created_at"}}]
         )
         ttl = retention_seconds(store.settings)
-        await _ttl_index(store, "sessions", "last_activity", SESSION_TTL_INDEX, ttl)
+        await _ttl_index(store, "sessions", md.LAST_ACTIVITY, SESSION_TTL_INDEX, ttl)
         await _ttl_index(store, "messages", "created_at", MESSAGE_TTL_INDEX, ttl)
         await _ttl_index(store, "summaries", "created_at", SUMMARY_TTL_INDEX, ttl)
     except PyMongoError as e:
@@ -150,9 +151,9 @@ async def list_sessions(
     query: Doc = {"tenant": tenant}
     if cursor is not None:
         at, sid = decode_cursor(cursor, "list_sessions")
-        query |= after("last_activity", at, sid)
+        query |= after(md.LAST_ACTIVITY, at, sid)
     try:
-        found = store.sessions.find(query, LIST_FIELDS, sort=newest_first("last_activity"), limit=n + 1)
+        found = store.sessions.find(query, LIST_FIELDS, sort=newest_first(md.LAST_ACTIVITY), limit=n + 1)
         docs = [d async for d in found]
     except PyMongoError as e:
         raise StorageError("could not list the sessions") from e

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.errors import StorageError
 from mongogate.keyed import retire_unique
+from mongogate.memory import documents as md
+from mongogate.memory import items
 from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
 from mongogate.memory.documents import MessageDoc
 from mongogate.memory.keys import check_role, message_id, message_key
@@ -81,6 +84,24 @@ class MemoryStore(SessionRepository):
     async def delete_session(self, tenant: str, session_id: object) -> Erased:
         return await delete_session(self, tenant, session_id)
 
+    # ---------------------------------------------------------------- sessions of items
+
+    async def add_items(
+        self, tenant: str, sid: str, contents: Sequence[tuple[str, str]], *, turn: str, new: Doc, name: str
+    ) -> None:
+        """Items ((role, content) each) as the session's next messages, one block of its counter
+        (`memory/items.py`; the OpenAI Agents session)."""
+        await items.add(self, tenant, sid, contents, turn=turn, new=new, name=name)
+
+    async def latest_items(self, tenant: str, sid: str, n: int, *, name: str) -> list[str]:
+        return await items.latest(self, tenant, sid, n, name=name)
+
+    async def pop_item(self, tenant: str, sid: str, *, name: str) -> str | None:
+        return await items.pop(self, tenant, sid, name=name)
+
+    async def clear_items(self, tenant: str, sid: str, *, name: str) -> None:
+        await items.clear(self, tenant, sid, name=name)
+
     async def append(
         self,
         tenant: str,
@@ -94,10 +115,13 @@ class MemoryStore(SessionRepository):
     ) -> AppendResult:
         """Insert one message. A repeat of the same key and content is `duplicate`, never a second copy.
 
-        Two round trips on the common path (`$inc`, insert); the derived `_id` detects a repeat.
-        The `$inc` carries the lease gate (`memory/gate.py`), so a writer that lost the session
-        lands nothing. A turn's final answer (`assistant` without `call_id`) goes through the
-        session's commit point.
+        Two round trips on the common path (the seq, the insert); the derived `_id` detects a
+        repeat. The seq's update carries the lease gate (`memory/gate.py`), so a writer that lost
+        the session lands nothing; under a lease it is one update by `_id` (`fenced.number`) that
+        also drops the previous turn's parked answer, so the first append of a turn costs 2 too.
+        Without a lease, a parked answer is written in the message's insert and then pulled (3).
+        A turn's final answer (`assistant` without `call_id`) goes through the session's commit
+        point. (docs/decisions/turn-write-path.md)
         """
         sid = self.check_id(session_id, "session_id")
         tid = self.check_id(turn_id, "turn_id")
@@ -108,31 +132,37 @@ class MemoryStore(SessionRepository):
         text = self.check_text(content, "content")
         if kind == "assistant" and cid is None:  # the commit point lives in repository.py
             return await self.commit_answer(tenant, sid, tid, text, lease_id=lid)
-        # The $inc is the tenant check and the lease gate as well.
-        session = await self.gated_update(
-            tenant,
-            sid,
-            tid,
-            lid,
-            {"$inc": {"next_seq": 1}, "$set": {"last_activity": self.clock.now()}},
-            {"next_seq": 1, "pending": 1},
-            what=f"could not append to session {sid!r}",
-        )
-        if session.get("pending"):
-            await self.settle_all(tenant, sid, session)
+        # The numbering is the tenant check and the lease gate as well.
+        if lid is not None:  # by `_id` alone; drops the parked answers the lease vouches for
+            session = await self.number_leased(tenant, sid, tid, lid)
+        else:
+            session = await self.gated_update(
+                tenant,
+                sid,
+                tid,
+                lid,
+                {"$inc": {md.NEXT_SEQ: 1}, "$set": {md.LAST_ACTIVITY: self.clock.now()}},
+                {md.NEXT_SEQ: 1, md.PENDING: 1},
+                what=f"could not append to session {sid!r}",
+            )
+        self.at("append.after_seq")
         doc: MessageDoc = {
             "_id": message_id(sid, key),
             "session_id": sid,
             "tenant": tenant,
             "key": key,
-            "seq": int(session["next_seq"]),
+            "seq": int(session[md.NEXT_SEQ]),
             "turn_id": tid,
             "role": kind,
             "call_id": cid,
             "content": text,
             "created_at": self.clock.now(),
         }
-        status, seq = await self.insert_message(bson(doc))
+        pending = session.get(md.PENDING) or []
+        if pending:  # answers parked by a turn's commit: written in the same insert
+            status, seq = await self.settle_with(tenant, sid, pending, bson(doc))
+        else:
+            status, seq = await self.insert_message(bson(doc))
         return AppendResult(status, key, seq)
 
     async def load_context(
@@ -152,9 +182,18 @@ class MemoryStore(SessionRepository):
         return await self.context(tenant, sid, n, budget, include_summarized=include_summarized)
 
     async def compact_context(
-        self, tenant: str, session_id: object, through_seq: object, summary: object, lease_id: object = None
+        self,
+        tenant: str,
+        session_id: object,
+        through_seq: object,
+        summary: object,
+        lease_id: object = None,
+        *,
+        author: str | None = None,
     ) -> Compacted:
-        return await compact(self, tenant, session_id, through_seq, summary, lease_id)
+        """Store the model's summary; `author` (the caller's authenticated subject) goes with it
+        wherever it is returned."""
+        return await compact(self, tenant, session_id, through_seq, summary, lease_id, author=author)
 
     async def context(
         self,
@@ -220,14 +259,7 @@ class MemoryStore(SessionRepository):
                 exists = await self.sessions.find_one({"_id": session_id, "tenant": tenant}, {"_id": 1})
                 if exists is None:
                     raise session_not_found(session_id)
-            window = newest[::-1]
-            first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), None)
-            room = self.settings.max_context_limit - len(window)
-            if first_user is None and more and window and room > 0 and not (budget and budget.capped):
-                older = {**query, "seq": {**query.get("seq", {}), "$lt": window[0]["seq"]}}
-                start, more = await self._read_back(older, room, budget, until_user=True)
-                window = start[::-1] + window
-                first_user = 0 if start and start[-1]["role"] == "user" else None
+            window, first_user, more = await self._widened(query, newest[::-1], more, budget)
         except PyMongoError as e:
             raise StorageError("could not load the context") from e
         if first_user:  # the oldest turn in the window is partial: leave it out
@@ -238,6 +270,21 @@ class MemoryStore(SessionRepository):
             truncated=more,
             size_capped=budget is not None and budget.capped,
         )
+
+    async def _widened(
+        self, query: Doc, window: list[Doc], more: bool, budget: ByteBudget | None
+    ) -> tuple[list[Doc], int | None, bool]:
+        """The window (oldest first), the place of its first user message, and whether older
+        messages were left out: widened back to the newest turn's user message when no user message
+        is in it, older ones exist, and the limit and the budget leave room."""
+        first_user = next((i for i, d in enumerate(window) if d["role"] == "user"), None)
+        room = self.settings.max_context_limit - len(window)
+        if first_user is None and more and window and room > 0 and not (budget and budget.capped):
+            older = {**query, "seq": {**query.get("seq", {}), "$lt": window[0]["seq"]}}
+            start, more = await self._read_back(older, room, budget, until_user=True)
+            window = start[::-1] + window
+            first_user = 0 if start and start[-1]["role"] == "user" else None
+        return window, first_user, more
 
     async def _read_back(
         self, query: Doc, count: int, budget: ByteBudget | None, *, until_user: bool = False

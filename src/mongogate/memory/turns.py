@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from mongogate import leases
 from mongogate.clock import as_utc
 from mongogate.errors import LeaseBusy, LeaseLost, StorageError
+from mongogate.memory import documents as md
 from mongogate.memory.gate import lease_lost, refusal
 from mongogate.memory.keys import answer_key, message_id, message_key
 from mongogate.memory.model import Context, Message, Summary, key_conflict, message_shape, session_not_found
@@ -137,42 +138,25 @@ class Turns:
         ttl = self._lease_ms(lease_ms)
         lease_id = leases.new_lease_id()
         digest = text_digest(body)
-        for _ in range(3):
-            now = self.clock.now()
-            doc = await st.take_lease(tenant, sid, tid, digest, lease_id, now, ttl)
-            if doc is None:
-                raise session_not_found(sid)
-            if doc.get("locked_by") == lease_id:
-                break
-            if doc.get("answered_turn") == tid and doc.get("answered_text") == digest:
-                return await self._replay(tenant, sid, tid, doc, max_bytes)
-            # Busy with another turn; this turn may have been answered long ago (a late retry).
-            await st.settle_all(tenant, sid, doc)  # an answer committed by a crashed end_turn lands first
-            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes, session=doc)
-            if answer is not None:
-                done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
-                return with_summary(done, ctx)
-            if doc.get("locked_until") is not None:
-                until, left = leases.remaining_ms(doc, now)
-                if left > 0:
-                    raise LeaseBusy(f"session {sid!r}", until, left)
-        else:
-            raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
+        taken = await self._take(tenant, sid, tid, digest, lease_id, ttl, max_bytes)
+        if isinstance(taken, TurnStart):
+            return taken
+        doc, now = taken
         expires = (now + timedelta(milliseconds=ttl)).isoformat()
-        previous = doc.get("lease_prev") or {}
+        previous = doc.get(md.LEASE_PREV) or {}
         try:
             st.at("begin_turn.after_lease")
             # The user message, numbered by the take (while this lease owned the session).
-            pending = doc.get("pending") or []
-            user = user_doc(tenant, sid, tid, body, int(doc["lease_seq"]), now)
+            pending = doc.get(md.PENDING) or []
+            user = user_doc(tenant, sid, tid, body, int(doc[md.LEASE_SEQ]), now)
             repeated = 0 in await st.insert_turn(tenant, sid, [], user)
             # The answer is looked up beyond the window only if one can exist: a fenced turn is
             # answered after its user message, so only when that was stored already, and not when
             # taken over from this turn's own lease (answering releases it, and a plain answer is
             # refused while it is held); a session given plain answers (`append`) may hold one
             # without its user message.
-            own = previous.get("lease_turn") == tid and previous.get("locked_by") is not None
-            look_up = (repeated and not own) or bool(doc.get("plain_answers"))
+            own = previous.get(md.LEASE_TURN) == tid and previous.get(md.LOCKED_BY) is not None
+            look_up = (repeated and not own) or bool(doc.get(md.PLAIN_ANSWERS))
             ctx, answer = await self._context_and_answer(
                 tenant, sid, tid, max_bytes, pending=pending, look_up=look_up, session=doc
             )
@@ -189,9 +173,36 @@ class Turns:
         start = TurnStart(lease_id, False, None, ctx.messages, ctx.truncated, expires, ctx.size_capped)
         return with_summary(start, ctx)
 
+    async def _take(
+        self, tenant: str, sid: str, tid: str, digest: str, lease_id: str, ttl: int, max_bytes: int | None
+    ) -> tuple[Doc, datetime] | TurnStart:
+        """The session as this lease took it and when; or, when the turn was answered already, its
+        start (no lease taken)."""
+        st = self.store
+        for _ in range(3):
+            now = self.clock.now()
+            doc = await st.take_lease(tenant, sid, tid, digest, lease_id, now, ttl)
+            if doc is None:
+                raise session_not_found(sid)
+            if doc.get(md.LOCKED_BY) == lease_id:
+                return doc, now
+            if doc.get(md.ANSWERED_TURN) == tid and doc.get(md.ANSWERED_TEXT) == digest:
+                return await self._replay(tenant, sid, tid, doc, max_bytes)
+            # Busy with another turn; this turn may have been answered long ago (a late retry).
+            await st.settle_all(tenant, sid, doc)  # an answer committed by a crashed end_turn lands first
+            ctx, answer = await self._context_and_answer(tenant, sid, tid, max_bytes, session=doc)
+            if answer is not None:
+                done = TurnStart(None, True, answer, ctx.messages, ctx.truncated, size_capped=ctx.size_capped)
+                return with_summary(done, ctx)
+            if doc.get(md.LOCKED_UNTIL) is not None:
+                until, left = leases.remaining_ms(doc, now)
+                if left > 0:
+                    raise LeaseBusy(f"session {sid!r}", until, left)
+        raise StorageError("the session lease kept changing while it was being taken", retry_after_s=1)
+
     async def _replay(self, tenant: str, sid: str, tid: str, doc: Doc, max_bytes: int | None) -> TurnStart:
         """The session's last fenced turn, asked again: its answer without taking the lease."""
-        pending = doc.get("pending") or []
+        pending = doc.get(md.PENDING) or []
         ctx, answer = await self._context_and_answer(
             tenant, sid, tid, max_bytes, pending=pending, look_up=True, session=doc
         )
@@ -227,17 +238,7 @@ class Turns:
         again if it belongs inside; one older than the window is written without a read (a
         duplicate when stored)."""
         st = self.store
-        budget = ByteBudget(max_bytes) if max_bytes is not None else None
-        ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget, session=session)
-        missing = [p for p in pending or [] if ctx.find(p["key"]) is None]
-        if missing:
-            await st.insert_turn(tenant, sid, missing, None)
-            oldest = ctx.messages[0].seq if ctx.messages else None
-            if oldest is None or any(int(p["seq"]) >= oldest for p in missing):
-                budget = ByteBudget(max_bytes) if max_bytes is not None else None
-                ctx = await st.context(
-                    tenant, sid, self.settings.default_context_limit, budget, session=session
-                )
+        ctx = await self._window(tenant, sid, max_bytes, pending or [], session)
         key = answer_key(tid)
         found = ctx.find(key)
         if found is not None:
@@ -248,6 +249,25 @@ class Turns:
         )
         answer = stored["content"] if stored is not None else None
         return (fit_answer(ctx, answer, max_bytes) if answer is not None else ctx), answer
+
+    async def _window(
+        self, tenant: str, sid: str, max_bytes: int | None, pending: list[Doc], session: Doc | None
+    ) -> Context:
+        """The window, with the `pending` answers missing from it written first (and the window
+        read again when one belongs inside it)."""
+        st = self.store
+        budget = ByteBudget(max_bytes) if max_bytes is not None else None
+        ctx = await st.context(tenant, sid, self.settings.default_context_limit, budget, session=session)
+        missing = [p for p in pending if ctx.find(p["key"]) is None]
+        if missing:
+            await st.insert_turn(tenant, sid, missing, None)
+            oldest = ctx.messages[0].seq if ctx.messages else None
+            if oldest is None or any(int(p["seq"]) >= oldest for p in missing):
+                budget = ByteBudget(max_bytes) if max_bytes is not None else None
+                ctx = await st.context(
+                    tenant, sid, self.settings.default_context_limit, budget, session=session
+                )
+        return ctx
 
     async def renew_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, lease_ms: object = None
@@ -262,9 +282,9 @@ class Turns:
         doc = await st.extend_lease(tenant, sid, tid, lid, ttl, now)
         if doc is None:
             raise session_not_found(sid)
-        if doc.get("locked_by") != lid or doc.get("lease_turn") != tid:
+        if doc.get(md.LOCKED_BY) != lid or doc.get(md.LEASE_TURN) != tid:
             raise refusal(doc, sid, tid, lid, now) or lease_lost(lid, sid)
-        return TurnRenewed(lid, as_utc(doc["locked_until"]).isoformat())
+        return TurnRenewed(lid, as_utc(doc[md.LOCKED_UNTIL]).isoformat())
 
     async def end_turn(
         self, tenant: str, session_id: object, turn_id: object, lease_id: object, reply: object

@@ -162,6 +162,30 @@ def field_key(key: object, shape: Shape, spec: AggregateToolSpec, path: str) -> 
 
 def field_ref(value: object, shape: Shape, spec: AggregateToolSpec, path: str, *, need: Need) -> str:
     """The field a ``"$path"`` names, checked: it exists here and may be used as ``need`` says."""
+    name = _path_name(value, shape, spec, path)
+    field = shape.fields.get(name)
+    if field is None:
+        _unavailable(name, shape, spec, path)
+    if need == "group" and not field.group:
+        groupable = ", ".join(k for k, f in shape.fields.items() if f.group) or "none"
+        reject("field_not_groupable", path, f"{seg(name)} cannot be a group key", groupable)
+    if need == "measure" and not field.measure:
+        measurable = ", ".join(k for k, f in shape.fields.items() if f.measure) or "none"
+        reject("field_not_measurable", path, f"accumulators cannot read {seg(name)}", measurable)
+    return name
+
+
+def _unavailable(name: str, shape: Shape, spec: AggregateToolSpec, path: str) -> NoReturn:
+    """Refuse a field this point of the pipeline does not have (or a path inside one)."""
+    if any(name.startswith(f + ".") for f in shape.fields):
+        reject("dotted_path", path, f"{seg(name)} reaches inside a field; name fields whole", shape.names())
+    later = " at this point of the pipeline" if shape.grouped or name in spec.projection else ""
+    reject("field_not_allowed", path, f"field {seg(name)} is not available{later}", shape.names())
+
+
+def _path_name(value: object, shape: Shape, spec: AggregateToolSpec, path: str) -> str:
+    """The name a ``"$path"`` gives, checked to be a field path (not an expression, a variable,
+    an unusable name or the tenant field)."""
     if isinstance(value, dict):
         expression_refused(value, path)
     if not isinstance(value, str) or not value.startswith("$"):
@@ -183,20 +207,6 @@ def field_ref(value: object, shape: Shape, spec: AggregateToolSpec, path: str, *
             f"{seg(name)} is the tenant field: the server scopes every pipeline to the caller itself",
             shape.names(),
         )
-    field = shape.fields.get(name)
-    if field is None:
-        if any(name.startswith(f + ".") for f in shape.fields):
-            reject(
-                "dotted_path", path, f"{seg(name)} reaches inside a field; name fields whole", shape.names()
-            )
-        later = " at this point of the pipeline" if shape.grouped or name in spec.projection else ""
-        reject("field_not_allowed", path, f"field {seg(name)} is not available{later}", shape.names())
-    if need == "group" and not field.group:
-        groupable = ", ".join(k for k, f in shape.fields.items() if f.group) or "none"
-        reject("field_not_groupable", path, f"{seg(name)} cannot be a group key", groupable)
-    if need == "measure" and not field.measure:
-        measurable = ", ".join(k for k, f in shape.fields.items() if f.measure) or "none"
-        reject("field_not_measurable", path, f"accumulators cannot read {seg(name)}", measurable)
     return name
 
 

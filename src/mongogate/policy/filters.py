@@ -250,33 +250,15 @@ class _Walk:
         """Check one scalar against the field's declared type and convert it for BSON."""
         ok: Any = _MISSING
         if ftype == "string":
-            if isinstance(v, str):
-                if len(v) > self.limits.max_string:
-                    raise PolicyViolation(
-                        "string_too_long",
-                        where(loc),
-                        f"{name} got a string of {len(v)} characters",
-                        f"at most {self.limits.max_string} characters",
-                    )
-                ok = v if is_storable(v) else _MISSING
+            ok = self._string(v, loc, name)
         elif ftype in ("number", "int"):
-            if isinstance(v, int) and not isinstance(v, bool):
-                if not fits_int64(v):
-                    raise PolicyViolation(
-                        "out_of_range", where(loc), f"{show(v)} does not fit in 64 bits", "64-bit integers"
-                    )
-                ok = v
-            elif ftype == "number" and isinstance(v, float) and math.isfinite(v):
-                ok = v
+            ok = _number(ftype, v, loc)
         elif ftype == "bool":
             ok = v if isinstance(v, bool) else _MISSING
         elif ftype == "date":
             ok = _to_datetime(v)
         elif ftype == "objectId":
-            if isinstance(v, ObjectId):
-                ok = v
-            elif isinstance(v, str) and _OID_RE.fullmatch(v):
-                ok = ObjectId(v)
+            ok = _object_id(v)
         if ok is _MISSING:
             self.reject(
                 v,
@@ -286,6 +268,18 @@ class _Walk:
                 TYPE_WORDS[ftype],
             )
         return ok
+
+    def _string(self, v: object, loc: Loc, name: str) -> Any:
+        if not isinstance(v, str):
+            return _MISSING
+        if len(v) > self.limits.max_string:
+            raise PolicyViolation(
+                "string_too_long",
+                where(loc),
+                f"{name} got a string of {len(v)} characters",
+                f"at most {self.limits.max_string} characters",
+            )
+        return v if is_storable(v) else _MISSING
 
     def reject(
         self, value: object, loc: Loc, reason: str, message: str, allowed: str | None = None
@@ -307,6 +301,27 @@ class _Walk:
 
 
 _MISSING: Any = object()
+
+
+def _number(ftype: str, v: object, loc: Loc) -> Any:
+    """An integer (within 64 bits) for "int" and "number"; a finite float for "number" too."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if not fits_int64(v):
+            raise PolicyViolation(
+                "out_of_range", where(loc), f"{show(v)} does not fit in 64 bits", "64-bit integers"
+            )
+        return v
+    if ftype == "number" and isinstance(v, float) and math.isfinite(v):
+        return v
+    return _MISSING
+
+
+def _object_id(v: object) -> Any:
+    if isinstance(v, ObjectId):
+        return v
+    if isinstance(v, str) and _OID_RE.fullmatch(v):
+        return ObjectId(v)
+    return _MISSING
 
 
 def _to_datetime(v: object) -> Any:

@@ -60,6 +60,12 @@ def _other(value: Any) -> Any:
         return [to_json(v) for v in value]
     if isinstance(value, datetime):
         return iso_utc(value)
+    return _bson_value(value)
+
+
+def _bson_value(value: Any) -> Any:
+    """BSON's own types as JSON: ids and decimals as text, binary as base64, timestamps as dates,
+    regular expressions as /pattern/flags, references as {$ref, $id}; anything else as text."""
     if isinstance(value, ObjectId | Decimal128 | Decimal | uuid.UUID):
         return str(value)
     if isinstance(value, bytes):  # bson.Binary is a bytes subclass

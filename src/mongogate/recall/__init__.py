@@ -1,7 +1,8 @@
 """Long-term memory: remember, recall and forget across sessions (no MCP; tools sit on top).
 
-Memories are scoped by `MemoryScope` (tenant, and subject under scope "subject"), found again by
-exact term (a `$text` index) and by meaning (embeddings), the two rankings fused.
+Memories are scoped by `MemoryScope` (tenant, and subject under scope "subject") and found again by
+`recall` (`search.py`, the one entry of the read side): through the in-process index of the scope
+(`inprocess/`, the default) or a search index (`searchindex/`), the same score on both.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from mongogate.recall.checks import (
     check_namespace,
 )
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
+from mongogate.recall.erase import ERASURE
 from mongogate.recall.history import read_memory
-from mongogate.recall.index import IndexCache
+from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
 from mongogate.recall.model import (
     History,
     MemoryItem,
@@ -41,11 +43,12 @@ from mongogate.recall.model import (
 from mongogate.recall.pages import item_json
 from mongogate.recall.reembedding import reembed, stale_counts
 from mongogate.recall.search import path_report
+from mongogate.recall.searchindex.vectors import has_vector_search
 from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory, identity
-from mongogate.recall.vectors import has_vector_search
 
 __all__ = [
     "BATCH",
+    "ERASURE",
     "IMPORT_AUTHOR",
     "MAX_FILE_BYTES",
     "MAX_ID_CHARS",
@@ -58,6 +61,7 @@ __all__ = [
     "Embedder",
     "History",
     "IndexCache",
+    "IndexPolicy",
     "LocalEmbedder",
     "LongTermMemory",
     "MemoryItem",

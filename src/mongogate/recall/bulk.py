@@ -27,6 +27,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, MongogateError, QuotaExceeded, StorageError
 from mongogate.recall import checks, quota
+from mongogate.recall import documents as rd
 from mongogate.recall.ids import IDENTITY_FIELDS, memory_id
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory, identity, text_hash
@@ -169,19 +170,45 @@ async def _import_batch(
         (slow.append(line) if mid in seen else firsts.append((line, ident)))
         seen.add(mid)
     if store.legacy:  # uuid ids left: read first (by query), so no second memory is made
-        try:
-            found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
-        except PyMongoError as e:
-            raise StorageError("could not read the memories being imported") from e
-        slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
-        firsts = [pair for pair, d in zip(firsts, found, strict=True) if d is None]
+        firsts = await _legacy_firsts(store, scope, firsts, slow, report)
     # create first: a duplicate `_id` is a memory already there (read by `_id` after, a hit); a
     # read that finds nothing would scan the collection on the embedded engine
     held, over = await _insert(store, scope, await _documents(store, firsts, now, author), now, report)
+    slow += await _not_created(store, scope, held, over, report)
+    await _through_remember(store, scope, sorted(slow, key=lambda ln: ln.number), author, report)
+
+
+async def _legacy_firsts(
+    store: LongTermMemory,
+    scope: MemoryScope,
+    firsts: list[tuple[Line, Doc]],
+    slow: list[Line],
+    report: ImportReport,
+) -> list[tuple[Line, Doc]]:
+    """The lines whose memory is not stored under any id (read by identity); the stored ones are
+    compared (`_compare`), the changed ones added to `slow`."""
+    try:
+        found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
+    except PyMongoError as e:
+        raise StorageError("could not read the memories being imported") from e
+    slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
+    return [pair for pair, d in zip(firsts, found, strict=True) if d is None]
+
+
+async def _not_created(
+    store: LongTermMemory,
+    scope: MemoryScope,
+    held: list[tuple[Line, Doc]],
+    over: list[tuple[Line, Doc]],
+    report: ImportReport,
+) -> list[Line]:
+    """The lines whose insert found a memory there (`held`) or did not fit the quota (`over`),
+    read by `_id`: counted unchanged, refused past the quota, or returned for remember."""
     try:
         found = [await store.lookup(scope, _ident(doc), _FIELDS) for _, doc in held + over]
     except PyMongoError as e:
         raise StorageError("could not read the memories being imported") from e
+    slow: list[Line] = []
     for i, ((line, _), doc) in enumerate(zip(held + over, found, strict=True)):
         if doc is not None:
             slow += _compare([(line, doc)], report)
@@ -191,7 +218,14 @@ async def _import_batch(
             report.bad.append(
                 (line.number, f"quota_exceeded: the scope holds {store.settings.max_per_scope} memories")
             )
-    for line in sorted(slow, key=lambda ln: ln.number):
+    return slow
+
+
+async def _through_remember(
+    store: LongTermMemory, scope: MemoryScope, lines: list[Line], author: str | None, report: ImportReport
+) -> None:
+    """Each line by `remember` itself, in file order: its rules of versions and history."""
+    for line in lines:
         try:
             r = await store.remember(
                 scope,
@@ -211,13 +245,13 @@ async def _import_batch(
         setattr(report, r.status, getattr(report, r.status) + 1)
 
 
-_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, "expires_at": 1}
+_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, rd.EXPIRES_AT: 1}
 
 
 def _ident(doc: Doc) -> Doc:
     """The identity (`store.identity`) of a new memory's document."""
-    return {f: doc[f] for f in ("tenant", "owner", "namespace", "keyed")} | (
-        {"key": doc["key"]} if doc["keyed"] else {"text_hash": doc["text_hash"]}
+    return {f: doc[f] for f in (rd.TENANT, rd.OWNER, "namespace", "keyed")} | (
+        {"key": doc["key"]} if doc["keyed"] else {rd.TEXT_HASH: doc[rd.TEXT_HASH]}
     )
 
 
@@ -226,9 +260,9 @@ def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
     slow = []
     for line, held in pairs:
         if (
-            held["text_hash"] == text_hash(line.text)
+            held[rd.TEXT_HASH] == text_hash(line.text)
             and dict(held.get("metadata") or {}) == line.metadata
-            and held.get("expires_at") is None
+            and held.get(rd.EXPIRES_AT) is None
             and line.ttl_days is None
         ):
             report.unchanged += 1
@@ -274,7 +308,7 @@ async def _insert(
         async with store.writing(scope, ends_on=(MongogateError, PyMongoError)):  # bumped in `finally`
             try:
                 await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
-            finally:  # whatever landed is named to every process's index (recall/index.py)
+            finally:  # whatever landed is named to every process's index (recall/coherence.py)
                 await store.changed(scope, *(str(doc["_id"]) for _, doc in fresh))
     except BulkWriteError as e:
         lost = {int(err["index"]) for err in e.details.get("writeErrors", []) if err.get("code") == 11000}
@@ -295,12 +329,12 @@ async def export_lines(
 ) -> AsyncIterator[str]:
     """The scope's live memories as import lines, oldest first (so an import keeps their order)."""
     now = store.clock.now()
-    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, "expires_at": 1}
+    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, rd.EXPIRES_AT: 1}
     try:
         cursor = store.memories.find(
             store.scoped(scope, namespace, now),
             fields,
-            sort=[("updated_at", ASCENDING), ("_id", ASCENDING)],
+            sort=[(rd.UPDATED_AT, ASCENDING), ("_id", ASCENDING)],
             batch_size=batch,
         )
         async for doc in cursor:
@@ -309,7 +343,7 @@ async def export_lines(
                 row["key"] = doc["key"]
             if doc.get("metadata"):
                 row["metadata"] = doc["metadata"]
-            expires = doc.get("expires_at")
+            expires = doc.get(rd.EXPIRES_AT)
             if expires is not None:
                 left = (as_utc(expires) - now) / timedelta(days=1)
                 row["ttl_days"] = min(max(math.ceil(left), 1), store.settings.max_ttl_days)

@@ -138,52 +138,65 @@ def check_metadata(value: object, limits: LimitsSettings, what: str = "metadata"
 
 def _value(v: Any, path: str, depth: int, limits: LimitsSettings, budget: list[int]) -> Any:
     if isinstance(v, Mapping | list | tuple):
-        if depth > limits.metadata_max_depth:
-            raise InvalidInput(
-                f"{path} is nested deeper than {limits.metadata_max_depth} levels "
-                "(limits.metadata_max_depth); use a flatter object"
-            )
-        budget[0] -= len(v)
-        if budget[0] < 0:
-            raise InvalidInput(
-                f"{path}: more than {limits.metadata_max_keys} keys and items in all "
-                "(limits.metadata_max_keys); keep metadata small"
-            )
+        _count_items(v, path, depth, limits, budget)
     if isinstance(v, Mapping):
-        out: Doc = {}
-        for k, x in v.items():
-            if not isinstance(k, str) or not k or k.startswith("$") or "." in k or "\x00" in k:
-                raise InvalidInput(
-                    f"{path}: key {_clip(k)} cannot be stored; use non-empty keys without a leading '$', "
-                    "'.' or NUL"
-                )
-            storable(k, f"{path}: a key")
-            budget[1] -= len(k) + 4
-            out[k] = _value(x, f"{path}.{k}", depth + 1, limits, budget)
-        return out
+        return _mapping(v, path, depth, limits, budget)
     if isinstance(v, list | tuple):
         return [_value(x, f"{path}[{i}]", depth + 1, limits, budget) for i, x in enumerate(v)]
-    if isinstance(v, str):
-        storable(v, path)
-        budget[1] -= len(v) + 2
-    elif isinstance(v, bool) or v is None:
-        budget[1] -= 5
-    elif isinstance(v, int):
-        if not fits_int64(v):
-            raise InvalidInput(f"{path} is an integer outside the 64-bit range; send it as a string")
-        budget[1] -= 8
-    elif isinstance(v, float):
-        if not math.isfinite(v):
-            raise InvalidInput(f"{path} is {v!r}; use a finite number (NaN and Infinity cannot be matched)")
-        budget[1] -= 8
-    else:
-        raise InvalidInput(f"{path} holds a {type(v).__name__}; use JSON values")
+    budget[1] -= _scalar_chars(v, path)
     if budget[1] < 0:
         raise InvalidInput(
             f"{path}: metadata is larger than {limits.metadata_max_chars} characters "
             "(limits.metadata_max_chars); keep metadata small"
         )
     return v
+
+
+def _count_items(v: Any, path: str, depth: int, limits: LimitsSettings, budget: list[int]) -> None:
+    """A container: within the depth limit, its keys and items taken from the key budget."""
+    if depth > limits.metadata_max_depth:
+        raise InvalidInput(
+            f"{path} is nested deeper than {limits.metadata_max_depth} levels "
+            "(limits.metadata_max_depth); use a flatter object"
+        )
+    budget[0] -= len(v)
+    if budget[0] < 0:
+        raise InvalidInput(
+            f"{path}: more than {limits.metadata_max_keys} keys and items in all "
+            "(limits.metadata_max_keys); keep metadata small"
+        )
+
+
+def _mapping(v: Mapping[Any, Any], path: str, depth: int, limits: LimitsSettings, budget: list[int]) -> Doc:
+    out: Doc = {}
+    for k, x in v.items():
+        if not isinstance(k, str) or not k or k.startswith("$") or "." in k or "\x00" in k:
+            raise InvalidInput(
+                f"{path}: key {_clip(k)} cannot be stored; use non-empty keys without a leading '$', "
+                "'.' or NUL"
+            )
+        storable(k, f"{path}: a key")
+        budget[1] -= len(k) + 4
+        out[k] = _value(x, f"{path}.{k}", depth + 1, limits, budget)
+    return out
+
+
+def _scalar_chars(v: Any, path: str) -> int:
+    """What a scalar costs the character budget; refused when MongoDB could not store or match it."""
+    if isinstance(v, str):
+        storable(v, path)
+        return len(v) + 2
+    if isinstance(v, bool) or v is None:
+        return 5
+    if isinstance(v, int):
+        if not fits_int64(v):
+            raise InvalidInput(f"{path} is an integer outside the 64-bit range; send it as a string")
+        return 8
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise InvalidInput(f"{path} is {v!r}; use a finite number (NaN and Infinity cannot be matched)")
+        return 8
+    raise InvalidInput(f"{path} holds a {type(v).__name__}; use JSON values")
 
 
 def check_metadata_filter(value: object, limits: LimitsSettings) -> Doc:

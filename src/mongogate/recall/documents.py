@@ -12,18 +12,54 @@ recall's reads name fields of these documents only (`tests/recall/test_documents
 # `__required_keys__` (tests compare stored documents with it)
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from bson.binary import Binary
 
-__all__ = ["MemoryDoc", "RevisionDoc", "ScopeFields", "VectorFields", "VersionDoc"]
+from mongogate.memory_scope import ScopeFields
 
+__all__ = [
+    "COUNTED",
+    "EMBEDDING_MODEL",
+    "EXPIRES_AT",
+    "HELD",
+    "MEMORIES",
+    "MEMORY_ID",
+    "NS_PATH",
+    "OWNER",
+    "REVISIONS",
+    "TENANT",
+    "TEXT_HASH",
+    "UPDATED_AT",
+    "VERSION",
+    "VERSIONS",
+    "MemoryDoc",
+    "RevisionDoc",
+    "ScopeFields",
+    "VectorFields",
+    "VersionDoc",
+]
 
-class ScopeFields(TypedDict):
-    """The scope every memory and history entry carries, and every query filters on (`MemoryScope.match`)."""
+# The field names code queries, updates or indexes by (a writer builds the TypedDict below; a
+# reader goes through `MemoryItem.from_doc`, `Version.from_doc`)
+TENANT: Final = "tenant"
+#: the subject owning a memory, or "*" for the tenant's (`MemoryScope.owner`)
+OWNER: Final = "owner"
+NS_PATH: Final = "ns_path"
+TEXT_HASH: Final = "text_hash"
+VERSION: Final = "version"
+UPDATED_AT: Final = "updated_at"
+EXPIRES_AT: Final = "expires_at"
+EMBEDDING_MODEL: Final = "embedding_model"
+MEMORY_ID: Final = "memory_id"
+#: `memory_revisions`: the quota counter and whether the scope was counted once (`quota.py`)
+HELD: Final = "held"
+COUNTED: Final = "counted"
 
-    tenant: str
-    owner: str
+MEMORIES: Final = "memories"
+VERSIONS: Final = "memory_versions"
+#: one revision document per scope (`recall/coherence.py`, `recall/quota.py`)
+REVISIONS: Final = "memory_revisions"
 
 
 class VectorFields(TypedDict):
@@ -72,16 +108,18 @@ class VersionDoc(ScopeFields):
 
 
 class RevisionDoc(TypedDict, total=False):
-    """A document of `memory_revisions`, `_id` the scope's key (`recall/index.py` scope_key):
-    written only by `$inc`, `$push`, `$set` and `$unset` (`index.begin`, `index.bump`,
+    """A document of `memory_revisions`, `_id` the scope's key (`recall/model.py` scope_key):
+    written only by `$inc`, `$push`, `$set` and `$unset` (`coherence.Coherence.begin`, `bump`,
     `quota.py`), so every field may be missing."""
 
     _id: str
+    #: the document's incarnation, new each time it is created (`coherence.born`; an erasure deletes it)
+    born: str
     #: +1 per memory changed; an index built at an older revision is patched or rebuilt
     rev: int
-    #: the last `index.CHANGES` memory ids changed, oldest first
+    #: the last `coherence.CHANGES` memory ids changed, oldest first
     changes: list[str]
-    #: writes in flight: token -> when it began (`index.begin`)
+    #: writes in flight: token -> when it began (`coherence.Coherence.begin`)
     pending: dict[str, datetime]
     #: memories held against `max_per_scope` (`recall/quota.py`), and whether it was counted once
     held: int

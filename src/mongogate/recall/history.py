@@ -19,6 +19,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate.clock import as_utc
 from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
+from mongogate.recall import documents as rd
 from mongogate.recall.ids import in_scope, version_id
 from mongogate.recall.model import History, MemoryItem, MemoryScope, Version
 from mongogate.recall.pages import ITEM_FIELDS, item_of, newest_within
@@ -37,7 +38,7 @@ async def prune(store: RecallRepository, scope: MemoryScope, mid: str, newest: i
         await store.versions.delete_one({"_id": version_id(mid, newest - MAX_HISTORY)})
     elif newest > MAX_HISTORY:
         await store.versions.delete_many(
-            {"memory_id": mid, **scope.match(), "version": {"$lte": newest - MAX_HISTORY}}
+            {rd.MEMORY_ID: mid, **scope.match(), rd.VERSION: {"$lte": newest - MAX_HISTORY}}
         )
 
 
@@ -45,7 +46,7 @@ async def erase(store: RecallRepository, scope: MemoryScope, mid: str, current: 
     """Erase the history of memory `mid` of the caller's scope (checked by the caller), whose last
     version was `current`; None (unknown: the memory is already gone) sweeps by query."""
     if current is None or store.legacy:
-        await store.versions.delete_many({"memory_id": mid, **scope.match()})
+        await store.versions.delete_many({rd.MEMORY_ID: mid, **scope.match()})
         return
     for v in range(max(1, current - MAX_HISTORY), current):
         await store.versions.delete_one({"_id": version_id(mid, v)})
@@ -64,12 +65,12 @@ async def set_expiry(
     """The history of memory `mid` (at version `current`) expires with it."""
     if store.legacy:
         await store.versions.update_many(
-            {"memory_id": mid, **scope.match()},
-            {"$set": {"expires_at": expires}},
+            {rd.MEMORY_ID: mid, **scope.match()},
+            {"$set": {rd.EXPIRES_AT: expires}},
         )
         return
     for v in range(max(1, current - MAX_HISTORY), current):
-        await store.versions.update_one({"_id": version_id(mid, v)}, {"$set": {"expires_at": expires}})
+        await store.versions.update_one({"_id": version_id(mid, v)}, {"$set": {rd.EXPIRES_AT: expires}})
 
 
 async def _current(store: RecallRepository, scope: MemoryScope, mid: str, fields: Doc) -> Doc | None:
@@ -78,7 +79,7 @@ async def _current(store: RecallRepository, scope: MemoryScope, mid: str, fields
     doc = await store.memories.find_one({"_id": mid}, fields)
     if not in_scope(doc, scope) or doc is None:
         return None
-    exp = doc.get("expires_at")
+    exp = doc.get(rd.EXPIRES_AT)
     return doc if exp is None or as_utc(exp) > store.clock.now() else None
 
 
@@ -90,25 +91,25 @@ async def read_history(store: RecallRepository, scope: MemoryScope, id: object) 
             store,
             scope,
             mid,
-            {"text": 1, "version": 1, "updated_at": 1, "created_at": 1, "author": 1}
-            | {"tenant": 1, "owner": 1, "expires_at": 1},
+            {"text": 1, rd.VERSION: 1, rd.UPDATED_AT: 1, "created_at": 1, "author": 1}
+            | {rd.TENANT: 1, rd.OWNER: 1, rd.EXPIRES_AT: 1},
         )
         if current is None:
             raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
         older = store.versions.find(
-            {"memory_id": mid, **scope.match(), "version": {"$lt": current["version"]}},
-            {"version": 1, "text": 1, "updated_at": 1, "author": 1},
-            sort=[("version", DESCENDING)],
+            {rd.MEMORY_ID: mid, **scope.match(), rd.VERSION: {"$lt": current[rd.VERSION]}},
+            {rd.VERSION: 1, "text": 1, rd.UPDATED_AT: 1, "author": 1},
+            sort=[(rd.VERSION, DESCENDING)],
             limit=MAX_HISTORY,
         )
         docs = [d async for d in older]
     except PyMongoError as e:
         raise StorageError("could not read the memory's history") from e
     # one entry per version (a database of the previous version may hold a second of one)
-    versions = list({d["version"]: _version(d) for d in reversed(docs)}.values())
+    versions = list({d[rd.VERSION]: _version(d) for d in reversed(docs)}.values())
     versions.append(_version(current))
     versions = newest_within(versions, store.settings.max_response_bytes)
-    left_out = int(current["version"]) - len(versions)  # versions are 1, 2, ... with no gaps
+    left_out = int(current[rd.VERSION]) - len(versions)  # versions are 1, 2, ... with no gaps
     created = current.get("created_at")
     return History(mid, versions, max(left_out, 0), None if created is None else as_utc(created))
 

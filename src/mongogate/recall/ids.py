@@ -23,11 +23,12 @@ import json
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
+from mongogate.recall import documents as rd
 from mongogate.recall.model import MemoryScope
 from mongogate.values import Doc
 
 #: the fields that make a memory one (what `store.identity` returns)
-IDENTITY_FIELDS = {"tenant": 1, "owner": 1, "namespace": 1, "keyed": 1, "key": 1, "text_hash": 1}
+IDENTITY_FIELDS = {rd.TENANT: 1, rd.OWNER: 1, "namespace": 1, "keyed": 1, "key": 1, rd.TEXT_HASH: 1}
 #: the one document of `memory_meta` that says whether uuid-id memories are left
 META = "memory_meta"
 _LEGACY = "legacy_ids"
@@ -38,11 +39,11 @@ def memory_id(ident: Doc) -> str:
     keyed = bool(ident["keyed"])
     parts = [
         "mongogate.memory/1",
-        ident["tenant"],
-        ident["owner"],
+        ident[rd.TENANT],
+        ident[rd.OWNER],
         ident["namespace"],
         "key" if keyed else "text",
-        ident["key"] if keyed else ident["text_hash"],
+        ident["key"] if keyed else ident[rd.TEXT_HASH],
     ]
     raw = json.dumps(parts, ensure_ascii=True, separators=(",", ":"))
     return hashlib.sha256(raw.encode("ascii")).hexdigest()[:32]
@@ -53,7 +54,7 @@ def version_id(mid: str, version: int) -> str:
 
 
 def in_scope(doc: Doc | None, scope: MemoryScope) -> bool:
-    return doc is not None and doc.get("tenant") == scope.tenant and doc.get("owner") == scope.owner
+    return doc is not None and doc.get(rd.TENANT) == scope.tenant and doc.get(rd.OWNER) == scope.owner
 
 
 def derived(doc: Doc) -> bool:

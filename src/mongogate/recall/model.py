@@ -1,4 +1,5 @@
-"""Plain values of long-term memory: who owns a memory, what a call returns."""
+"""Plain values of long-term memory: what a call asks and returns. Who owns a memory is
+`MemoryScope` (`mongogate/memory_scope.py`, the one scope value of conversations and memories)."""
 
 from __future__ import annotations
 
@@ -8,32 +9,34 @@ from datetime import datetime
 from typing import Any, Literal
 
 from mongogate.clock import as_utc
-from mongogate.errors import AuthError
-from mongogate.recall.documents import ScopeFields
+from mongogate.memory_scope import TENANT_OWNER, MemoryScope, scope_for
+
+__all__ = [
+    "TENANT_OWNER",
+    "History",
+    "MemoryItem",
+    "MemoryPage",
+    "MemoryScope",
+    "Question",
+    "Ranking",
+    "RecallMethod",
+    "Recalled",
+    "RememberStatus",
+    "Remembered",
+    "Version",
+    "author_of",
+    "scope_for",
+    "scope_key",
+]
 
 #: how `recall` ranks: both rankings fused (the default), or one of them alone (benchmarks)
 RecallMethod = Literal["fused", "text", "vector"]
 RememberStatus = Literal["created", "updated", "unchanged"]
 
-#: the `owner` stored on every memory of a tenant-wide scope (scope = "tenant")
-TENANT_OWNER = "*"
 
-
-@dataclass(frozen=True)
-class MemoryScope:
-    """The invisible root above every namespace: the tenant, and the subject under scope "subject".
-
-    Stored on each memory as `tenant` and `owner` (`owner` is the subject, or `TENANT_OWNER`);
-    every query filters on both, so another scope's memory looks like one that does not exist.
-    """
-
-    tenant: str
-    owner: str = TENANT_OWNER
-
-    def match(self) -> ScopeFields:
-        """The scope filter every query of memories and their history starts from: the one place
-        it is written (`RecallRepository.scoped` adds the namespace and liveness)."""
-        return {"tenant": self.tenant, "owner": self.owner}
+def scope_key(scope: MemoryScope) -> str:
+    """The scope as its revision document's `_id` and its write-signal key (`recall/coherence.py`)."""
+    return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,33 @@ class MemoryItem:
 @dataclass(frozen=True)
 class Recalled:
     memories: list[MemoryItem]
-    #: which vector path ran: "vectorSearch" (a search index) or "scan" (exact, in mongogate)
+    #: which vector path ran: "vectorSearch" (a search index), "scan" (exact, in mongogate's index),
+    #: "unavailable" (the embedder failed) or "none" (text alone)
     vector_path: str
     #: memories left out to keep the response under its byte cap
     truncated: int = 0
-    #: which term/index path ran: "index" (in-process, `recall/index.py`) or "text" ($text)
+    #: which ranker ran: "index" (in-process, `recall/inprocess/`) or "text" (the search index's
+    #: `$text` and `$vectorSearch`, `recall/searchindex/`)
     index_path: str = "text"
+
+
+@dataclass(frozen=True)
+class Question:
+    """A recall's checked arguments besides its filter (`scope_filter.RecallFilter`)."""
+
+    text: str
+    limit: int
+    min_score: float
+    method: RecallMethod = "fused"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """What either ranker of `recall` answers (`recall/search.py`): the memories, best first, each
+    scoring at least the question's `min_score` (`mongogate/scoring.py`), and the vector path."""
+
+    memories: list[MemoryItem]
+    vector_path: str
 
 
 @dataclass(frozen=True)
@@ -127,20 +151,3 @@ def author_of(doc: Mapping[str, Any]) -> str | None:
     """The stored `author`; None on a document written before authors were recorded."""
     value = doc.get("author")
     return value if isinstance(value, str) else None
-
-
-def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> MemoryScope:
-    """The caller's scope under `[memory.long_term] scope`; the tenant always from authentication.
-
-    Under "subject", the subject "*" would read as the tenant-wide owner: it is refused. `subject`
-    is the subject as authenticated (`Principal.identity`), never its escaped display form.
-    """
-    if scope == "tenant":
-        return MemoryScope(tenant)
-    if subject == TENANT_OWNER:
-        raise AuthError("the subject '*' is reserved under memory.long_term.scope = 'subject'")
-    try:
-        subject.encode("utf-8")
-    except UnicodeEncodeError:
-        raise AuthError("the caller's subject is not valid Unicode; it cannot own memories") from None
-    return MemoryScope(tenant, subject)

@@ -1,6 +1,6 @@
 """`max_per_scope` without counting the collection on every write.
 
-The scope's revision document (`memory_revisions`, `recall/index.py`) carries `held`, an upper
+The scope's revision document (`memory_revisions`, `recall/coherence.py`) carries `held`, an upper
 bound of the memories the scope stores: raised BEFORE a memory is created (a reservation),
 lowered after a create that did not happen (a duplicate) and in the same update as the revision
 bump after a memory was deleted (forget, an expired memory erased). A crash between a write and
@@ -20,8 +20,9 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
-from mongogate.recall.index import scope_key
-from mongogate.recall.model import MemoryScope
+from mongogate.recall import documents as rd
+from mongogate.recall.coherence import born
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.values import Doc
 
 
@@ -40,20 +41,20 @@ async def reserve(
     key = scope_key(scope)
     doc = await revisions.find_one_and_update(
         {"_id": key},
-        {"$inc": {"held": n}},
-        projection={"held": 1, "counted": 1},
+        {"$inc": {rd.HELD: n}, **born()},
+        projection={rd.HELD: 1, rd.COUNTED: 1},
         upsert=True,
         return_document=ReturnDocument.AFTER,
     )
-    held = int(doc["held"]) if doc is not None and "held" in doc else n
-    if doc is not None and doc.get("counted") is True and held <= limit:
+    held = int(doc[rd.HELD]) if doc is not None and rd.HELD in doc else n
+    if doc is not None and doc.get(rd.COUNTED) is True and held <= limit:
         return n, -1
     stored, alive = await _count(memories, scope, now)
     room = max(min(n, limit - alive), 0)
     # what is stored now plus what this call keeps; a concurrent reservation since the read above
     # is kept by the relative $inc
     await revisions.update_one(
-        {"_id": key}, {"$inc": {"held": stored + room - held}, "$set": {"counted": True}}
+        {"_id": key}, {"$inc": {rd.HELD: stored + room - held}, "$set": {rd.COUNTED: True}}
     )
     return room, alive
 
@@ -61,14 +62,14 @@ async def reserve(
 async def release(revisions: AsyncCollection[Doc], scope: MemoryScope, n: int) -> None:
     """Give back `n` reserved places whose memories were not created."""
     if n > 0:
-        await revisions.update_one({"_id": scope_key(scope)}, {"$inc": {"held": -n}})
+        await revisions.update_one({"_id": scope_key(scope)}, {"$inc": {rd.HELD: -n}})
 
 
 async def _count(memories: AsyncCollection[Doc], scope: MemoryScope, now: datetime) -> tuple[int, int]:
     """(memories stored in the scope, of which live)."""
     stored = alive = 0
-    async for d in memories.find(scope.match(), {"expires_at": 1}):
+    async for d in memories.find(scope.match(), {rd.EXPIRES_AT: 1}):
         stored += 1
-        exp = d.get("expires_at")
+        exp = d.get(rd.EXPIRES_AT)
         alive += exp is None or as_utc(exp) > now
     return stored, alive

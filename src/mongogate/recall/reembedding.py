@@ -15,7 +15,7 @@ update on the `version` and `embedding_model` it read:
   its old text;
 - seen by every serving process at once: each batch's write is bracketed per scope like every
   other write of memories (the scope's revision and the engine's write signal,
-  `recall/index.py`), so the indexes re-read the memories it wrote and find them by meaning.
+  `recall/coherence.py`), so the indexes re-read the memories it wrote and find them by meaning.
 """
 
 from __future__ import annotations
@@ -33,18 +33,20 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
+from mongogate.recall import documents as rd
+from mongogate.recall.coherence import Coherence
+from mongogate.recall.documents import MEMORIES, REVISIONS
 from mongogate.recall.embedding import Embedder
-from mongogate.recall.index import REVISIONS, IndexCache, begin, bump
-from mongogate.recall.model import MemoryScope
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.vectors import pack
 
 log = logging.getLogger(__name__)
 
 __all__ = ["COLLECTION", "ReembedReport", "reembed", "stale_counts"]
 
-COLLECTION = "memories"
+COLLECTION = MEMORIES
 #: what a batch reads of each memory
-_FIELDS = {"_id": 1, "text": 1, "version": 1, "embedding_model": 1, "tenant": 1, "owner": 1}
+_FIELDS = {"_id": 1, "text": 1, rd.VERSION: 1, rd.EMBEDDING_MODEL: 1, rd.TENANT: 1, rd.OWNER: 1}
 
 Doc = dict[str, Any]
 #: a test failpoint: runs after a batch is embedded and before it is written
@@ -75,7 +77,7 @@ class ReembedReport:
 
 def _stale(model: str) -> Doc:
     # `$ne` also matches memories without the field (never embedded, or marked for embedding)
-    return {"embedding_model": {"$ne": model}}
+    return {rd.EMBEDDING_MODEL: {"$ne": model}}
 
 
 async def stale_counts(db: Any, model: str) -> dict[str, int]:
@@ -122,11 +124,15 @@ async def reembed(
             await before_write(batch)
         writes = [
             UpdateOne(
-                {"_id": d["_id"], "version": d.get("version"), "embedding_model": d.get("embedding_model")},
+                {
+                    "_id": d["_id"],
+                    rd.VERSION: d.get(rd.VERSION),
+                    rd.EMBEDDING_MODEL: d.get(rd.EMBEDDING_MODEL),
+                },
                 {
                     "$set": {
                         "embedding": pack(vec),
-                        "embedding_model": embedder.model,
+                        rd.EMBEDDING_MODEL: embedder.model,
                         "embedding_dims": embedder.dimensions,
                     }
                 },
@@ -151,16 +157,15 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
     """`write` in flight for every scope of `batch` (a token in each scope's revision document and
     the write signal held), then each scope's revision bumped naming its memories, as
     `RecallRepository.writing` + `changed` do for one scope."""
-    scopes: dict[MemoryScope, list[str]] = {}
+    scopes: dict[str, list[str]] = {}
     for d in batch:
-        scopes.setdefault(MemoryScope(str(d.get("tenant")), str(d.get("owner"))), []).append(str(d["_id"]))
-    revisions = db[REVISIONS]
-    signal = IndexCache(0, db.name)
-    signal.signal = WriteSignal.of(db.client)
-    with signal.announcing(*scopes):  # one open file for every scope of the batch
+        scope = MemoryScope(str(d.get(rd.TENANT)), str(d.get(rd.OWNER)))
+        scopes.setdefault(scope_key(scope), []).append(str(d["_id"]))
+    guard = Coherence(db[REVISIONS], db.name, WriteSignal.of(db.client))
+    async with guard.announcing(*scopes, clock=clock):  # one open file for every scope of the batch
         # begun at the injectable clock's time: the lease ages the writes by it
-        tokens = {scope: await begin(revisions, scope, clock.now()) for scope in scopes}
+        tokens = {key: await guard.begin(key, clock.now()) for key in scopes}
         async with AsyncExitStack() as ends:
-            for scope, ids in scopes.items():  # bumped whether the write went through or not
-                ends.push_async_callback(bump, revisions, scope, *ids, token=tokens[scope])
+            for key, ids in scopes.items():  # bumped whether the write went through or not
+                ends.push_async_callback(partial(guard.bump, key, *ids, token=tokens[key]))
             return await write()

@@ -1,8 +1,9 @@
 """The long-term memory collections and what every reader and writer of them shares.
 
-`LongTermMemory` (`store.py`) builds on it, and `history.py` and `search.py` take it: they need
-the collections, the embedder and the scope filter, never the store's own operations, so no
-module of `recall/` imports the one that calls it.
+`LongTermMemory` (`store.py`) builds on it, and `history.py`, `search.py` and the rankers take it:
+they need the collections, the embedder, the index and the scope filter, never the store's own
+operations, so no module of `recall/` imports the one that calls it. Every write of memories is
+bracketed by the scope's revision (`writing`, `changed`: `recall/coherence.py`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import EmbeddingUnavailable, MongogateError
-from mongogate.recall import checks
+from mongogate.recall import documents as rd
+from mongogate.recall.coherence import Coherence
+from mongogate.recall.documents import MEMORIES, REVISIONS, VERSIONS
 from mongogate.recall.embedding import Embedder
-from mongogate.recall.index import REVISIONS, IndexCache, begin, bump
-from mongogate.recall.model import MemoryScope
-from mongogate.recall.pages import live
+from mongogate.recall.inprocess.cache import IndexCache
+from mongogate.recall.model import MemoryScope, scope_key
+from mongogate.recall.scope_filter import RecallFilter
 from mongogate.values import Doc
 
 
@@ -43,14 +46,15 @@ class RecallRepository:
         self.embedder = embedder
         self.clock = clock
         self.limits = limits or LimitsSettings()
-        self.memories: AsyncCollection[Doc] = db["memories"]
-        self.versions: AsyncCollection[Doc] = db["memory_versions"]
-        #: one document per scope: the revision every write bumps (`recall/index.py`)
-        self.revisions: AsyncCollection[Doc] = db[REVISIONS]
+        self.memories: AsyncCollection[Doc] = db[MEMORIES]
+        self.versions: AsyncCollection[Doc] = db[VERSIONS]
+        #: the revision protocol of the scopes' memories (one document per scope in
+        #: `memory_revisions`); on the embedded engine, every writer and reader of this machine
+        #: shares its write signal
+        self.coherence = Coherence(db[REVISIONS], db.name, WriteSignal.of(db.client))
+        self.revisions: AsyncCollection[Doc] = self.coherence.revisions
         #: this process's copies of the scopes' memories, bounded by `index_budget_mb`
-        self.index = IndexCache(settings.index_budget_mb * 1024 * 1024, db.name)
-        #: on the embedded engine, every writer and reader of this machine shares its signal
-        self.index.signal = WriteSignal.of(db.client)
+        self.index = IndexCache(settings.index_budget_mb * 1024 * 1024)
         #: memories stored by the previous version under uuid ids are left (`recall/ids.py`):
         #: identity lookups fall back to a query; True until `ensure_indexes` has looked
         self.legacy = True
@@ -73,30 +77,23 @@ class RecallRepository:
     async def changed(self, scope: MemoryScope, *memory_ids: str, held: int = 0) -> None:
         """After every write of memories: the scope's revision + 1 (every process's index sees it),
         and `held` added to its quota counter (-1 after a delete; `recall/quota.py`)."""
-        await bump(self.revisions, scope, *memory_ids, held=held)
+        await self.coherence.bump(scope_key(scope), *memory_ids, inc={rd.HELD: held} if held else None)
 
     @asynccontextmanager
     async def writing(
         self, scope: MemoryScope, ends_on: tuple[type[BaseException], ...] = (MongogateError,)
     ) -> AsyncIterator[None]:
         """Around every write of the scope's memories (each followed by `changed` inside): the
-        write is in flight for every process's recall until the block ends (`recall/index.py`),
-        so a recall in between reads its results back from the database. Ended on success and
-        on a refusal (a `MongogateError`: raised before a write, or after its `changed`); any other
-        exception (a lost connection, the process stopped) leaves it in flight, which a recall
-        takes as abandoned after `index.LEASE`; `ends_on` adds the exceptions after which the
-        block's writes are known to be bumped (a `changed` in a `finally`)."""
-        with self.index.announcing(scope):  # the engine's write signal: in flight until the end
-            token = await begin(self.revisions, scope, self.clock.now())
-            try:
-                yield
-            except ends_on:
-                await bump(self.revisions, scope, token=token)
-                raise
-            await bump(self.revisions, scope, token=token)
+        write is in flight for every process's recall until the block ends (`recall/coherence.py`,
+        with the engine's write signal), so a recall in between reads its results back from the
+        database. Ended on success and on a refusal (a `MongogateError`: raised before a write, or
+        after its `changed`); any other exception (a lost connection, the process stopped) leaves it
+        in flight, which a recall takes as abandoned after `coherence.LEASE`; `ends_on` adds the
+        exceptions after which the block's writes are known to be bumped (a `changed` in a
+        `finally`)."""
+        async with self.coherence.writing(scope_key(scope), self.clock.now(), ends_on, clock=self.clock):
+            yield
 
     def scoped(self, scope: MemoryScope, namespace: object, now: datetime) -> Doc:
-        query: Doc = dict(scope.match())
-        if namespace is not None:
-            query["ns_path"] = checks.check_namespace(namespace)
-        return query | live(now)
+        """The query of a listing or an export: the call's `RecallFilter` without metadata values."""
+        return RecallFilter.of(scope, now, namespace).mongo()

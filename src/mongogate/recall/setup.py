@@ -12,6 +12,7 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate.errors import StorageError
+from mongogate.recall import documents as rd
 from mongogate.recall.ids import legacy_ids
 from mongogate.recall.repository import RecallRepository
 
@@ -36,22 +37,22 @@ async def ensure_indexes(store: RecallRepository) -> None:
                         await store.db[coll].drop_index(name)
         await store.memories.create_index(
             [
-                ("tenant", ASCENDING),
-                ("owner", ASCENDING),
-                ("updated_at", DESCENDING),
+                (rd.TENANT, ASCENDING),
+                (rd.OWNER, ASCENDING),
+                (rd.UPDATED_AT, DESCENDING),
                 ("_id", DESCENDING),
             ],
             name="scope_updated",
         )
         await store.memories.create_index(
-            [("tenant", ASCENDING), ("owner", ASCENDING), ("ns_path", ASCENDING)], name="scope_ns_path"
+            [(rd.TENANT, ASCENDING), (rd.OWNER, ASCENDING), (rd.NS_PATH, ASCENDING)], name="scope_ns_path"
         )
         await store.memories.create_index([("text", "text")], name=TEXT_INDEX, default_language="none")
-        await store.memories.create_index([("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
+        await store.memories.create_index([(rd.EXPIRES_AT, ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
         await store.versions.create_index(
-            [("memory_id", ASCENDING), ("version", ASCENDING)], name="memory_version"
+            [(rd.MEMORY_ID, ASCENDING), (rd.VERSION, ASCENDING)], name="memory_version"
         )
-        await store.versions.create_index([("expires_at", ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
+        await store.versions.create_index([(rd.EXPIRES_AT, ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
         store.legacy = await legacy_ids(store.db, store.memories)
     except PyMongoError as e:
         raise StorageError("could not create the long-term memory indexes") from e

@@ -16,7 +16,7 @@ docs/decisions/recall-writes.md):
   counting the collection.
 
 The text is embedded before anything is written: a failing embedder stores nothing
-(`EmbeddingUnavailable`, retryable). Ranking lives in `recall/search.py`.
+(`EmbeddingUnavailable`, retryable). Recall (the read side) is `recall/search.py`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.leases import keep_unless, literal, same
-from mongogate.recall import checks, quota
+from mongogate.recall import checks, quota, search
+from mongogate.recall import documents as rd
 from mongogate.recall import history as hist
 from mongogate.recall.documents import MemoryDoc, VectorFields, VersionDoc
 from mongogate.recall.history import prune, read_history
@@ -72,13 +73,13 @@ def text_hash(text: str) -> str:
 def identity(scope: MemoryScope, namespace: str, key: str | None, digest: str) -> Doc:
     """What makes a memory one (hashed into its `_id`): its key in the namespace, or else its text."""
     ident: Doc = {**scope.match(), "namespace": namespace}
-    ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, "text_hash": digest}
+    ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, rd.TEXT_HASH: digest}
     return ident
 
 
 def _on_version(scope: MemoryScope, version: int) -> Doc:
     """The condition of every conditional update by `_id`: the caller's scope, the version read."""
-    return {"$and": [same("tenant", scope.tenant), same("owner", scope.owner), same("version", version)]}
+    return {"$and": [same(rd.TENANT, scope.tenant), same(rd.OWNER, scope.owner), same(rd.VERSION, version)]}
 
 
 class LongTermMemory(RecallRepository):
@@ -154,23 +155,23 @@ class LongTermMemory(RecallRepository):
                     return await self._created(scope, doc, ns, k)
             found = await self.lookup(scope, ident, {"embedding": 0})
             self.at("remember.after_read")
-            if found is not None and found.get("expires_at") and as_utc(found["expires_at"]) <= now:
+            if found is not None and expired(found, now):
                 await self._erase(scope, found)  # expired: as if it were not there
                 continue
             if found is None:  # (after a create above: gone since, or the scope was full)
                 if await self.create(scope, doc, now):
                     return await self._created(scope, doc, ns, k)
                 continue  # a concurrent remember created it first: read it again
-            if k is None or (found["text_hash"] == digest and dict(found.get("metadata") or {}) == meta):
+            if k is None or _same(found, digest, meta):
                 if not await self._set_expiry(scope, found, expires):
                     continue  # changed by another call since the read: read it again
                 # bumped even when nothing changed: a retry after a write whose bump was lost
                 # (a crash between the two) makes every process's index see it
                 await self.changed(scope, str(found["_id"]))
-                return Remembered(str(found["_id"]), ns, k, int(found["version"]), "unchanged")
+                return Remembered(str(found["_id"]), ns, k, int(found[rd.VERSION]), "unchanged")
             if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
                 self.at("remember.after_write")
-                return Remembered(str(found["_id"]), ns, k, int(found["version"]) + 1, "updated")
+                return Remembered(str(found["_id"]), ns, k, int(found[rd.VERSION]) + 1, "updated")
         raise StorageError(
             "could not store the memory", advice=f"key {k!r} is being changed by other calls right now; retry"
         )
@@ -214,20 +215,20 @@ class LongTermMemory(RecallRepository):
         """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert."""
         doc: MemoryDoc = {
             "_id": memory_id(ident),
-            "tenant": ident["tenant"],
-            "owner": ident["owner"],
+            rd.TENANT: ident[rd.TENANT],
+            rd.OWNER: ident[rd.OWNER],
             "namespace": ident["namespace"],
             "keyed": ident["keyed"],
             "key": ident.get("key"),
             "text": body,
-            "text_hash": text_hash(body),
-            "ns_path": checks.namespace_path(str(ident["namespace"])),
+            rd.TEXT_HASH: text_hash(body),
+            rd.NS_PATH: checks.namespace_path(str(ident["namespace"])),
             "metadata": meta,
-            "version": 1,
+            rd.VERSION: 1,
             "author": author,
             "created_at": now,
-            "updated_at": now,
-            "expires_at": expires,
+            rd.UPDATED_AT: now,
+            rd.EXPIRES_AT: expires,
             **self._vector_fields(vector),
         }
         return bson(doc)
@@ -235,7 +236,7 @@ class LongTermMemory(RecallRepository):
     def _vector_fields(self, vector: list[float]) -> VectorFields:
         return {
             "embedding": pack(vector),
-            "embedding_model": self.embedder.model,
+            rd.EMBEDDING_MODEL: self.embedder.model,
             "embedding_dims": self.embedder.dimensions,
         }
 
@@ -245,22 +246,22 @@ class LongTermMemory(RecallRepository):
         before = await self.memories.find_one_and_update(
             {"_id": mid},
             [keep_unless(_on_version(scope, version), {k: literal(v) for k, v in fields.items()})],
-            projection={"version": 1, "tenant": 1, "owner": 1},
+            projection={rd.VERSION: 1, rd.TENANT: 1, rd.OWNER: 1},
             return_document=ReturnDocument.BEFORE,
         )
-        return in_scope(before, scope) and before is not None and before.get("version") == version
+        return in_scope(before, scope) and before is not None and before.get(rd.VERSION) == version
 
     async def _set_expiry(self, scope: MemoryScope, found: Doc, expires: datetime | None) -> bool:
         """An `unchanged` remember still sets the expiry it names (a new `ttl_days`, or none): the
         last remember decides when a memory expires, whatever its status. False when the memory
         changed since it was read."""
-        held = found.get("expires_at")
+        held = found.get(rd.EXPIRES_AT)
         if (None if held is None else as_utc(held)) == expires:
             return True
         mid = str(found["_id"])
-        if not await self._update(scope, mid, int(found["version"]), {"expires_at": expires}):
+        if not await self._update(scope, mid, int(found[rd.VERSION]), {rd.EXPIRES_AT: expires}):
             return False
-        await hist.set_expiry(self, scope, mid, int(found["version"]), expires)
+        await hist.set_expiry(self, scope, mid, int(found[rd.VERSION]), expires)
         return True
 
     async def _new_version(
@@ -276,30 +277,30 @@ class LongTermMemory(RecallRepository):
         author: str | None = None,
     ) -> bool:
         """The previous text into the history first (idempotent), then the update on that version."""
-        v = int(found["version"])
+        v = int(found[rd.VERSION])
         mid = str(found["_id"])
         entry: VersionDoc = {
             "_id": version_id(mid, v),
-            "memory_id": mid,
+            rd.MEMORY_ID: mid,
             **scope.match(),
-            "version": v,
+            rd.VERSION: v,
             "text": found["text"],
             "metadata": found.get("metadata") or {},
             "author": found.get("author"),
-            "updated_at": found["updated_at"],
-            "expires_at": expires,
+            rd.UPDATED_AT: found[rd.UPDATED_AT],
+            rd.EXPIRES_AT: expires,
         }
         with contextlib.suppress(DuplicateKeyError):  # a concurrent update wrote this same entry
             await self.versions.insert_one(bson(entry))
         fields: Doc = {
             "text": body,
-            "text_hash": digest,
+            rd.TEXT_HASH: digest,
             "metadata": meta,
             "author": author,
-            "updated_at": now,
-            "expires_at": expires,
+            rd.UPDATED_AT: now,
+            rd.EXPIRES_AT: expires,
             **self._vector_fields(vector),
-            "version": v + 1,  # last: the condition reads the version as it was
+            rd.VERSION: v + 1,  # last: the condition reads the version as it was
         }
         if not await self._update(scope, mid, v, fields):
             if await self.memories.find_one({"_id": mid}, {"_id": 1}) is None:
@@ -308,7 +309,7 @@ class LongTermMemory(RecallRepository):
                 await hist.erase(self, scope, mid, v)
             return False
         await self.changed(scope, mid)
-        if expires != found.get("expires_at"):
+        if expires != found.get(rd.EXPIRES_AT):
             await hist.set_expiry(self, scope, mid, v + 1, expires)
         await prune(self, scope, mid, v)
         return True
@@ -319,34 +320,34 @@ class LongTermMemory(RecallRepository):
         """Erase one memory and its history; False when there is none (for this scope)."""
         if id is not None and (namespace is not None or key is not None):
             raise InvalidInput("forget takes either id, or namespace and key; not both")
-        fields = {"_id": 1, "tenant": 1, "owner": 1, "expires_at": 1, "version": 1}
-        mid: str | None
         try:
-            if id is not None:
-                mid = checks.check_memory_id(id)
-                found = await self.memories.find_one({"_id": mid}, fields)
-                found = found if in_scope(found, scope) else None  # another scope's: absent
-            elif key is not None:
-                ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
-                found = await self.lookup(scope, identity(scope, ns, checks.check_key(key), ""), fields)
-                mid = None if found is None else str(found["_id"])
-            else:
-                raise InvalidInput(
-                    "forget needs id (from remember, recall or list_memories), or namespace and key"
-                )
+            mid, found = await self._to_forget(scope, id, namespace, key)
             gone = None if found is None else await self._delete(scope, found)
             self.at("forget.after_memory")
             if gone is not None:
-                await hist.erase(self, scope, str(gone["_id"]), int(gone["version"]))
+                await hist.erase(self, scope, str(gone["_id"]), int(gone[rd.VERSION]))
             elif mid is not None and id is not None:
                 # by id, nothing there: also what a forget interrupted above left behind
                 await hist.erase(self, scope, mid, None)
         except PyMongoError as e:
             raise StorageError("could not forget the memory; call forget again") from e
-        if gone is None:
-            return False
-        expired = gone.get("expires_at") and as_utc(gone["expires_at"]) <= self.clock.now()
-        return not expired
+        return gone is not None and not expired(gone, self.clock.now())
+
+    async def _to_forget(
+        self, scope: MemoryScope, id: object, namespace: object, key: object
+    ) -> tuple[str | None, Doc | None]:
+        """The memory forget names (its id, and its document when it is the caller's), by id or
+        by namespace and key."""
+        fields = {"_id": 1, rd.TENANT: 1, rd.OWNER: 1, rd.EXPIRES_AT: 1, rd.VERSION: 1}
+        if id is not None:
+            mid = checks.check_memory_id(id)
+            found = await self.memories.find_one({"_id": mid}, fields)
+            return mid, found if in_scope(found, scope) else None  # another scope's: absent
+        if key is not None:
+            ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
+            found = await self.lookup(scope, identity(scope, ns, checks.check_key(key), ""), fields)
+            return (None if found is None else str(found["_id"])), found
+        raise InvalidInput("forget needs id (from remember, recall or list_memories), or namespace and key")
 
     async def _delete(self, scope: MemoryScope, found: Doc) -> Doc | None:
         """Delete a memory read by `_id` and checked to be the caller's (an `_id` never changes
@@ -355,7 +356,7 @@ class LongTermMemory(RecallRepository):
         mid = str(found["_id"])
         async with self.writing(scope):
             gone = await self.memories.find_one_and_delete(
-                {"_id": mid}, {"_id": 1, "expires_at": 1, "version": 1}
+                {"_id": mid}, {"_id": 1, rd.EXPIRES_AT: 1, rd.VERSION: 1}
             )
             self.at("forget.before_bump")
             await self.changed(scope, mid, held=-1 if gone is not None else 0)
@@ -363,7 +364,7 @@ class LongTermMemory(RecallRepository):
 
     async def _erase(self, scope: MemoryScope, found: Doc) -> None:
         gone = await self._delete(scope, found)
-        upto = max(int(found["version"]), int(gone["version"]) if gone is not None else 0)
+        upto = max(int(found[rd.VERSION]), int(gone[rd.VERSION]) if gone is not None else 0)
         await hist.erase(self, scope, str(found["_id"]), upto)
 
     async def list(
@@ -374,9 +375,9 @@ class LongTermMemory(RecallRepository):
         query = self.scoped(scope, namespace, self.clock.now())
         if cursor is not None:
             at, last = decode_cursor(cursor, "list_memories")
-            query = {"$and": [query, after("updated_at", at, last)]}
+            query = {"$and": [query, after(rd.UPDATED_AT, at, last)]}
         try:
-            found = self.memories.find(query, ITEM_FIELDS, sort=newest_first("updated_at"), limit=n + 1)
+            found = self.memories.find(query, ITEM_FIELDS, sort=newest_first(rd.UPDATED_AT), limit=n + 1)
             docs = [d async for d in found]
         except PyMongoError as e:
             raise StorageError("could not list the memories") from e
@@ -402,9 +403,8 @@ class LongTermMemory(RecallRepository):
         method: RecallMethod = "fused",
         min_score: object = None,
     ) -> Recalled:
-        from mongogate.recall.search import recall  # ranking lives beside, to keep this module short
-
-        return await recall(
+        """The memories best matching `query` (`recall/search.py`: the one entry of the read side)."""
+        return await search.recall(
             self,
             scope,
             query,
@@ -414,6 +414,16 @@ class LongTermMemory(RecallRepository):
             method=method,
             min_score=min_score,
         )
+
+
+def expired(doc: Doc, now: datetime) -> bool:
+    """The memory's `expires_at` has passed (the TTL monitor erases it late)."""
+    return bool(doc.get(rd.EXPIRES_AT)) and as_utc(doc[rd.EXPIRES_AT]) <= now
+
+
+def _same(found: Doc, digest: str, meta: Doc) -> bool:
+    """A keyed memory already holds this text and metadata (a remember that changes nothing)."""
+    return bool(found[rd.TEXT_HASH] == digest and dict(found.get("metadata") or {}) == meta)
 
 
 def quota_exceeded(held: int) -> QuotaExceeded:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mongogate.runs.erase import ERASURE
 from mongogate.runs.model import (
     DEFAULT_EVENTS_LIMIT,
     MAX_EVENTS_LIMIT,
@@ -19,6 +20,7 @@ from mongogate.runs.service import Runs
 
 __all__ = [
     "DEFAULT_EVENTS_LIMIT",
+    "ERASURE",
     "MAX_EVENTS_LIMIT",
     "RUN_STATUSES",
     "Checkpoint",

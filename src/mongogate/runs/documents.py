@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final, TypedDict
 
+from mongogate import leases
 from mongogate.values import Doc
 
 RUNS_COLLECTION: Final = "runs"
@@ -30,9 +31,9 @@ EXPIRE_AT: Final = "expire_at"
 # ---------------------------------------------------------------- runs
 #: the event number the next applied checkpoint takes
 NEXT_SEQ: Final = "next_seq"
-#: the lease's fields (`leases.LEASE_FIELDS`: `leases.py` writes them)
-LOCKED_BY: Final = "locked_by"
-LOCKED_UNTIL: Final = "locked_until"
+#: the lease's fields (`leases.LEASE_FIELDS`: `leases.py` writes them, for sessions too)
+LOCKED_BY: Final = leases.LOCKED_BY
+LOCKED_UNTIL: Final = leases.LOCKED_UNTIL
 CREATED_AT: Final = "created_at"
 UPDATED_AT: Final = "updated_at"
 #: the lease id that wrote the stored version (a retried save recognises its own write)

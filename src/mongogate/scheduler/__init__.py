@@ -14,6 +14,7 @@ from mongogate.scheduler.agents import (
     agents_from,
 )
 from mongogate.scheduler.core import SCHEDULE_COLLECTION, Scheduler, default_worker_id
+from mongogate.scheduler.erase import ERASURE
 from mongogate.scheduler.events import TickEvent
 from mongogate.scheduler.investigations import Investigation, Investigations, OpenResult
 from mongogate.scheduler.loop import LoopObserver
@@ -26,6 +27,7 @@ from mongogate.scheduler.worker_metrics import WorkerMetrics
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "ERASURE",
     "SCHEDULE_COLLECTION",
     "STATES",
     "SUMMARY_OVER",

@@ -39,7 +39,7 @@ from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.preflight import StartupChecks, check_connection, check_indexes
 from mongogate.server.startup import OpenAfterInitialize
-from mongogate.server.surface import UnknownTools, offer_surface
+from mongogate.server.surface import NoEvents, UnknownTools, offer_surface
 from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.specs import RECALL_TOOL_NAMES, RUN_TOOL_NAMES
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
@@ -60,10 +60,17 @@ DEFAULT_CHECKS = StartupChecks()
 
 
 async def _log_sizes(db: Database, threshold: int) -> None:
-    """The embedded engine's collection sizes at start-up, and what calls cost past ``threshold``."""
+    """The embedded engine's collection sizes at start-up, and what calls cost past ``threshold``.
+
+    Run once the server is ready, beside the first calls (a count per collection: nothing a call
+    needs waits for it; benchmarks/startup.py); a failure only costs the log line."""
     from mongogate.memory import collection_sizes, size_report
 
-    line, warnings = size_report(await collection_sizes(db.memory), threshold)
+    try:
+        line, warnings = size_report(await collection_sizes(db.memory), threshold)
+    except Exception as e:  # the database went away meanwhile: the calls will say so
+        log.debug("embedded engine collection sizes not read: %s", type(e).__name__)
+        return
     log.info("%s", line)
     for w in warnings:
         log.warning("%s", w)
@@ -138,14 +145,15 @@ class _Opener:
     clock: Clock
     faults: Faults
 
-    async def open(self, db: Database, readiness: Readiness, opened: list[AuditLog]) -> AppState:
+    async def open(
+        self, db: Database, readiness: Readiness, opened: list[AuditLog], later: list[asyncio.Task[None]]
+    ) -> AppState:
+        """The services over ``db``, checked; ``later`` receives the work started for after it."""
         settings, checks = self.settings, self.checks
         await db.open()
         readiness.db = db
         if checks is not None:
             await check_connection(db, settings, checks)
-        if db.embedded:
-            await _log_sizes(db, settings.database.engine_size_warning)
         audit = audit_from_settings(settings, db.uri, self.instance)  # db.uri: read-write, or the engine's
         opened.append(audit)
         state = await open_services(
@@ -166,6 +174,9 @@ class _Opener:
         if checks is not None:  # after the hooks: an application may create its indexes there
             await check_indexes(db, self.registry.query_specs, checks)
         readiness.writes = state.writes  # /readyz reports write refusals (tools/faults.py)
+        if db.embedded:
+            sizes = _log_sizes(db, settings.database.engine_size_warning)
+            later.append(asyncio.get_running_loop().create_task(sizes))
         return state
 
 
@@ -178,19 +189,20 @@ def _lifespan(
     async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState | PendingState]:
         db = Database(settings.database, settings.server.data_dir, role_warning=True)
         opened: list[AuditLog] = []
+        later: list[asyncio.Task[None]] = []  # started by the open, for after it (the size report)
         readiness = readiness_for(server)
         task: asyncio.Task[None] | None = None
         pending: PendingState | None = None
         try:
             if on_open_failure is None:
-                yield await opener.open(db, readiness, opened)
+                yield await opener.open(db, readiness, opened, later)
                 return
 
             # Answer initialize and tools/list now; the database opens once initialize is answered
             # (OpenAfterInitialize) and tool calls wait for it (stdio start-up).
             async def in_background() -> None:
                 try:
-                    waiting.ready(await opener.open(db, readiness, opened))
+                    waiting.ready(await opener.open(db, readiness, opened, later))
                 except Exception as e:
                     waiting.failed(e)  # calls waiting for the open are refused, never left hanging
                     on_open_failure(e)
@@ -209,6 +221,9 @@ def _lifespan(
                 # database timeouts), so a database that cannot be used is still reported.
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await task
+            for job in later:  # short (a count per collection): finished, not cut off
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await job
             readiness.db = None
             readiness.writes = None
             for audit in opened:  # flush what is queued before the process goes
@@ -277,12 +292,14 @@ def build_server(
         middleware=[
             ObserveCalls(metrics, all_tools, audited_tools(registry.query_specs)),
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
+            NoEvents(),  # subscriptions/listen: -32601 at once, in words (server/surface.py)
             TenantConcurrency(settings.limits),
             OpenAfterInitialize(),
         ],
         version=__version__,
         instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
+        subscriptions=False,  # no events are published: no listen streams (server/surface.py)
         # a PendingState while the database opens: every reader resolves it with tools.state.app_state
         lifespan=cast(
             "Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]",

@@ -10,7 +10,7 @@ import ipaddress
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,6 +57,23 @@ class _Rule:
         return name == self.name and (want == "*" or want == port)
 
 
+def _host_rules(settings: ServerSettings, bind: str, public: SplitResult | None) -> list[_Rule]:
+    """The allowed hosts: the bound address (and the localhost forms when bound to loopback or
+    to every address), the host of `public_url`, and `allowed_hosts`."""
+    rules: list[_Rule] = []
+    if is_loopback(bind) or bind in WILDCARD_BINDS:
+        rules += [_Rule(n, None) for n in sorted({bind, *LOCAL_NAMES} - {""})]
+    else:
+        rules.append(_Rule(bind, None))
+    if public is not None and public.hostname:
+        rules.append(_Rule(public.hostname.lower(), str(public.port) if public.port else "*"))
+    for entry in settings.allowed_hosts:
+        if entry != "*":
+            name, port = _split_host(entry)
+            rules.append(_Rule(name, port or "*"))
+    return rules
+
+
 class HostOriginGuard:
     """421 for a Host this server does not answer to, 403 for a foreign browser Origin.
 
@@ -69,7 +86,6 @@ class HostOriginGuard:
     def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
         self.app = app
         self.any_host = "*" in settings.allowed_hosts
-        rules: list[_Rule] = []
         bind = settings.host.strip("[]").lower()
         public = urlsplit(settings.public_url) if settings.public_url else None
         if bind in WILDCARD_BINDS and not (self.any_host or settings.allowed_hosts or public):
@@ -78,17 +94,7 @@ class HostOriginGuard:
                 'the names clients use: set server.allowed_hosts (e.g. ["mcp.example.com"]) or '
                 'server.public_url; behind a proxy that checks Host itself, server.allowed_hosts = ["*"]'
             )
-        if is_loopback(bind) or bind in WILDCARD_BINDS:
-            rules += [_Rule(n, None) for n in sorted({bind, *LOCAL_NAMES} - {""})]
-        else:
-            rules.append(_Rule(bind, None))
-        if public is not None and public.hostname:
-            rules.append(_Rule(public.hostname.lower(), str(public.port) if public.port else "*"))
-        for entry in settings.allowed_hosts:
-            if entry != "*":
-                name, port = _split_host(entry)
-                rules.append(_Rule(name, port or "*"))
-        self.rules = tuple(rules)
+        self.rules = tuple(_host_rules(settings, bind, public))
         self.origins = {o.rstrip("/").lower() for o in settings.allowed_origins}
         if public is not None and public.hostname:
             self.origins.add(f"{public.scheme}://{public.netloc}".lower())

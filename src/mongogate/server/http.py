@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,6 @@ from mongogate.server import memory_return
 from mongogate.server.conn_budget import TOO_MANY_HEADS, BudgetGate, ConnectionBudget, address_of
 from mongogate.server.guards import BodyDeadline, HostOriginGuard, is_loopback
 from mongogate.server.health import HealthRoutes, readiness_for
-from mongogate.server.metrics import with_metrics
 from mongogate.server.session_cap import SessionCap
 from mongogate.server.startup import bind, run_bound
 from mongogate.server.stateless import NoStreamsWhenStateless
@@ -59,11 +59,11 @@ def http_app(
         stateless_http=settings.stateless,  # no Mcp-Session-Id: any process answers any request
         session_idle_timeout=settings.session_idle_timeout_s,
     )
-    if not settings.stateless:  # a per-principal cap on live sessions (server/session_cap.py)
-        SessionCap(server.session_manager, settings.max_sessions_per_principal)
+    # per principal: its live sessions, or its requests in flight where there is no session
+    SessionCap(server.session_manager, settings.max_sessions_per_principal, stateless=settings.stateless)
     # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
     mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
-    body = BodyDeadline(
+    body: ASGIApp = BodyDeadline(
         mcp,
         settings.body_timeout_s,
         settings.max_json_tokens,
@@ -71,7 +71,14 @@ def http_app(
         return_freed_memory=return_freed_memory,
     )
     # /metrics when server.metrics is on: behind the Host guard, beside (not inside) the MCP app
-    guarded = HostOriginGuard(with_metrics(body, server), settings)
+    # Only a server built with metrics has them (server/metrics.py `register`, which build_server
+    # imports only then): without that module loaded, no server has metrics, and prometheus_client
+    # stays unimported (issue 38.6).
+    if "mongogate.server.metrics" in sys.modules:
+        from mongogate.server.metrics import with_metrics
+
+        body = with_metrics(body, server)
+    guarded = HostOriginGuard(body, settings)
     return HealthRoutes(guarded, readiness_for(server), settings.ready_timeout_s)  # /healthz, /readyz
 
 
@@ -97,12 +104,27 @@ class GuardedH11Protocol(H11Protocol):
         self._address = address_of(self.client)
         if self._budget is not None:
             self._budget.connections = self.connections
+            self._budget.make_room()  # past the budget: the longest idle connection closes
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._budget is not None:
+            self._budget.idle_done(self)
         if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # bytes of a next request on a kept-alive connection
         super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        kept = self.timeout_keep_alive_task is not None and not self.transport.is_closing()
+        if kept and self._budget is not None and self.cycle is not None and self.cycle.response_complete:
+            self._budget.idle_started(self)  # kept alive, waiting for a next request
+
+    def close_idle(self) -> None:
+        """Closed to make room for a new connection, as the keep-alive timeout would close it."""
+        log.debug("closed an idle keep-alive connection from %s (server.max_connections)", self._address)
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_handler()
 
     def handle_events(self) -> None:
         before = self.cycle
@@ -116,6 +138,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._budget is not None:
+            self._budget.forget(self)
         super().connection_lost(exc)
 
     def _arm(self) -> None:
@@ -254,6 +278,12 @@ class BackgroundHttpServer:
     def open_connections(self) -> int:
         """Connections the server holds open right now (for tests and health checks)."""
         return len(self._uv.server_state.connections)
+
+    @property
+    def budget(self) -> ConnectionBudget:
+        """The server's connection budget (server/conn_budget.py), for tests and health checks."""
+        budget: ConnectionBudget = self._uv.config.budget  # type: ignore[attr-defined]
+        return budget
 
     @property
     def url(self) -> str:

@@ -64,17 +64,25 @@ class ObserveCalls:
                     self.metrics.observe_mismatches(tool, _structured(result).get("type_mismatches"))
                 return result
             except (MCPError, ValidationError) as e:
-                invalid = isinstance(e, ValidationError) or e.error.code == -32602
-                outcome = Outcome("invalid_params" if invalid else "error")
+                outcome = _refused(e)
                 if audited is not None:
                     await audit_refusal(ctx, tool, audited, outcome, params.get("arguments"))
                 raise
             finally:
-                seconds = time.perf_counter() - started
-                fields.update(outcome=outcome.code, ms=round(seconds * 1000, 3))
-                log.info("tools/call %s: %s in %.1f ms", tool, outcome.code, seconds * 1000)
-                if self.metrics is not None:
-                    self.metrics.observe_call(tool, outcome.code, seconds, fields.get("tenant"))
+                self._ended(tool, outcome, time.perf_counter() - started, fields)
+
+    def _ended(self, tool: str, outcome: Outcome, seconds: float, fields: dict[str, Any]) -> None:
+        """The call's log fields, its log line and its metrics."""
+        fields.update(outcome=outcome.code, ms=round(seconds * 1000, 3))
+        log.info("tools/call %s: %s in %.1f ms", tool, outcome.code, seconds * 1000)
+        if self.metrics is not None:
+            self.metrics.observe_call(tool, outcome.code, seconds, fields.get("tenant"))
+
+
+def _refused(e: MCPError | ValidationError) -> Outcome:
+    """The outcome of a call the SDK refused: invalid params (a validation error, -32602) or an error."""
+    invalid = isinstance(e, ValidationError) or e.error.code == -32602
+    return Outcome("invalid_params" if invalid else "error")
 
 
 def _is_error(result: HandlerResult) -> bool:

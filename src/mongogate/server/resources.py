@@ -6,7 +6,8 @@
 - ``mongogate://memories/{id}``: one long-term memory, as `list_memories` returns it.
 
 Scoped like the tools: the tenant (and, for memories, the owner) comes from the caller; another
-tenant's id reads as not found (``-32602``, the same words as a missing one). Every read is bounded
+tenant's id reads as not found (``-32602``, the same words as a missing one; its `data` names the
+resource, ``{"uri": ...}``, as SEP-2164 asks). Every read is bounded
 by `limits.max_response_bytes`. `resources/list` names the session list and one context resource per
 session, paged with the sessions' own cursor.
 """
@@ -19,7 +20,9 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     ListResourcesResult,
     ListResourceTemplatesResult,
     PaginatedRequestParams,
@@ -120,7 +123,7 @@ async def list_resources(
     async def body() -> ListResourcesResult:
         state, principal = await caller(ctx)
         page = await state.memory.list_sessions(
-            conversations_of(state.settings, principal),
+            conversations_of(state.settings, principal).stored_tenant,
             None,
             cursor,
             ByteBudget(state.settings.limits.max_response_bytes),
@@ -154,7 +157,7 @@ async def _read(
     cap = state.settings.limits.max_response_bytes
     if kind == "sessions":
         page = await state.memory.list_sessions(
-            conversations_of(state.settings, principal), None, None, EmbeddedBudget(cap)
+            conversations_of(state.settings, principal).stored_tenant, None, None, EmbeddedBudget(cap)
         )
         return {
             "sessions": [session_shape(s) for s in page.sessions],
@@ -163,7 +166,9 @@ async def _read(
         }
     if kind == "context":
         budget = EmbeddedBudget(cap)
-        c = await state.memory.load_context(conversations_of(state.settings, principal), ident, None, budget)
+        c = await state.memory.load_context(
+            conversations_of(state.settings, principal).stored_tenant, ident, None, budget
+        )
         return {
             "session_id": ident,
             "summary": None if c.summary is None else summary_shape(c.summary),
@@ -190,7 +195,6 @@ async def read_resource(
     ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
 ) -> ReadResourceResult:
     uri = str(params.uri)
-    kind, ident = parse(uri)
 
     async def body() -> ReadResourceResult:
         state, _ = await caller(ctx)
@@ -198,4 +202,10 @@ async def read_resource(
         text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type=JSON, text=text)])
 
-    return await answered(f"resources/read {kind}", body)
+    try:
+        kind, ident = parse(uri)
+        return await answered(f"resources/read {kind}", body)
+    except MCPError as e:  # a missing (or unreadable) resource names itself in `data`
+        if e.error.code != INVALID_PARAMS:
+            raise
+        raise MCPError(code=INVALID_PARAMS, message=e.error.message, data={"uri": uri}) from e

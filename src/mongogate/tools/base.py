@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mongogate.compat.sdk import ArgModelBase, tool_metadata
 from mongogate.config import Settings
 from mongogate.errors import (
-    AuthError,
     InternalError,
     InvalidInput,
     MongogateError,
@@ -35,6 +34,7 @@ from mongogate.errors import (
     StorageError,
     WriteRefused,
 )
+from mongogate.memory_scope import MemoryScope, conversations_for
 from mongogate.principal import Principal
 from mongogate.requests import OK, Outcome, new_request_id
 from mongogate.requests import current as current_request
@@ -221,27 +221,15 @@ def refuse_booleans_as_numbers(kwargs: Mapping[str, Any], schema: dict[str, Any]
             )
 
 
-def conversations_of(settings: Settings, principal: Principal) -> str:
-    """Whose sessions and messages a caller sees: the value stored as a session's and its
-    messages' `tenant`, and filtered on by every session read and write (tools, prompts and
-    resources alike).
-
-    The tenant; or, when conversations are per subject (`[memory] conversations = "scope"`,
-    the default, under `[memory.long_term] scope = "subject"`), the tenant and subject joined
-    by U+001F. A tenant holds no control characters (auth refuses them), so the joined form
-    is one-to-one and never equals a plain tenant: one subject never sees another's sessions,
-    and no tenant-wide session shows up per subject."""
+def conversations_of(settings: Settings, principal: Principal) -> MemoryScope:
+    """Whose sessions and messages a caller sees (tools, prompts and resources alike): the
+    tenant's, or the caller's own when conversations are per subject (`[memory] conversations =
+    "scope"`, the default, under `[memory.long_term] scope = "subject"`). A value: the stored form
+    is its `stored_tenant` (mongogate/memory_scope.py)."""
     memory = settings.memory
-    if memory.conversations == "scope" and memory.long_term.scope == "subject":
-        subject = principal.identity
-        try:
-            subject.encode("utf-8")
-        except UnicodeEncodeError:
-            raise AuthError(
-                "the caller's subject is not valid Unicode; it cannot own conversations"
-            ) from None
-        return f"{principal.tenant}\x1f{subject}"
-    return principal.tenant
+    return conversations_for(
+        memory.conversations, memory.long_term.scope, principal.tenant, principal.identity
+    )
 
 
 @dataclass(frozen=True)
@@ -254,7 +242,7 @@ class Call:
     tool: str
 
     @property
-    def conversations(self) -> str:
+    def conversations(self) -> MemoryScope:
         """Whose sessions and messages this call sees (`conversations_of`)."""
         return conversations_of(self.app.settings, self.principal)
 
@@ -276,6 +264,44 @@ def _input_schema(input_model: type[ToolInput]) -> str:
     """An input model's JSON schema, generated once per model (as text: each tool gets its own
     copy to fill in); pydantic's generation was most of the cost of building a server."""
     return json.dumps(input_model.model_json_schema(by_alias=True))
+
+
+def _failed(
+    e: MongogateError, app: AppState | None, principal: Principal | None, request_id: str, name: str
+) -> CallToolResult:
+    """A tool's refusal or failure as its error result; a storage error classified by what a retry
+    can fix (`tools/faults.py`, a write refusal turning readiness off), the driver's detail to the
+    log for the operator, never to the model."""
+    if isinstance(e, StorageError):
+        e = classify(e)
+        if isinstance(e, WriteRefused) and app is not None:
+            app.writes.refuse(e.why)
+    who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
+    cause = e.__cause__
+    if cause is not None:
+        log.warning(
+            "request %s: tool %s failed for %s: [%s] %s: %s",
+            request_id,
+            name,
+            who,
+            e.code,
+            type(cause).__name__,
+            cause,
+        )
+    else:
+        log.info("request %s: tool %s refused for %s: %s", request_id, name, who, e.code)
+    return error_result(e, request_id)
+
+
+def _answered(result: BaseModel | dict[str, Any] | CallToolResult) -> CallToolResult:
+    """A handler's answer as the call's result: text and structured content."""
+    if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
+        return result
+    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+        structured_content=data,
+    )
 
 
 def make_tool(
@@ -321,25 +347,7 @@ def make_tool(
                 raise describe_validation(e, schema) from None
             result = await handler(call, args)
         except MongogateError as e:
-            if isinstance(e, StorageError):  # what a retry can and cannot fix (tools/faults.py)
-                e = classify(e)
-                if isinstance(e, WriteRefused) and app is not None:
-                    app.writes.refuse(e.why)
-            who = f"{principal.tenant}/{principal.subject}" if principal else "unauthenticated"
-            cause = e.__cause__
-            if cause is not None:  # the driver's detail: for the operator, never for the model
-                log.warning(
-                    "request %s: tool %s failed for %s: [%s] %s: %s",
-                    request_id,
-                    name,
-                    who,
-                    e.code,
-                    type(cause).__name__,
-                    cause,
-                )
-            else:
-                log.info("request %s: tool %s refused for %s: %s", request_id, name, who, e.code)
-            return error_result(e, request_id)
+            return _failed(e, app, principal, request_id, name)
         except InvalidDocument as e:  # a value BSON cannot hold (e.g. a NUL in a key), or too large
             log.info("request %s: tool %s refused a value: %s", request_id, name, type(e).__name__)
             bad = InvalidInput(
@@ -356,13 +364,7 @@ def make_tool(
             app.writes.recovered()  # a write went through: readiness may report ready again
         if ids is not None:
             ids.record(OK)
-        if isinstance(result, CallToolResult):  # already built (query tools encode their own text)
-            return result
-        data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
-            structured_content=data,
-        )
+        return _answered(result)
 
     meta = tool_metadata(RawArguments, output_model, published(output_model, output_schema))
     return Tool(

@@ -127,30 +127,34 @@ class _Walk:
             elif isinstance(v, list | tuple):
                 self.container(len(v), depth + 1, loc)
                 stack.extend((x, depth + 1, (loc, i)) for i, x in enumerate(v))
-            elif isinstance(v, str):
-                self.chars += len(v) + 2
-            elif isinstance(v, int) and not isinstance(v, bool):
-                if not fits_int64(v):
-                    self.refuse(
-                        "holds an integer outside the 64-bit range MongoDB stores",
-                        loc,
-                        f"integers from {MIN_INT64} to {MAX_INT64} (send larger numbers as strings)",
-                    )
-                self.chars += _SCALAR_CHARS
             else:
-                if self.stored and isinstance(v, float) and not math.isfinite(v):
-                    self.refuse(
-                        "is not a finite number (NaN and Infinity cannot be stored)",
-                        loc,
-                        'a finite number, null, or a string such as "NaN"',
-                    )
-                self.chars += _SCALAR_CHARS
+                self.chars += self.scalar(v, loc)
             if self.chars > self.b.max_chars:
                 self.refuse(
                     f"is larger than {self.b.max_chars} characters ({self.b.setting}_chars)",
                     None,
                     "a smaller value; keep large data elsewhere and pass a reference",
                 )
+
+    def scalar(self, v: object, loc: _Loc) -> int:
+        """What a scalar costs the character budget; refused when MongoDB could not store it."""
+        if isinstance(v, str):
+            return len(v) + 2
+        if isinstance(v, int) and not isinstance(v, bool):
+            if not fits_int64(v):
+                self.refuse(
+                    "holds an integer outside the 64-bit range MongoDB stores",
+                    loc,
+                    f"integers from {MIN_INT64} to {MAX_INT64} (send larger numbers as strings)",
+                )
+            return _SCALAR_CHARS
+        if self.stored and isinstance(v, float) and not math.isfinite(v):
+            self.refuse(
+                "is not a finite number (NaN and Infinity cannot be stored)",
+                loc,
+                'a finite number, null, or a string such as "NaN"',
+            )
+        return _SCALAR_CHARS
 
     def container(self, size: int, depth: int, loc: _Loc) -> None:
         if depth > self.b.max_depth:

@@ -156,7 +156,7 @@ async def _memory_history(call: Call, a: HistoryIn) -> HistoryOut:
 async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut:
     hits = await search_messages(
         call.app.memory,
-        call.conversations,
+        call.conversations.stored_tenant,
         a.query,
         session_id=a.session_id,
         limit=a.limit,

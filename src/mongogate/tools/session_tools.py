@@ -53,7 +53,9 @@ class DeleteSessionOut(ToolOutput):
 
 
 async def _list_sessions(call: Call, a: ListSessionsIn) -> ListSessionsOut:
-    page = await call.app.memory.list_sessions(call.conversations, a.limit, a.cursor, call.budget())
+    page = await call.app.memory.list_sessions(
+        call.conversations.stored_tenant, a.limit, a.cursor, call.budget()
+    )
     return ListSessionsOut(
         sessions=[
             SessionOut(
@@ -71,7 +73,7 @@ async def _list_sessions(call: Call, a: ListSessionsIn) -> ListSessionsOut:
 
 
 async def _delete_session(call: Call, a: DeleteSessionIn) -> DeleteSessionOut:
-    r = await call.app.memory.delete_session(call.conversations, a.session_id)
+    r = await call.app.memory.delete_session(call.conversations.stored_tenant, a.session_id)
     return DeleteSessionOut(deleted=r.deleted, messages_deleted=r.messages_deleted)
 
 

@@ -16,7 +16,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from mongogate.config import ApiKeyEntry
 from mongogate.server.auth.challenge import note_rejection
-from mongogate.server.auth.jwks import Reason
+from mongogate.server.auth.reasons import Reason
 
 __all__ = ["MAX_TOKEN_CHARS", "ApiKeyVerifier", "api_key_access_token", "hash_api_key", "session_owner"]
 

@@ -10,6 +10,7 @@ Each key keeps the one algorithm it was published for: a token never chooses it.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -24,6 +25,7 @@ import jwt
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import ConfigError
+from mongogate.server.auth.reasons import Reason, Rejected
 from mongogate.server.auth.signing_keys import Key, parse_jwks
 
 __all__ = [
@@ -40,33 +42,6 @@ log = logging.getLogger(__name__)
 
 #: A key set larger than this is refused (a provider publishes a few keys, a few KB).
 MAX_JWKS_BYTES = 1024 * 1024
-
-
-class Reason:
-    """The reason classes a refused token is told (RFC 6750 ``error_description``): fixed texts,
-    never token content, so a client learns what to fix and an attacker learns nothing more."""
-
-    EXPIRED = "token expired"
-    NOT_YET_VALID = "token not yet valid"
-    BAD_SIGNATURE = "bad signature"
-    WRONG_AUDIENCE = "wrong audience"
-    WRONG_ISSUER = "wrong issuer"
-    UNKNOWN_KEY = "unknown signing key"
-    MALFORMED = "malformed token"
-    ALGORITHM = "algorithm not allowed"
-    CLAIMS = "missing or invalid claim"
-    LIFETIME = "token lifetime too long"
-    KEYS_UNAVAILABLE = "signing keys unavailable"
-    UNKNOWN_API_KEY = "unknown API key"
-
-
-class Rejected(Exception):
-    """A token was refused. ``str(self)`` is the detail for the log; ``kind`` (a ``Reason``) is
-    what the client is told. Neither ever quotes the token."""
-
-    def __init__(self, kind: str, detail: str | None = None) -> None:
-        super().__init__(detail or kind)
-        self.kind = kind
 
 
 #: PyJWT's failures and what the log and the client are told of each, in order: the first match
@@ -155,7 +130,11 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+@functools.cache
+def _opener() -> urllib.request.OpenerDirector:
+    """Built at the first fetch: building it loads the system's CA certificates (20-45 ms), which
+    a server without `auth.jwks_url` never needs (benchmarks/startup.py)."""
+    return urllib.request.build_opener(_NoRedirect)
 
 
 def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, Key]:
@@ -164,7 +143,7 @@ def fetch_jwks(url: str, timeout_s: float) -> dict[str | None, Key]:
     # urllib's timeout is per socket read: a body sent a byte at a time would never time out.
     deadline = time.monotonic() + timeout_s
     try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
+        with _opener().open(request, timeout=timeout_s) as response:
             chunks: list[bytes] = []
             size = 0
             while size <= MAX_JWKS_BYTES:

@@ -166,6 +166,24 @@ def load_jwks(path: Path) -> dict[str | None, Key]:
     return parse_jwks(doc, where)
 
 
+def _public_kid(jwk: dict[str, Any], here: str) -> str | None:
+    """The JWK's `kid`, once it is known to hold no private key material."""
+    if "d" in jwk:
+        raise ConfigError(f"{here}: contains private key material ('d'); publish only the public key")
+    kid = jwk.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise ConfigError(f"{here}: 'kid' must be a string")
+    return kid
+
+
+def _no_clash(keys: dict[str | None, Key], kid: str | None, here: str, where: str) -> None:
+    """A key's `kid` names it alone: no duplicate, and every key has one when there are several."""
+    if kid in keys or (keys and (kid is None or None in keys)):
+        if kid is not None and kid in keys:
+            raise ConfigError(f"{here}: duplicate kid {kid!r}")
+        raise ConfigError(f"{where}: with several keys every key needs a 'kid' so tokens can name theirs")
+
+
 def parse_jwks(doc: object, where: str, *, skip_unusable: bool = False) -> dict[str | None, Key]:
     """A JSON Web Key Set into ``kid -> key``; signature keys only, public parts only.
 
@@ -182,21 +200,14 @@ def parse_jwks(doc: object, where: str, *, skip_unusable: bool = False) -> dict[
             raise ConfigError(f"{here}: expected a JSON object (a JWK)")
         if jwk.get("use", "sig") != "sig":
             continue  # encryption keys are not for verifying signatures
-        if "d" in jwk:
-            raise ConfigError(f"{here}: contains private key material ('d'); publish only the public key")
-        kid = jwk.get("kid")
-        if kid is not None and not isinstance(kid, str):
-            raise ConfigError(f"{here}: 'kid' must be a string")
+        kid = _public_kid(jwk, here)
         try:
             key = _jwk_key(jwk, here)
         except ConfigError:
             if skip_unusable:
                 continue
             raise
-        if kid in keys or (keys and (kid is None or None in keys)):
-            if kid is not None and kid in keys:
-                raise ConfigError(f"{here}: duplicate kid {kid!r}")
-            raise ConfigError(f"{where}: with several keys every key needs a 'kid' so tokens can name theirs")
+        _no_clash(keys, kid, here, where)
         keys[kid] = key
     if not keys:
         raise ConfigError(f"{where}: no signature keys (expected at least one RSA or EC key with use 'sig')")

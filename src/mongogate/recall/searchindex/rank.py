@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mongogate.recall.terms import coverage, holds, identifiers, terms
+from mongogate.recall.searchindex.terms import coverage, holds, identifiers, terms
 
 __all__ = ["DEFAULT_FUSION", "DEFAULT_K", "Fusion", "fuse", "fuse_recall", "strong_hits", "text_ranking"]
 

@@ -2,11 +2,11 @@
 index scored with BM25 (Okapi, k1 = 1.2, b = 0.75).
 
 The database stays the only truth: the index is a copy labelled with the scope's revision
-(`recall/index.py` keeps it fresh, and says when a write is in flight). It holds what a result
+(`recall/coherence.py` keeps it fresh, and says when a write is in flight). It holds what a result
 shows (text, namespace, key, version, author, dates), so a recall of a settled scope answers
 from it; while a write is in flight, `recall` reads the ranked memories back from the database.
 
-Scores (`Ranked`; a recall shows `Ranked.score`, `recall/fusion.py`): `similarity` is the
+Scores (`Ranked`; a recall shows `Ranked.score`, `recall/inprocess/fusion.py`): `similarity` is the
 cosine of the query and the memory; `text` is the memory's BM25 over the query divided by the
 BM25 a memory of average length holding each query token once would earn (the sum of the tokens'
 idf), capped at 1: 1.0 means "holds every query word", and it means the same for every query.
@@ -25,8 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mongogate import scoring
 from mongogate.clock import as_utc
-from mongogate.recall import fusion
+from mongogate.recall import documents as rd
+from mongogate.recall.inprocess import fusion
+from mongogate.recall.scope_filter import matches_all
 from mongogate.recall.vectors import unpack
 from mongogate.textrank import tokens
 from mongogate.values import Doc
@@ -34,13 +37,13 @@ from mongogate.values import Doc
 K1 = 1.2
 B = 0.75
 #: what a result shows of a memory (`pages.item_of` reads these), kept per row
-ITEM_KEYS = ("namespace", "key", "text", "metadata", "version", "author", "created_at", "updated_at")
+ITEM_KEYS = ("namespace", "key", "text", "metadata", rd.VERSION, "author", "created_at", rd.UPDATED_AT)
 #: fields the index keeps of a memory: what a recall filters or ranks on, and what it shows
 INDEX_FIELDS = {
     "embedding": 1,
-    "embedding_model": 1,
-    "ns_path": 1,
-    "expires_at": 1,
+    rd.EMBEDDING_MODEL: 1,
+    rd.NS_PATH: 1,
+    rd.EXPIRES_AT: 1,
     **dict.fromkeys(ITEM_KEYS, 1),
 }
 #: a rough byte cost per posting (dict slot, int key and value) and per memory (id, row state)
@@ -56,19 +59,30 @@ class Ranked:
     matched: frozenset[str]
     #: the memory has a vector of the query's model (a meaning match, however weak)
     has_vector: bool = False
-    #: what `rank` ordered by, in [0, 1] (`recall/fusion.py`): the memory's own evidence
+    #: what `rank` ordered by, in [0, 1] (`fusion.py`): the memory's own evidence
     fused: float = 0.0
     #: the best fused score of the same ranking (its first memory's `fused`)
     best: float = 0.0
-    #: the ranking's best match has evidence on one side (`fusion.evidenced`)
+    #: the ranking's best match has evidence on one side (`scoring.evidenced`)
     evidenced: bool = True
 
     @property
     def score(self) -> float:
         """The score a recall shows and `min_score` compares, in [0, 1], in `rank`'s order:
-        mostly the ranking's best fused score, a tenth the memory's own (`fusion.shown`); only
+        mostly the ranking's best fused score, a tenth the memory's own (`scoring.shown`); only
         the tenth when the best match has no evidence on either side."""
-        return fusion.shown(self.fused, max(self.best, self.fused), self.evidenced)
+        return scoring.shown(self.fused, max(self.best, self.fused), self.evidenced)
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """What every memory of one ranking shares: the query's tokens, whether meaning ranked, the
+    best fused score and whether the best match is evidence."""
+
+    asked: set[str]
+    by_meaning: bool
+    best: float
+    evidenced: bool
 
 
 @dataclass
@@ -92,8 +106,10 @@ class ScopeIndex:
         self.dims = dims
         self.rev = rev
         #: the write signal's stamp taken before the revision read that last found no write in
-        #: flight (`index.IndexCache.fresh`): while the stamp is the same, no read is needed
+        #: flight (`coherence.Coherence.refresh`): while the stamp is the same, no read is needed
         self.verified: tuple[int, int] | None = None
+        #: the incarnation of the scope's revision document the index was read at (`coherence.born`)
+        self.born: object = None
         self.rows: list[_Row] = []
         self.where: dict[str, int] = {}
         self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
@@ -129,8 +145,8 @@ class ScopeIndex:
             later[:at] = self.expiries[:at]
             self.expiries = later
         self.matrix[at] = 0.0 if vec is None else vec
-        ns = doc.get("ns_path") or []
-        expires = doc.get("expires_at")
+        ns = doc.get(rd.NS_PATH) or []
+        expires = doc.get(rd.EXPIRES_AT)
         self.rows.append(
             _Row(
                 mid,
@@ -185,7 +201,7 @@ class ScopeIndex:
 
     def _vector(self, doc: Doc) -> npt.NDArray[np.float32] | None:
         raw = doc.get("embedding")
-        if raw is None or doc.get("embedding_model") != self.model:
+        if raw is None or doc.get(rd.EMBEDDING_MODEL) != self.model:
             return None
         try:
             vec = np.array(unpack(raw), dtype=np.float32)
@@ -225,17 +241,12 @@ class ScopeIndex:
         weight_vector: float,
     ) -> list[Ranked]:
         """The `depth` best live memories matching the filters, best first (ties by id), by the
-        fused score of `recall/fusion.py`: the direct score, or a hop from the best direct match
-        when that is higher; memories holding the same tokens as a better one left out."""
+        fused score of `recall/inprocess/fusion.py`: the direct score, or a hop from the best
+        direct match when that is higher; memories holding the same tokens as a better one left out."""
         n = len(self.rows)
         if n == 0:
             return []
-        sims = np.zeros(n, dtype=np.float32)
-        if vector is not None:
-            q = np.asarray(vector, dtype=np.float32)
-            qn = float(np.linalg.norm(q))
-            if qn > 0 and math.isfinite(qn):
-                sims = self.matrix[:n] @ (q / qn)
+        sims = self._similarities(vector, n)
         text = self.text_scores(query_tokens)
         usable = self._usable(now, ns_path, metadata)
         if not usable.any():
@@ -243,38 +254,73 @@ class ScopeIndex:
         direct = fusion.direct(text, sims, weight_text, weight_vector)
         scores = np.where(usable, direct, -np.inf)
         if weight_text > 0 and query_tokens:
-            start = self._best(scores)
-            if scores[start] > 0:
-                held = self.rows[start].terms
-                words = fusion.hop_terms(held, query_tokens, self._df)
-                if words:
-                    hopped = fusion.second_hop(scores, start, self.text_scores(words))
-                    scores = np.where(usable, hopped, -np.inf)
+            scores = self._hopped(scores, usable, query_tokens)
+        kept = self._top(scores, usable, depth)
+        best = float(scores[kept[0]]) if kept else 0.0
+        both = vector is not None and weight_text > 0 and weight_vector > 0
+        evidenced = self._evidenced(kept[0], sims, query_tokens) if kept and both else True
+        shown = _Shown(set(query_tokens), vector is not None and weight_vector > 0, best, evidenced)
+        return [self._ranked(i, sims, text, scores, shown) for i in kept]
+
+    def _similarities(self, vector: list[float] | None, n: int) -> npt.NDArray[np.float32]:
+        """Each row's cosine with the query's vector (zeros without one, or a zero or non-finite one)."""
+        sims = np.zeros(n, dtype=np.float32)
+        if vector is None:
+            return sims
+        q = np.asarray(vector, dtype=np.float32)
+        qn = float(np.linalg.norm(q))
+        if qn > 0 and math.isfinite(qn):
+            sims = self.matrix[:n] @ (q / qn)
+        return sims
+
+    def _hopped(
+        self, scores: npt.NDArray[np.float64], usable: npt.NDArray[np.bool_], query_tokens: list[str]
+    ) -> npt.NDArray[np.float64]:
+        """The scores with one hop from the best direct match (`fusion.second_hop`), where it has
+        words that link it to other memories."""
+        start = self._best(scores)
+        if not scores[start] > 0:
+            return scores
+        words = fusion.hop_terms(self.rows[start].terms, query_tokens, self._df)
+        if not words:
+            return scores
+        hopped = fusion.second_hop(scores, start, self.text_scores(words))
+        return np.where(usable, hopped, -np.inf)
+
+    def _top(self, scores: npt.NDArray[np.float64], usable: npt.NDArray[np.bool_], depth: int) -> list[int]:
+        """The rows of the `depth` best scores, best first (ties by id), distinct by tokens."""
+        n = len(self.rows)
         k = min(depth * 4 + 16, int(usable.sum()))  # room for the memories `distinct` leaves out
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), self.rows[i].id))
         order = [i for i in order if scores[i] > -np.inf]
-        kept = fusion.distinct(order, lambda i: frozenset(self.rows[i].terms.items()), depth)
-        qset = set(query_tokens)
-        best = float(scores[kept[0]]) if kept else 0.0
-        evidenced = True
-        if kept and vector is not None and weight_text > 0 and weight_vector > 0:
-            top_row = self.rows[kept[0]]
-            cos = float(sims[kept[0]]) if top_row.has_vector else 0.0
-            evidenced = fusion.evidenced(cos, self.share(top_row.terms, query_tokens))
-        return [
-            Ranked(
-                self.rows[i].id,
-                float(sims[i]) if self.rows[i].has_vector else 0.0,
-                float(text[i]),
-                frozenset(t for t in qset if t in self.rows[i].terms),
-                self.rows[i].has_vector and vector is not None and weight_vector > 0,
-                fused=float(scores[i]),
-                best=best,
-                evidenced=evidenced,
-            )
-            for i in kept
-        ]
+        return fusion.distinct(order, lambda i: frozenset(self.rows[i].terms.items()), depth)
+
+    def _evidenced(self, first: int, sims: npt.NDArray[np.float32], query_tokens: list[str]) -> bool:
+        """Whether the ranking's best match is evidence on one side (`scoring.evidenced`)."""
+        top_row = self.rows[first]
+        cos = float(sims[first]) if top_row.has_vector else 0.0
+        return scoring.evidenced(cos, self.share(top_row.terms, query_tokens))
+
+    def _ranked(
+        self,
+        i: int,
+        sims: npt.NDArray[np.float32],
+        text: npt.NDArray[np.float64],
+        scores: npt.NDArray[np.float64],
+        shown: _Shown,
+    ) -> Ranked:
+        row = self.rows[i]
+        return Ranked(
+            row.id,
+            float(sims[i]) if row.has_vector else 0.0,
+            float(text[i]),
+            frozenset(t for t in shown.asked if t in row.terms),
+            row.has_vector and shown.by_meaning,
+            fused=float(scores[i]),
+            best=shown.best,
+            evidenced=shown.evidenced,
+        )
 
     def text_scores(self, query_tokens: list[str]) -> npt.NDArray[np.float64]:
         """Each row's BM25 over the query's tokens divided by the sum of their idf (what a memory
@@ -343,13 +389,6 @@ class ScopeIndex:
             return out
         for i, row in enumerate(self.rows):
             elsewhere = ns_path is not None and ns_path not in row.ns_path
-            if elsewhere or not all(matches(row.metadata.get(k), v) for k, v in metadata.items()):
+            if elsewhere or not matches_all(row.metadata, metadata):
                 out[i] = False
         return out
-
-
-def matches(held: object, wanted: object) -> bool:
-    """MongoDB's equality on a field: equal, or an array holding the value."""
-    if held == wanted:
-        return True
-    return isinstance(held, list) and wanted in held

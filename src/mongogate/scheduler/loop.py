@@ -281,13 +281,9 @@ class WorkerLoop:
     def _next_wait(
         self, found: Scan, now: datetime, claimed: int, lost: int, parked: int, raced: bool
     ) -> float:
-        """How long to wait after this pass, and where the next one starts. A full batch in which
-        nothing moved (others' agents, ticks in flight): look behind it next time, so what cannot be
-        claimed never hides what can."""
-        moved = claimed or lost or parked
-        last = found.due[-1] if found.due else None
-        stuck = found.full and last is not None and not moved
-        self._after = ((sd.next_run_at(last) or now), last[sd.ID]) if stuck and last else None
+        """How long to wait after this pass, and where the next one starts (`_look_behind`)."""
+        moved = bool(claimed or lost or parked)
+        self._after = _look_behind(found, now, moved)
         if found.due and (found.full or raced) and (moved or self._after is not None):
             # More may be due behind this batch; if others won everything, yield briefly.
             # A batch that was not full held every due document: this worker took its
@@ -438,3 +434,12 @@ class WorkerLoop:
         if claim.abandoned:
             ev = TickEvent(agent.key, "missed", None, worker, "abandoned", missed_slots=claim.abandoned)
             await notify(agent.on_missed, ev)
+
+
+def _look_behind(found: Scan, now: datetime, moved: bool) -> tuple[datetime, object] | None:
+    """Where the next scan starts: after a full batch in which nothing moved (others' agents, ticks
+    in flight), behind its last document, so what cannot be claimed never hides what can."""
+    last = found.due[-1] if found.due else None
+    if not found.full or last is None or moved:
+        return None
+    return (sd.next_run_at(last) or now), last[sd.ID]

@@ -34,7 +34,9 @@ async def test_a_subject_erased_under_tenant_wide_conversations_is_named_by_no_s
     settings = make_settings(engine_uri, db_name, tmp_path, auth=jwt_auth(), audit={"sink": "mongodb"})
     await seed(settings)
     before = await snapshot(mongo, db_name)
-    authored = [i for i, d in before["summaries"].items() if d.get("tenant") == "acme" and d.get("author") == "alice"]
+    authored = [
+        i for i, d in before["summaries"].items() if d.get("tenant") == "acme" and d.get("author") == "alice"
+    ]
     assert len(authored) == 1  # alice's compaction, in the tenant's conversations
 
     receipt = await mongogate.erase(settings, "acme", "alice")

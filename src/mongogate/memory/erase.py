@@ -68,7 +68,7 @@ def notes(target: Target) -> tuple[str, ...]:
     return (
         'conversations stored for the whole tenant ([memory] conversations = "tenant", or '
         '[memory.long_term] scope = "tenant") carry no subject: a subject\'s erasure cannot tell '
-        "them apart; they go with the tenant's",
+        "them apart; they go with the tenant's (the summaries it stored there lose their author)",
     )
 
 

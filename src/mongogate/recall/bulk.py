@@ -354,6 +354,7 @@ async def _insert(
         async with store.writing(scope, ends_on=(MongogateError, PyMongoError)):  # bumped in `finally`
             try:
                 await store.memories.insert_many([doc for _, doc in fresh], ordered=False)
+                store.at("import.after_insert")
             finally:  # whatever landed is named to every process's index (recall/coherence.py)
                 await store.changed(scope, *(str(doc["_id"]) for _, doc in fresh), alive=None)
     except BulkWriteError as e:

@@ -4,7 +4,10 @@ against an empty scope measured in the same run, interleaved round by round (iss
     python benchmarks/remember_scale.py [--sizes 1000,10000] [--rounds 12] [--burst 100] [--no-write]
 
 Scopes, each filled through `recall.bulk.import_lines` (what `mongogate memory import` runs) with
-keyed memories: `empty` (the baseline), one per size with room to grow (`max_per_scope` 10,000,000),
+keyed memories: `empty` (the baseline), `empty, 256 writes` (an empty scope after 128 remembers
+and forgets: its revision document names its last 256 writes, as the imported scopes' do: the one
+thing a scope carries that grows, bounded, with its writes), one per size with room to grow
+(`max_per_scope` 10,000,000),
 and `full`: the largest size imported into a store whose `max_per_scope` is that size (the
 default 10,000), where a new fact is refused (`quota_exceeded`) and a keyed remember an update.
 Each round runs, per scope and in a rotated order: recall, remember of a new unkeyed fact,
@@ -39,6 +42,7 @@ from mongogate.config import load_settings
 from mongogate.db import Database
 from mongogate.errors import QuotaExceeded
 from mongogate.recall.bulk import import_lines, read_lines
+from mongogate.recall.coherence import CHANGES
 from mongogate.recall.embedding import make_embedder
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
@@ -158,6 +162,13 @@ async def run(sizes: list[int], rounds: int, burst: int) -> str:
             await full.ensure_indexes()  # each store learns there are no uuid-id memories
             await embedder.embed(["warm up"])
             plan: list[tuple[str, LongTermMemory, MemoryScope]] = [("empty", store, MemoryScope("empty"))]
+            # an empty scope whose revision document names its last CHANGES writes, as any scope's
+            # does after that many writes (an import's included): what the 10,000 scopes carry
+            warm = MemoryScope("warm")
+            for i in range(CHANGES // 2):
+                gone = await store.remember(warm, f"A passing fact {i}.")
+                await store.forget(warm, id=gone.id)
+            plan.append((f"empty, {CHANGES} writes", store, warm))
             targets = [(f"{n:,}", store, n) for n in sizes] + [(f"{max(sizes):,} full", full, max(sizes))]
             for name, st, n in targets:
                 scope = MemoryScope(f"s{len(plan)}")

@@ -319,6 +319,7 @@ def test_mongoeco_find_semantics_has_the_fields_the_fast_id_engine_reads() -> No
     assert "operation_context" in inspect.signature(SQLiteEngine._get_document_sync).parameters
     recorded = inspect.signature(SQLiteEngine._record_operation_metadata).parameters
     assert {"operation", "comment", "max_time_ms", "hint"} <= set(recorded)
+    assert list(inspect.signature(SQLiteEngine._run_blocking).parameters)[:2] == ["self", "func"]
 
 
 PROJECTIONS: list[dict[str, Any] | None] = [
@@ -354,6 +355,60 @@ def test_a_find_by_id_answers_as_the_engines_own_scan(
         scanned = answer(coll, {"_id": {"$eq": doc_id}}, projection)
         assert fast == scanned
         assert (fast is None) == (doc_id == "absent")
+
+
+IN_LISTS: list[list[object]] = [
+    ["scope-1", "absent"],
+    [ObjectId("6b0f6250940860c3b9c317a8"), "scope-1", "scope-1", "absent"],  # each document once
+    ["absent", "also absent"],
+    [1, "scope-1"],  # a numeric id: the scan
+    [{"a": 1}],
+]
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+@pytest.mark.parametrize("projection", [None, {"rev": 1}, {"changes": 0}, {"_id": 0, "rev": 1}])
+@pytest.mark.parametrize("ids", IN_LISTS)
+def test_a_find_of_ids_in_a_list_answers_as_the_engines_own_scan(
+    engine_uri: str, db_name: str, ids: list[object], projection: dict[str, Any] | None
+) -> None:
+    """`{_id: {$in: [...]}}` by primary-key reads (the bulk import's one read of a batch) gives
+    the documents mongoeco's scan gives (`$and` around it takes the scan), in any order."""
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        stored: list[object] = ["scope-1", ObjectId("6b0f6250940860c3b9c317a8"), 1, 2, {"a": 1}, "other"]
+        coll.insert_many([{"_id": i, "rev": n, "changes": ["a", "b"]} for n, i in enumerate(stored)])
+        fast = sorted(map(repr, coll.find({"_id": {"$in": ids}}, projection)))
+        scanned = sorted(map(repr, coll.find({"$and": [{"_id": {"$in": ids}}]}, projection)))
+        assert fast == scanned
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_only_a_plain_find_of_string_or_object_ids_in_a_list_takes_the_primary_key_reads(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No limit, sort, skip or time limit, no second condition, strings and ObjectIds only."""
+    taken: list[list[object]] = []
+    original = mongoeco.FastIdEngine._many
+
+    def counting(self: Any, db: str, coll: str, ids: list[object], semantics: Any, context: Any) -> Any:
+        if db == db_name:
+            taken.append(ids)
+        return original(self, db, coll, ids, semantics, context)
+
+    with MongoClient[dict[str, Any]](engine_uri) as client:
+        coll = client[db_name]["c"]
+        coll.insert_many([{"_id": "a", "n": 1}, {"_id": "b", "n": 2}, {"_id": 3, "n": 3}])
+        monkeypatch.setattr(mongoeco.FastIdEngine, "_many", counting)
+        assert sorted(d["n"] for d in coll.find({"_id": {"$in": ["b", "a", "b", "z"]}})) == [1, 2]
+        assert taken == [["b", "a", "z"]]
+        assert len(list(coll.find({"_id": {"$in": ["a", "b"]}}, limit=1))) == 1
+        assert [d["n"] for d in coll.find({"_id": {"$in": ["a", "b"]}}, sort=[("n", -1)])] == [2, 1]
+        assert [d["n"] for d in coll.find({"_id": {"$in": ["a", "b"]}}, skip=1, sort=[("n", 1)])] == [2]
+        assert list(coll.find({"_id": {"$in": ["a", "b"]}, "n": 2})) == [{"_id": "b", "n": 2}]
+        assert [d["n"] for d in coll.find({"_id": {"$in": ["a", 3]}}, sort=[("n", 1)])] == [1, 3]
+        assert list(coll.find({"_id": {"$in": []}})) == []
+        assert taken == [["b", "a", "z"]]
 
 
 def answer(coll: Any, query: dict[str, Any], projection: dict[str, Any] | None) -> object:

@@ -17,9 +17,12 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LongTermSettings
 from mongogate.recall.bulk import LINE_SLACK, export_lines, import_lines, read_lines
-from mongogate.recall.model import MemoryScope
+from mongogate.recall.documents import REVISIONS
+from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.store import LongTermMemory
 from tests.helpers import EXE
+from tests.recall.conftest import BrokenEmbedder
+from tests.recall.test_writes import Commands, filters
 
 pytestmark = pytest.mark.anyio
 
@@ -210,3 +213,61 @@ async def test_an_export_file_is_private_to_its_owner(engine_uri: str, db_name: 
             assert done.returncode == 0, done.stderr
         assert out.stat().st_mode & 0o077 == 0, oct(out.stat().st_mode)
         assert "korMoran-77" in out.read_text(encoding="utf-8")
+
+
+async def test_a_rerun_reads_each_batch_once_by_id_and_writes_nothing(
+    engine_uri: str, db_name: str, clock: ManualClock, embedder: BrokenEmbedder, settings: LongTermSettings
+) -> None:
+    """Broke before (issue 38 item 5): a re-run embedded every line again, inserted it again (a
+    duplicate `_id` each), read each one back with its own `find_one` and bumped the scope's
+    revision naming every line (every process's index re-read them): 1.9-2.8x the first import
+    at 10,000 lines. Now a batch is one revision read and one find of its derived ids; nothing is
+    embedded (the model may be down), written or bumped."""
+    listener = Commands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        engine_uri, tz_aware=True, event_listeners=[listener]
+    )
+    try:
+        store = LongTermMemory(client[db_name], settings, embedder, clock)
+        await store.ensure_indexes()
+        rows = [{"text": f"Fact {i} about the harbour.", "key": f"k{i}"} for i in range(30)]
+        rows += [{"text": "An unkeyed fact about the harbour."}, GOOD[1]]
+        first = await import_lines(store, ACME, lines_of(jsonl(*rows)), batch=12)
+        assert first.counts() == {"created": 32, "updated": 0, "unchanged": 0, "bad": 0}
+        rev = await store.revisions.find_one({"_id": scope_key(ACME)})
+        embedder.broken = True
+        listener.on = True
+        again = await import_lines(store, ACME, lines_of(jsonl(*rows)), batch=12)
+        listener.on = False
+        assert again.counts() == {"created": 0, "updated": 0, "unchanged": 32, "bad": 0}
+        sent = [(c["_name"], c[c["_name"]]) for c in listener.seen]
+        assert sent == [("find", REVISIONS), ("find", "memories")] * 3  # batches of 12, 12 and 8
+        assert all(set(f) == {"_id"} for c in listener.seen for f in filters(c))
+        assert await store.revisions.find_one({"_id": scope_key(ACME)}) == rev
+    finally:
+        await client.close()
+
+
+async def test_a_rerun_names_a_killed_batch_to_every_index(
+    ltm: LongTermMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose process died between its insert and its revision bump (the scope's write left
+    in flight): the re-run finds its lines stored and unchanged, and still names them in a bump,
+    so an index loaded before finds them at once, not only once the write's lease has passed."""
+    await import_lines(ltm, ACME, lines_of(jsonl(GOOD[3])))
+    await ltm.recall(ACME, "office wifi password", min_score=0)  # loads the scope's index
+
+    async def killed(*args: object, **kwargs: object) -> None:
+        raise SystemExit("killed between the insert and its bump")
+
+    with monkeypatch.context() as m:
+        m.setattr(ltm, "changed", killed)
+        with pytest.raises(SystemExit):
+            await import_lines(ltm, ACME, lines_of(jsonl(*GOOD[:3])))
+    assert await ltm.memories.count_documents({"tenant": "acme"}) == 4
+    lost = await ltm.recall(ACME, "office wifi password", min_score=0)
+    assert GOOD[0]["text"] not in [m.text for m in lost.memories]
+    again = await import_lines(ltm, ACME, lines_of(jsonl(*GOOD)))
+    assert again.counts() == {"created": 0, "updated": 0, "unchanged": 4, "bad": 0}
+    found = await ltm.recall(ACME, "office wifi password", min_score=0)
+    assert found.memories and found.memories[0].text == GOOD[0]["text"]

@@ -23,6 +23,7 @@ from mongogate.recall.embedding import LOCAL_MODEL, LocalEmbedder
 from mongogate.recall.reembedding import COLLECTION, reembed, stale_counts
 from mongogate.recall.vectors import pack, unpack
 from tests.helpers import EXE
+from tests.recall.test_writes import Commands
 
 pytestmark = pytest.mark.anyio
 
@@ -212,3 +213,29 @@ async def test_a_batch_spanning_more_scopes_than_open_files_is_re_embedded(
     assert done.returncode == 0, done.stderr[-2000:]
     n = len(docs)
     assert done.stdout.splitlines()[0] == f"re-embedded {n} of {n} memories with {LOCAL_MODEL}"
+
+
+async def test_a_run_reads_the_collection_once_and_writes_each_memory_by_id_alone(
+    engine_uri: str, db_name: str
+) -> None:
+    """Broke before (issue 38): each batch was a query of its own (a scan of the collection on the
+    embedded engine) and each update filtered on `_id`, `version` and `embedding_model` (a second
+    field in the filter scans too). Now one query for the run and updates by `_id` alone, the
+    condition inside the update (a changed memory is still skipped: the test above)."""
+    listener = Commands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        engine_uri, tz_aware=True, event_listeners=[listener]
+    )
+    try:
+        db, _ = await seed(client, db_name)
+        listener.on = True
+        report = await reembed(db, LocalEmbedder(), batch_size=3)
+        listener.on = False
+        assert report.reembedded == 9
+        mine = [c for c in listener.seen if c.get(c["_name"]) == COLLECTION]
+        # the stale memories read once, then counted once at the end (`remaining`)
+        assert [c["_name"] for c in mine if c["_name"] in ("find", "aggregate")] == ["find", "aggregate"]
+        updates = [u for c in mine if c["_name"] == "update" for u in c["updates"]]
+        assert len(updates) == 9 and all(set(u["q"]) == {"_id"} for u in updates)
+    finally:
+        await client.close()

@@ -63,6 +63,13 @@ takes the original path. It reads and calls ``_lock``, ``_get_document_sync``,
 ``_lookup_collection_id`` (pinned). Measured: a ``find_one`` by ``_id`` of a revision document
 0.88 ms against 1.09-1.26 ms (p50 of 400, interleaved, a ``ping`` 0.36-0.47 ms); through a worker
 without the scan reader it was no faster (1.01-1.22 ms); docs/decisions/recall-index.md.
+
+A find of ``{"_id": {"$in": [ids]}}`` (strings and ObjectIds only, no limit, the same other
+conditions) is answered the same way: each id's primary-key read, all of them on one worker
+under the engine's lock (``_run_blocking``, pinned), each document once, in the order of the
+list (a find without a sort promises no order). mongoeco scans the collection for ``$in``:
+256 ids at 10,000 documents took 3.1-4.1 s, where 256 ``find_one`` took 0.35-0.6 s; the bulk
+import reads a batch's stored memories in one such find (docs/decisions/recall-writes.md).
 """
 
 from __future__ import annotations
@@ -127,13 +134,35 @@ class FlatInsertEngine(SessionSafeEngine):
 def by_id(semantics: Any, context: object) -> str | ObjectId | None:
     """The `_id` of a find the primary-key read answers exactly as the scan would (module
     docstring), else None."""
+    f = semantics.filter_spec
+    if semantics.limit != 1 or not plain_read(semantics, context) or not isinstance(f, dict) or len(f) != 1:
+        return None
+    doc_id = f.get("_id")
+    return doc_id if isinstance(doc_id, (str, ObjectId)) else None
+
+
+def by_ids(semantics: Any, context: object) -> list[str | ObjectId] | None:
+    """The `_id`s of a find of `{_id: {$in: [...]}}` the primary-key reads answer as the scan
+    would (module docstring: strings and ObjectIds only, no limit), each once, else None."""
+    f = semantics.filter_spec
+    if semantics.limit or not plain_read(semantics, context) or not isinstance(f, dict) or len(f) != 1:
+        return None
+    cond = f.get("_id")
+    ids = cond.get("$in") if isinstance(cond, dict) and len(cond) == 1 else None
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, (str, ObjectId)) for i in ids):
+        return None
+    return list(dict.fromkeys(ids))
+
+
+def plain_read(semantics: Any, context: object) -> bool:
+    """A read nothing but its filter and a plain projection decides: outside a transaction, no
+    skip, sort, hint, collation, text query or time limit."""
     operation = semantics.operation_context
-    plain = (
+    return (
         operation is not None
         and operation.session is context  # mongoeco 4.11 passes the read's own session: a read
         # whose operation names another one takes the scan
         and not getattr(context, "in_transaction", False)
-        and semantics.limit == 1
         and not semantics.skip
         and semantics.sort is None
         and semantics.hint is None
@@ -142,11 +171,6 @@ def by_id(semantics: Any, context: object) -> str | ObjectId | None:
         and semantics.max_time_ms is None
         and plain_projection(semantics.projection)
     )
-    f = semantics.filter_spec
-    if not plain or not isinstance(f, dict) or len(f) != 1:
-        return None
-    doc_id = f.get("_id")
-    return doc_id if isinstance(doc_id, (str, ObjectId)) else None
 
 
 def plain_projection(projection: object) -> bool:
@@ -177,9 +201,12 @@ class FastIdEngine(FlatInsertEngine):
         self, db_name: str, coll_name: str, semantics: Any, *, context: Any = None
     ) -> Any:
         doc_id = by_id(semantics, context) if self.primary_key_reads else None
-        if doc_id is None:
-            return super().scan_find_semantics(db_name, coll_name, semantics, context=context)
-        return self._one(db_name, coll_name, doc_id, semantics, context)
+        if doc_id is not None:
+            return self._one(db_name, coll_name, doc_id, semantics, context)
+        ids = by_ids(semantics, context) if self.primary_key_reads else None
+        if ids is not None:
+            return self._many(db_name, coll_name, ids, semantics, context)
+        return super().scan_find_semantics(db_name, coll_name, semantics, context=context)
 
     async def _one(
         self, db_name: str, coll_name: str, doc_id: Any, semantics: Any, context: Any
@@ -205,6 +232,31 @@ class FastIdEngine(FlatInsertEngine):
             )
         if doc is not None:
             yield doc
+
+    async def _many(
+        self, db_name: str, coll_name: str, ids: list[Any], semantics: Any, context: Any
+    ) -> AsyncIterator[Any]:
+        """`{_id: {$in: ids}}`: each id's primary-key read, all on one worker under the engine's
+        lock (one snapshot, the TTL purge as every read does it), in the order of `ids`."""
+        self._record_operation_metadata(
+            context, operation="scan_collection", comment=semantics.comment, max_time_ms=None, hint=None
+        )
+        operation = semantics.operation_context
+        docs = await self._run_blocking(  # type: ignore[no-untyped-call]
+            self._get_documents_sync, db_name, coll_name, ids, semantics.projection, operation
+        )
+        for doc in docs:
+            yield doc
+
+    def _get_documents_sync(
+        self, db_name: str, coll_name: str, ids: list[Any], projection: Any, operation: Any
+    ) -> list[Any]:
+        with self._lock:
+            found = (
+                self._get_document_sync(db_name, coll_name, i, projection, operation_context=operation)
+                for i in ids
+            )
+            return [doc for doc in found if doc is not None]
 
     def _nothing_to_purge(self, db_name: str, coll_name: str, operation: Any) -> bool:
         """The TTL purge every read starts with would delete nothing: no TTL index, or none of its

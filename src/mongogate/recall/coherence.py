@@ -223,17 +223,25 @@ class Coherence:
         return token
 
     async def bump(
-        self, key: str, *ids: str, token: str | None = None, inc: Mapping[str, int] | None = None
+        self,
+        key: str,
+        *ids: str,
+        token: str | None = None,
+        inc: Mapping[str, int] | None = None,
+        least: Mapping[str, object] | None = None,
     ) -> None:
         """The scope's revision + 1 per document that changed, naming each (one change per
         revision is what a patch reads), and the write `token` (from `begin`) no longer in flight.
         A bulk write names many in one update; more than `CHANGES` make every copy rebuild.
-        `inc`: other counters of the revision document moved in the same update (with `ids` only;
-        long-term memory's quota counter `held`)."""
+        `inc`: other counters of the revision document moved in the same update, `least`: other
+        fields lowered to at most these values (`$min`); with `ids` only (long-term memory's
+        quota, `recall/quota.py`)."""
         update: Doc = {}
         if ids:
             update["$inc"] = {"rev": len(ids), **(inc or {})}
             update["$push"] = {"changes": {"$each": list(ids), "$slice": -CHANGES}}
+            if least:
+                update["$min"] = dict(least)
         if token is not None:
             update["$unset"] = {f"pending.{token}": ""}
         if update:

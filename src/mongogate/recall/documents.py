@@ -19,12 +19,14 @@ from bson.binary import Binary
 from mongogate.memory_scope import ScopeFields
 
 __all__ = [
+    "COUNT",
     "COUNTED",
     "EMBEDDING_MODEL",
     "EXPIRES_AT",
     "HELD",
     "MEMORIES",
     "MEMORY_ID",
+    "MOVES",
     "NS_PATH",
     "OWNER",
     "REVISIONS",
@@ -33,6 +35,7 @@ __all__ = [
     "UPDATED_AT",
     "VERSION",
     "VERSIONS",
+    "CountDoc",
     "MemoryDoc",
     "RevisionDoc",
     "ScopeFields",
@@ -55,6 +58,9 @@ MEMORY_ID: Final = "memory_id"
 #: `memory_revisions`: the quota counter and whether the scope was counted once (`quota.py`)
 HELD: Final = "held"
 COUNTED: Final = "counted"
+#: what the last count of a scope found, and the moves it was counted at (`recall/quota.py`)
+COUNT: Final = "count"
+MOVES: Final = "moves"
 
 MEMORIES: Final = "memories"
 VERSIONS: Final = "memory_versions"
@@ -107,6 +113,14 @@ class VersionDoc(ScopeFields):
     expires_at: datetime | None
 
 
+class CountDoc(TypedDict):
+    """What a count of a scope's memories found (`recall/quota.py`)."""
+
+    moves: int
+    alive: int
+    until: datetime
+
+
 class RevisionDoc(TypedDict, total=False):
     """A document of `memory_revisions`, `_id` the scope's key (`recall/model.py` scope_key):
     written only by `$inc`, `$push`, `$set` and `$unset` (`coherence.Coherence.begin`, `bump`,
@@ -124,3 +138,8 @@ class RevisionDoc(TypedDict, total=False):
     #: memories held against `max_per_scope` (`recall/quota.py`), and whether it was counted once
     held: int
     counted: bool
+    #: +1 per change of the scope's live memories in number or expiry (a create, a delete, an
+    #: expiry set): a `count` taken at another value no longer holds
+    moves: int
+    #: the last count: `moves` when counted, the live memories then, and until when it holds
+    count: CountDoc

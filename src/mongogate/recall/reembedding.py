@@ -33,6 +33,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
+from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS
@@ -106,51 +107,48 @@ async def reembed(
         raise ValueError("batch_size must be 1 or more")
     report = ReembedReport(model=embedder.model)
     coll = db[COLLECTION]
-    last: str | None = None
+    # one read of every stale memory, in `_id` order and in batches (a query per batch scanned
+    # the collection each time on the embedded engine)
+    cursor = coll.find(_stale(embedder.model), _FIELDS, sort=[("_id", ASCENDING)], batch_size=batch_size)
     while True:
-        query = _stale(embedder.model)
-        if last is not None:  # in _id order, each memory read once per run
-            query = {"$and": [query, {"_id": {"$gt": last}}]}
         try:
-            batch = await coll.find(query, _FIELDS, sort=[("_id", ASCENDING)], limit=batch_size).to_list()
+            batch = await cursor.to_list(batch_size)
         except PyMongoError as e:
             raise StorageError("reading memories to re-embed") from e
         if not batch:
             break
-        last = batch[-1]["_id"]
         report.seen += len(batch)
         vectors = await embedder.embed([str(d.get("text", "")) for d in batch])
         if before_write is not None:
             await before_write(batch)
-        writes = [
-            UpdateOne(
-                {
-                    "_id": d["_id"],
-                    rd.VERSION: d.get(rd.VERSION),
-                    rd.EMBEDDING_MODEL: d.get(rd.EMBEDDING_MODEL),
-                },
-                {
-                    "$set": {
-                        "embedding": pack(vec),
-                        rd.EMBEDDING_MODEL: embedder.model,
-                        "embedding_dims": embedder.dimensions,
-                    }
-                },
-            )
-            for d, vec in zip(batch, vectors, strict=True)
-        ]
+        writes = [_write(d, vec, embedder) for d, vec in zip(batch, vectors, strict=True)]
         try:
             result = await _bracketed(db, batch, partial(coll.bulk_write, writes, ordered=False), clock)
         except PyMongoError as e:
             raise StorageError("writing re-embedded memories") from e
         report.reembedded += result.modified_count
-        report.skipped += len(batch) - result.matched_count
+        report.skipped += len(batch) - result.modified_count
         log.info("re-embedded %d memories (%d so far)", result.modified_count, report.reembedded)
     try:
         report.remaining = await coll.count_documents(_stale(embedder.model))
     except PyMongoError as e:
         raise StorageError("counting memories to re-embed") from e
     return report
+
+
+def _write(doc: Doc, vector: list[float], embedder: Embedder) -> UpdateOne:
+    """The new vector of `doc`, by `_id` alone (flat on the embedded engine, where a second field
+    in the filter scans the collection), applied only if the memory still has the `version` and
+    `embedding_model` read (the condition inside the pipeline: `leases.keep_unless`)."""
+    ok = {
+        "$and": [same(rd.VERSION, doc.get(rd.VERSION)), same(rd.EMBEDDING_MODEL, doc.get(rd.EMBEDDING_MODEL))]
+    }
+    fields = {
+        "embedding": pack(vector),
+        rd.EMBEDDING_MODEL: embedder.model,
+        "embedding_dims": embedder.dimensions,
+    }
+    return UpdateOne({"_id": doc["_id"]}, [keep_unless(ok, {k: literal(v) for k, v in fields.items()})])
 
 
 async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[Any]], clock: Clock) -> Any:

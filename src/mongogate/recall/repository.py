@@ -20,6 +20,7 @@ from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import EmbeddingUnavailable, MongogateError
 from mongogate.recall import documents as rd
+from mongogate.recall import quota
 from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS, VERSIONS
 from mongogate.recall.embedding import Embedder
@@ -74,10 +75,22 @@ class RecallRepository:
             )
         return vectors[0]
 
-    async def changed(self, scope: MemoryScope, *memory_ids: str, held: int = 0) -> None:
+    async def changed(
+        self,
+        scope: MemoryScope,
+        *memory_ids: str,
+        held: int = 0,
+        alive: int | None = 0,
+        expiring: datetime | None = None,
+    ) -> None:
         """After every write of memories: the scope's revision + 1 (every process's index sees it),
-        and `held` added to its quota counter (-1 after a delete; `recall/quota.py`)."""
-        await self.coherence.bump(scope_key(scope), *memory_ids, inc={rd.HELD: held} if held else None)
+        and `held` added to its quota counter (-1 after a delete; `recall/quota.py`). For the
+        quota's kept count, in the same update: `alive`, the live memories the write added (1) or
+        removed (-1), None when not known (a bulk insert); `expiring`, an expiry it set."""
+        inc, least = quota.moved(alive, expiring)
+        if held:
+            inc[rd.HELD] = held
+        await self.coherence.bump(scope_key(scope), *memory_ids, inc=inc or None, least=least or None)
 
     @asynccontextmanager
     async def writing(

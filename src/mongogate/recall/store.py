@@ -167,7 +167,7 @@ class LongTermMemory(RecallRepository):
                     continue  # changed by another call since the read: read it again
                 # bumped even when nothing changed: a retry after a write whose bump was lost
                 # (a crash between the two) makes every process's index see it
-                await self.changed(scope, str(found["_id"]))
+                await self.changed(scope, str(found["_id"]), expiring=expires)
                 return Remembered(str(found["_id"]), ns, k, int(found[rd.VERSION]), "unchanged")
             if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
                 self.at("remember.after_write")
@@ -177,7 +177,7 @@ class LongTermMemory(RecallRepository):
         )
 
     async def _created(self, scope: MemoryScope, doc: Doc, ns: str, k: str | None) -> Remembered:
-        await self.changed(scope, doc["_id"])
+        await self.changed(scope, doc["_id"], alive=1, expiring=doc[rd.EXPIRES_AT])
         self.at("remember.after_write")
         return Remembered(doc["_id"], ns, k, 1, "created")
 
@@ -308,7 +308,7 @@ class LongTermMemory(RecallRepository):
                 # forgotten text under an id no tool reaches
                 await hist.erase(self, scope, mid, v)
             return False
-        await self.changed(scope, mid)
+        await self.changed(scope, mid, expiring=expires)
         if expires != found.get(rd.EXPIRES_AT):
             await hist.set_expiry(self, scope, mid, v + 1, expires)
         await prune(self, scope, mid, v)
@@ -359,7 +359,8 @@ class LongTermMemory(RecallRepository):
                 {"_id": mid}, {"_id": 1, rd.EXPIRES_AT: 1, rd.VERSION: 1}
             )
             self.at("forget.before_bump")
-            await self.changed(scope, mid, held=-1 if gone is not None else 0)
+            live = gone is not None and not expired(gone, self.clock.now())
+            await self.changed(scope, mid, held=-1 if gone is not None else 0, alive=-1 if live else 0)
         return gone
 
     async def _erase(self, scope: MemoryScope, found: Doc) -> None:

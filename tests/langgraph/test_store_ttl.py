@@ -175,8 +175,8 @@ def test_the_sweeper_runs_every_interval_of_the_store_clock(
 def test_a_ttl_config_it_cannot_follow_is_a_clear_error(
     engine_uri: str, db_name: str, tmp_path: Path, kw: dict[str, Any], says: str
 ) -> None:
-    with pytest.raises(InvalidInput, match=says), open_store(engine_uri, db_name, tmp_path, ManualClock(), **kw):
-        pass
+    with pytest.raises(InvalidInput, match=says):
+        open_store(engine_uri, db_name, tmp_path, ManualClock(), **kw).__enter__()
 
 
 def test_a_ttl_out_of_range_is_a_clear_error_and_stores_nothing(

@@ -19,7 +19,7 @@ from pymongo import MongoClient
 
 pytest.importorskip("langgraph.store.memory", reason="needs the extra: pip install 'mongogate[langgraph]'")
 
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, IndexConfig
 from langgraph.store.memory import InMemoryStore
 
 from mongogate.errors import InvalidInput
@@ -87,7 +87,7 @@ def test_where_in_memory_store_raises_a_range_matches_numbers_only(ours: Mongoga
     """InMemoryStore compares float(value) and raises on a missing key, null, a list or text;
     here a range matches numbers (or strings with a string bound) and nothing else, the same in
     the database as in recall's in-process index."""
-    mixed = {
+    mixed: dict[str, dict[str, Any]] = {
         "none": {"n": None},
         "absent": {"other": 1},
         "text": {"n": "5"},
@@ -133,7 +133,7 @@ def test_a_filter_it_cannot_answer_is_a_clear_error(
 
 def test_put_get_delete_and_namespaces_answer_as_in_memory_store(ours: MongogateStore) -> None:
     theirs = InMemoryStore()
-    data = {
+    data: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {
         ("users", "ana"): {
             "diet": {"text": "vegetarian", "tags": ["food"]},
             "pet": {"name": "Bruno", "age": 3},
@@ -197,7 +197,7 @@ def test_index_fields_choose_what_is_embedded(engine_uri: str, db_name: str, tmp
         "office": {"about": "The office moved to Lisbon near the river", "notes": "parking"},
     }
     with MongogateStore.open(
-        make_settings(engine_uri, db_name, tmp_path), tenant="acme", index={"fields": ["about"]}
+        make_settings(engine_uri, db_name, tmp_path), tenant="acme", index=IndexConfig(fields=["about"])
     ) as ours:
         put_both((ours, theirs), ("facts",), items)
         for store in (ours, theirs):
@@ -216,10 +216,15 @@ def test_index_fields_choose_what_is_embedded(engine_uri: str, db_name: str, tmp
             assert [h.key for h in page][-1] == "cookbook" and page[-1].score is None
             assert all(h.score is not None for h in page[:-1]) and len(page) == 5
             assert store.get(("facts",), "cookbook").value == {"about": "vegetarian recipes without meat"}  # type: ignore[union-attr]
-    with MongoClient(engine_uri) as client:
+    client: MongoClient[dict[str, Any]] = MongoClient(engine_uri)
+    with client:
         texts = {m["key"]: m["text"] for m in client[db_name]["memories"].find({})}
     assert texts["diet"] == "Ana is vegetarian and never eats meat" and texts["bike"] == "a red bicycle"
-    copied = {"dims": 256, "embed": embedder.embed_sync, "fields": ["about"]}  # as InMemoryStore takes it
+    copied: Any = {
+        "dims": 256,
+        "embed": embedder.embed_sync,
+        "fields": ["about"],
+    }  # as InMemoryStore takes it
     with pytest.raises(InvalidInput, match="embeds with mongogate's model"):
         MongogateStore.open(
             make_settings(engine_uri, db_name, tmp_path), tenant="acme", index=copied

@@ -34,7 +34,8 @@ def open_store(engine_uri: str, db_name: str, tmp_path: Path, clock: Any, **kw: 
 
 
 def stored(engine_uri: str, db_name: str, key: str) -> int:
-    with MongoClient(engine_uri) as client:
+    client: MongoClient[dict[str, Any]] = MongoClient(engine_uri)
+    with client:
         return client[db_name]["memories"].count_documents({"key": key})
 
 

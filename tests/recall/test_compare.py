@@ -76,7 +76,7 @@ async def held(mongo: AsyncMongoClient[dict[str, object]], db_name: str) -> Any:
 @pytest.mark.parametrize("wanted", FILTERS, ids=repr)
 async def test_the_query_and_the_process_select_the_same_values(held: Any, wanted: Any) -> None:
     found = {d["_id"] async for d in held.find({"metadata.v": condition(wanted)}, {"_id": 1})}
-    expected = {i for i, v in enumerate(HELD) if matches(v, wanted)}
+    expected: set[int | str] = {i for i, v in enumerate(HELD) if matches(v, wanted)}
     if matches(None, wanted):
         expected.add(MISSING)
     assert found == expected, [HELD[i] if isinstance(i, int) else i for i in found ^ expected]

@@ -8,8 +8,9 @@ without a user/assistant/system role is stored as ``tool``), ``content`` the ite
 ``seq`` its place. Every read and write goes through the memory store (`memory/items.py`, built by
 `assembly.memory_store`): `add_items` reserves a block of the session's one counter with one
 atomic ``$inc``, then inserts the block: items of one call stay together and in order, whatever
-runs beside it. Reads are bounded: `get_items` returns at most ``max_items`` (default
-`memory.max_context_limit`).
+runs beside it. `get_items` answers as the SDK's `SQLiteSession` does (every item without a
+limit, read in replies under the wire limit), except that a limit never starts the window inside
+a tool call (`whole_calls`).
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ class MongogateSession:
         self.tenant = check_tenant(tenant, settings)
         self.session_id = check_id(session_id, "session_id", settings.memory.max_id_length)
         self.session_settings = session_settings
-        self.max_items = settings.memory.max_context_limit if max_items is None else max_items
-        if self.max_items < 1:
-            raise InvalidInput("max_items must be at least 1")
+        if max_items is not None and max_items < 1:
+            raise InvalidInput("max_items must be at least 1 (or None: every item, as SQLiteSession reads)")
+        self.max_items = max_items
         self._doc_id = session_doc_id(self.tenant, self.session_id)
         self._bridge = Bridge(settings)
         self._store: MemoryStore | None = None
@@ -111,14 +112,19 @@ class MongogateSession:
     # ------------------------------------------------------------------ the protocol
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The latest `limit` items in order (None: the settings' limit, else all), `max_items` at most."""
+        """Every item in order, as `SQLiteSession` answers (None: the settings' limit, else all;
+        `max_items`, when given, caps a read). A limit keeps the latest items, less any at the
+        window's start that belong to a tool call it cuts (`whole_calls`); 0 reads nothing and a
+        negative limit reads everything, as SQLite's `LIMIT` does."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
-        n = self.max_items if limit is None else min(int(limit), self.max_items)
-        if n <= 0:
+        n = None if limit is None or int(limit) < 0 else int(limit)
+        if self.max_items is not None:
+            n = self.max_items if n is None else min(n, self.max_items)
+        if n == 0:
             return []
-        result: list[TResponseInputItem] = await self._run(self._latest(n))
-        return result
+        items: list[TResponseInputItem] = await self._run(self._latest(n))
+        return whole_calls(items) if n is not None and len(items) == n else items
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if items:
@@ -133,7 +139,7 @@ class MongogateSession:
 
     # ------------------------------------------------------------------ on the bridge's loop
 
-    async def _latest(self, n: int) -> list[Any]:
+    async def _latest(self, n: int | None) -> list[Any]:
         contents = await self.store.latest_items(self.tenant, self._doc_id, n, name=self.session_id)
         return [json.loads(c) for c in contents]
 
@@ -155,6 +161,44 @@ class MongogateSession:
 
     async def _clear(self) -> None:
         await self.store.clear_items(self.tenant, self._doc_id, name=self.session_id)
+
+
+#: each kind of tool output: the kind of the call it answers, the field of the output naming that
+#: call and the call's own field it names (the Responses API's items, as the Agents SDK stores them)
+OUTPUT_OF: dict[str, tuple[str, str, str]] = {
+    "function_call_output": ("function_call", "call_id", "call_id"),
+    "custom_tool_call_output": ("custom_tool_call", "call_id", "call_id"),
+    "computer_call_output": ("computer_call", "call_id", "call_id"),
+    "local_shell_call_output": ("local_shell_call", "call_id", "call_id"),
+    "shell_call_output": ("shell_call", "call_id", "call_id"),
+    "apply_patch_call_output": ("apply_patch_call", "call_id", "call_id"),
+    "tool_search_output": ("tool_search_call", "call_id", "call_id"),
+    "program_output": ("program", "call_id", "call_id"),
+    "mcp_approval_response": ("mcp_approval_request", "approval_request_id", "id"),
+}
+_CALLS = {call: field for call, _, field in OUTPUT_OF.values()}
+
+
+def whole_calls(window: list[Any]) -> list[Any]:
+    """`window` (the latest items) from its first position at which no output answers a call
+    before it: the model API rejects an output whose call it was not sent. Only outputs can be
+    cut from their call (a call comes first), so only the window's start moves."""
+    start = 0
+    while True:
+        calls: set[tuple[str, object]] = set()
+        orphan = -1
+        for i in range(start, len(window)):
+            item = window[i]
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind in _CALLS:
+                calls.add((kind, item.get(_CALLS[kind])))
+            elif kind in OUTPUT_OF:
+                call, link, _ = OUTPUT_OF[kind]
+                if isinstance(item.get(link), str) and (call, item[link]) not in calls:
+                    orphan = i
+        if orphan < 0:
+            return window[start:]
+        start = orphan + 1
 
 
 def _role(item: Any) -> str:

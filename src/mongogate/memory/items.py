@@ -4,10 +4,10 @@ on the same `sessions` and `messages` documents as every conversation and the sa
 Each call of the adapter is one write here: `add` reserves a block of `next_seq` values with one
 atomic `$inc` on the session (creating it on first use, by an insert: both flat in the collection's
 size on the embedded engine), then inserts the block, so the items of one call stay together and
-in order whatever runs beside it; `latest` reads the newest, `pop` deletes the newest, `clear`
-erases the session. The session's `_id` is the adapter's (derived from the tenant), so every read
-and write is by `_id` or by (session, tenant). `name` is the session as its caller knows it, for
-the errors.
+in order whatever runs beside it; `latest` reads the newest (or all of them, in replies under
+the wire limit), `pop` deletes the newest, `clear` erases the session. The session's `_id` is
+the adapter's (derived from the tenant), so every read and write is by `_id` or by (session,
+tenant). `name` is the session as its caller knows it, for the errors.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import DESCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.errors import StorageError
@@ -103,12 +103,19 @@ async def reserve(repo: SessionRepository, tenant: str, sid: str, n: int, *, new
     raise StorageError(f"could not create session {name!r}; retry")
 
 
-async def latest(repo: SessionRepository, tenant: str, sid: str, n: int, *, name: str) -> list[str]:
-    """The contents of the newest `n` messages, oldest first."""
+async def latest(
+    repo: SessionRepository, tenant: str, sid: str, n: int | None, *, batch: int, name: str
+) -> list[str]:
+    """The contents of the newest `n` messages (None: every message), oldest first, read in
+    replies of at most `batch` documents (`values.reply_batch`): a long session is never one reply."""
     try:
-        docs = await repo.messages.find(
-            _of(tenant, sid), {"content": 1, "_id": 0}, sort=[(SEQ, DESCENDING)], limit=n
-        ).to_list()
+        if n is None:
+            found = repo.messages.find(_of(tenant, sid), _CONTENT, sort=[(SEQ, ASCENDING)], batch_size=batch)
+            return [str(d["content"]) for d in await found.to_list()]
+        found = repo.messages.find(
+            _of(tenant, sid), _CONTENT, sort=[(SEQ, DESCENDING)], limit=n, batch_size=batch
+        )
+        docs = await found.to_list()
     except PyMongoError as e:
         raise StorageError(f"could not read session {name!r}") from e
     return [str(d["content"]) for d in reversed(docs)]
@@ -132,6 +139,9 @@ async def clear(repo: SessionRepository, tenant: str, sid: str, *, name: str) ->
         await repo.sessions.delete_one({"_id": sid, TENANT: tenant})
     except PyMongoError as e:
         raise StorageError(f"could not clear session {name!r}") from e
+
+
+_CONTENT: Doc = {"content": 1, "_id": 0}
 
 
 def _of(tenant: str, sid: str) -> Doc:

@@ -93,8 +93,11 @@ class MemoryStore(SessionRepository):
         (`memory/items.py`; the OpenAI Agents session)."""
         await items.add(self, tenant, sid, contents, turn=turn, new=new, name=name)
 
-    async def latest_items(self, tenant: str, sid: str, n: int, *, name: str) -> list[str]:
-        return await items.latest(self, tenant, sid, n, name=name)
+    async def latest_items(self, tenant: str, sid: str, n: int | None, *, name: str) -> list[str]:
+        """The newest `n` items' contents (None: all of them), oldest first, each database reply
+        holding at most what fits under the wire limit at the largest a message can be."""
+        batch = reply_batch(self._max_message_bson(), n or 1 << 30, wire_bytes(self.db))
+        return await items.latest(self, tenant, sid, n, batch=batch, name=name)
 
     async def pop_item(self, tenant: str, sid: str, *, name: str) -> str | None:
         return await items.pop(self, tenant, sid, name=name)

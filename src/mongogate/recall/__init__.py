@@ -22,11 +22,14 @@ from mongogate.recall.checks import (
     MAX_NAMESPACE_CHARS,
     MAX_NAMESPACE_DEPTH,
     MAX_SEGMENT_CHARS,
+    check_metadata,
     check_metadata_filter,
     check_namespace,
 )
+from mongogate.recall.compare import OPERATORS, Compared
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
 from mongogate.recall.erase import ERASURE
+from mongogate.recall.expiry import expired_ids, set_expiries
 from mongogate.recall.history import read_memory
 from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
 from mongogate.recall.model import (
@@ -42,6 +45,7 @@ from mongogate.recall.model import (
 )
 from mongogate.recall.pages import item_json
 from mongogate.recall.reembedding import reembed, stale_counts
+from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.search import path_report
 from mongogate.recall.searchindex.vectors import has_vector_search
 from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory, identity
@@ -56,8 +60,10 @@ __all__ = [
     "MAX_NAMESPACE_CHARS",
     "MAX_NAMESPACE_DEPTH",
     "MAX_SEGMENT_CHARS",
+    "OPERATORS",
     "PAGE_DEFAULT",
     "PAGE_MAX",
+    "Compared",
     "Embedder",
     "History",
     "IndexCache",
@@ -67,12 +73,15 @@ __all__ = [
     "MemoryItem",
     "MemoryPage",
     "MemoryScope",
+    "RecallFilter",
     "RecallMethod",
     "Recalled",
     "Remembered",
     "Version",
+    "check_metadata",
     "check_metadata_filter",
     "check_namespace",
+    "expired_ids",
     "export_lines",
     "has_vector_search",
     "identity",
@@ -85,5 +94,6 @@ __all__ = [
     "read_memory",
     "reembed",
     "scope_for",
+    "set_expiries",
     "stale_counts",
 ]

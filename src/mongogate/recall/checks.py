@@ -16,6 +16,7 @@ from typing import Any
 
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
+from mongogate.recall.compare import OPERATORS, RANGES, Compared, is_number
 from mongogate.values import Doc, check_int, check_query_text, fits_int64, storable, utf8_size
 from mongogate.values import shown as _clip
 
@@ -200,11 +201,40 @@ def _scalar_chars(v: Any, path: str) -> int:
 
 
 def check_metadata_filter(value: object, limits: LimitsSettings) -> Doc:
-    """Exact values to match: top-level keys of metadata, each a string, number, boolean or null."""
-    filt = check_metadata(value, limits, "metadata")
+    """Top-level keys of metadata, each with an exact value (a string, number, boolean or null) or
+    a `compare.Compared` (built by code: a JSON argument cannot hold one)."""
+    compared: dict[str, Compared] = {}
+    rest: object = value
+    if isinstance(value, Mapping):
+        compared = {k: v for k, v in value.items() if isinstance(v, Compared)}
+        rest = {k: v for k, v in value.items() if not isinstance(v, Compared)}
+    filt = check_metadata(rest, limits, "metadata")
     for k, v in filt.items():
         if isinstance(v, dict | list):
             raise InvalidInput(
                 f"metadata.{k}: a filter value must be a string, number, boolean or null (exact match)"
             )
-    return filt
+    for k, c in compared.items():
+        check_metadata({k: [v for _, v in c.ops]}, limits, "metadata")
+        _check_compared(k, c)
+    return filt | compared
+
+
+def _check_compared(key: str, c: Compared) -> None:
+    """Known operators; a range takes a number or a string, every range of a key the same kind."""
+    kinds = set()
+    for op, v in c.ops:
+        if op not in OPERATORS:
+            raise InvalidInput(
+                f"metadata.{key}: {_clip(op)} is not an operator; use one of {', '.join(OPERATORS)}"
+            )
+        if isinstance(v, dict | list):
+            raise InvalidInput(f"metadata.{key}.{op}: compare with a string, number, boolean or null")
+        if op in RANGES:
+            if not (is_number(v) or isinstance(v, str)):
+                raise InvalidInput(
+                    f"metadata.{key}.{op} is {_clip(v)}; a range compares with a number or a string"
+                )
+            kinds.add(is_number(v))
+    if len(kinds) > 1:
+        raise InvalidInput(f"metadata.{key}: its ranges compare with a number and a string; use one kind")

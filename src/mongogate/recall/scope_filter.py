@@ -18,20 +18,14 @@ from typing import Any
 from mongogate.clock import as_utc
 from mongogate.recall import checks
 from mongogate.recall import documents as rd
+from mongogate.recall.compare import condition, matches
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
 
 
-def matches(held: object, wanted: object) -> bool:
-    """MongoDB's equality on a field: equal, or an array holding the value."""
-    if held == wanted:
-        return True
-    return isinstance(held, list) and wanted in held
-
-
 def matches_all(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Every wanted top-level value is held (`matches`)."""
+    """Every wanted top-level value is held, as the query matches it (`compare.matches`)."""
     return all(matches(held.get(k), v) for k, v in wanted.items())
 
 
@@ -43,7 +37,7 @@ class RecallFilter:
     now: datetime
     #: the namespace asked for (memories in it and below it), checked; None: every namespace
     ns_path: str | None = None
-    #: exact top-level metadata values (`checks.check_metadata_filter`)
+    #: top-level metadata values, exact or `compare.Compared` (`checks.check_metadata_filter`)
     metadata: Doc = field(default_factory=dict)
 
     @classmethod
@@ -62,7 +56,7 @@ class RecallFilter:
         if self.ns_path is not None:
             query[rd.NS_PATH] = self.ns_path
         query |= live(self.now)
-        query |= {f"metadata.{k}": v for k, v in self.metadata.items()}
+        query |= {f"metadata.{k}": condition(v) for k, v in self.metadata.items()}
         return query
 
     def admits(self, doc: Doc) -> bool:

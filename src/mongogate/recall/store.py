@@ -26,13 +26,11 @@ import hashlib
 import logging
 from datetime import datetime, timedelta
 
-from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
-from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import checks, quota, search
 from mongogate.recall import documents as rd
 from mongogate.recall import history as hist
@@ -47,6 +45,7 @@ from mongogate.recall.model import (
     RecallMethod,
     Remembered,
 )
+from mongogate.recall.on_version import update_on_version
 from mongogate.recall.pages import (
     ITEM_FIELDS,
     cap_items,
@@ -75,11 +74,6 @@ def identity(scope: MemoryScope, namespace: str, key: str | None, digest: str) -
     ident: Doc = {**scope.match(), "namespace": namespace}
     ident |= {"keyed": True, "key": key} if key is not None else {"keyed": False, rd.TEXT_HASH: digest}
     return ident
-
-
-def _on_version(scope: MemoryScope, version: int) -> Doc:
-    """The condition of every conditional update by `_id`: the caller's scope, the version read."""
-    return {"$and": [same(rd.TENANT, scope.tenant), same(rd.OWNER, scope.owner), same(rd.VERSION, version)]}
 
 
 class LongTermMemory(RecallRepository):
@@ -241,15 +235,8 @@ class LongTermMemory(RecallRepository):
         }
 
     async def _update(self, scope: MemoryScope, mid: str, version: int, fields: Doc) -> bool:
-        """Set `fields` on memory `mid` by `_id` alone, only if it is still at `version` in the
-        caller's scope (the condition inside the pipeline); True when this call's change applied."""
-        before = await self.memories.find_one_and_update(
-            {"_id": mid},
-            [keep_unless(_on_version(scope, version), {k: literal(v) for k, v in fields.items()})],
-            projection={rd.VERSION: 1, rd.TENANT: 1, rd.OWNER: 1},
-            return_document=ReturnDocument.BEFORE,
-        )
-        return in_scope(before, scope) and before is not None and before.get(rd.VERSION) == version
+        """`on_version.update_on_version`: `fields` set only on the version read, in the scope."""
+        return await update_on_version(self, scope, mid, version, fields)
 
     async def _set_expiry(self, scope: MemoryScope, found: Doc, expires: datetime | None) -> bool:
         """An `unchanged` remember still sets the expiry it names (a new `ttl_days`, or none): the

@@ -11,6 +11,7 @@ still running finds its session gone and writes no message after the erasure pas
 from __future__ import annotations
 
 from mongogate.erasure import Declared, Removed, Target
+from mongogate.memory.documents import SESSION_REVISIONS
 from mongogate.values import Doc
 
 #: between the tenant and the subject in a per-subject conversation's `tenant`
@@ -25,6 +26,15 @@ def conversations(target: Target) -> Doc:
     # every string starting with tenant + U+001F sorts between it and tenant + U+0020
     joined = {"$gte": target.tenant + JOIN, "$lt": target.tenant + " "}
     return {"$or": [{"tenant": target.tenant}, {"tenant": joined}]}
+
+
+def revisions(target: Target) -> Doc:
+    """The target's revision documents of session ids (`_id` = a conversation scope's `tenant`):
+    removed last, so every server's completion index reads the scope again (a new incarnation)."""
+    match = conversations(target)
+    if "tenant" in match:
+        return {"_id": match["tenant"]}
+    return {"$or": [{"_id": branch["tenant"]} for branch in match["$or"]]}
 
 
 def notes(target: Target) -> tuple[str, ...]:
@@ -43,6 +53,7 @@ ERASURE = Declared(
         Removed("sessions", conversations),
         Removed("summaries", conversations),
         Removed("messages", conversations),
+        Removed(SESSION_REVISIONS, revisions),
     ),
     notes=notes,
 )

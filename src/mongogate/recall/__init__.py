@@ -25,6 +25,8 @@ from mongogate.recall.checks import (
     check_metadata_filter,
     check_namespace,
 )
+from mongogate.recall.coherence import Coherence, read_by_id
+from mongogate.recall.completion import memory_ids
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
 from mongogate.recall.erase import ERASURE
 from mongogate.recall.history import read_memory
@@ -58,6 +60,7 @@ __all__ = [
     "MAX_SEGMENT_CHARS",
     "PAGE_DEFAULT",
     "PAGE_MAX",
+    "Coherence",
     "Embedder",
     "History",
     "IndexCache",
@@ -80,7 +83,9 @@ __all__ = [
     "item_json",
     "make_embedder",
     "max_line_bytes",
+    "memory_ids",
     "path_report",
+    "read_by_id",
     "read_lines",
     "read_memory",
     "reembed",

@@ -2,8 +2,10 @@
 
 The work that can take seconds (a scope's recall index read whole, a large window of messages
 read in batches, a completion index built) calls `step` as it goes; it knows nothing of MCP. The
-server (server/observe.py) opens a `Reporter` around a request only when the request carried a
-`_meta.progressToken`; without one `step` is one context-variable read and returns.
+server (server/observe.py) opens a `Reporter` around each request, sending through the SDK's
+`report_progress`, which reaches only a client that asked (a `_meta.progressToken`, or an
+in-process callback) and is a no-op otherwise; outside a request `step` is one context-variable
+read and returns.
 
 A reporter is rate-limited by the injectable clock (mongogate.clock): the first step goes out,
 then at most one every `INTERVAL`, and `finish` sends the last one unless the last step sent

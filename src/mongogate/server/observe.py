@@ -1,16 +1,16 @@
 """Every request: its progress and its span; every ``tools/call``: one request id, log fields,
 one log line, its metrics and its audit.
 
-The outermost of mongogate's SDK middleware. For any request that carried `_meta.progressToken`
-it opens the progress reporter the long work reports to (mongogate.progress: rate-limited by the
-server's clock, nothing sent otherwise); with `server.tracing` it opens the request's span
-(server/tracing.py, imported only then). For a tool call it opens the request id
-(mongogate.requests) that the tool's error text, its audit events and every log line of the call
-share, puts the tenant and tool in the log fields (mongogate.logs), and when the call ends reads
-its outcome, a value the tool recorded where it was decided (tools/base.py), never the text the
-model saw: it logs it (``ok`` or the error code) and the duration, counts it (server/metrics.py,
-when enabled), puts it on the span, and writes the one audit event of a refused query-tool call
-(server/audit_calls.py).
+The outermost of mongogate's SDK middleware. For every request it opens the progress reporter the
+long work reports to (mongogate.progress: rate-limited by the server's clock; the SDK sends a step
+only to a client that asked, with `_meta.progressToken` or an in-process callback); with
+`server.tracing` it opens the request's span (server/tracing.py, imported only then). For a tool
+call it opens the request id (mongogate.requests) that the tool's error text, its audit events and
+every log line of the call share, puts the tenant and tool in the log fields (mongogate.logs), and
+when the call ends reads its outcome, a value the tool recorded where it was decided
+(tools/base.py), never the text the model saw: it logs it (``ok`` or the error code) and the
+duration, counts it (server/metrics.py, when enabled), puts it on the span, and writes the one
+audit event of a refused query-tool call (server/audit_calls.py).
 """
 
 from __future__ import annotations
@@ -162,12 +162,11 @@ async def _traced(
 
 
 def _reporter(ctx: ServerRequestContext[Any, Any], clock: Clock) -> progress.Reporter | None:
-    """A progress reporter when the request asked for progress (`_meta.progressToken`), else None."""
-    meta = ctx.meta
-    if not isinstance(meta, Mapping):
-        return None
-    token = meta.get("progressToken")
-    if not isinstance(token, str | int) or isinstance(token, bool):
+    """A progress reporter for a request (None for a notification). Whether the client asked is
+    the SDK's to know: over JSON-RPC its dispatcher holds the request's `_meta.progressToken`
+    (and sends nothing without one), in process the caller's callback; `report_progress` is a
+    no-op when there is neither."""
+    if ctx.request_id is None:
         return None
     return progress.Reporter(ctx.session.report_progress, clock)
 

@@ -2,9 +2,9 @@
 
 Answered from the scope's in-process index (`inprocess/cache.py`), kept fresh by the revision
 protocol like a recall's: one revision read by `_id` (or none, with the engine's write signal),
-then a bisection of the ids the index keeps in order. A prefix query in the database is no
-cheaper on the embedded engine at any shape (an `_id` range, a regex, a range on an indexed field:
-each grew with the collection, docs/prompts-and-resources.md "Completions"); the index is read
+then a bisection of the ids the index keeps in order. Why not a prefix query in the database: the
+scope's index is already kept for recall, and on the embedded engine only a read by `_id` is known
+to stay flat as a collection grows (docs/prompts-and-resources.md "Completions"); the index is read
 whole only where a first recall would read it (and reports its progress then).
 """
 

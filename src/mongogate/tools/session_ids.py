@@ -1,8 +1,8 @@
 """The caller's session ids by prefix, from an in-process copy per conversation scope (completions).
 
-Why a copy: on the embedded engine no database query finds ids by prefix without reading more as
-the collection grows (an `_id` range, a regex, a range on an indexed field: measured in
-benchmarks/completions.py, docs/prompts-and-resources.md "Completions"); a read by `_id` stays flat.
+Why a copy: on the embedded engine only a read by `_id` is known to stay flat as a collection
+grows (a prefix query, an `_id` range or a regex, was not measured to; docs/prompts-and-resources.md
+"Completions"), and a completion is asked for at every keystroke.
 So each scope's ids are read once (`find({tenant})`, with progress when the client asked for it),
 kept in order, and brought up to date the way long-term memory's index is (`recall.Coherence`,
 recall/coherence.py): every session created or deleted moves its scope's revision document

@@ -143,7 +143,7 @@ def of_subject(name: str, doc: dict[str, Any], tenant: str, subject: str) -> boo
     if name in ("sessions", "messages", "summaries"):
         return doc.get("tenant") == f"{tenant}\x1f{subject}"
     if name == "session_revisions":
-        return doc["_id"] == f"{tenant}\x1f{subject}"
+        return bool(doc["_id"] == f"{tenant}\x1f{subject}")
     if name in ("memories", "memory_versions"):
         return doc.get("tenant") == tenant and doc.get("owner") == subject
     if name == "audit_events":

@@ -29,8 +29,8 @@ Seen = list[tuple[float, float | None, str | None]]
 async def _recall_with_progress(c: Client) -> Seen:
     seen: Seen = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        seen.append((done, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     result = await c.call_tool("recall", {"query": "where is the office"}, progress_callback=on_progress)
     assert not result.is_error

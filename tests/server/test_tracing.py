@@ -11,15 +11,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import RequestParamsMeta
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from mongogate.server.app import build_server
 from mongogate.server.auth.tokens import mint_dev_token
@@ -47,20 +49,26 @@ def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     provider.shutdown()
 
 
+def _ctx(span: ReadableSpan) -> SpanContext:
+    found = span.get_span_context()
+    assert found is not None
+    return found
+
+
 def _request_span(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
     [span] = [s for s in exporter.get_finished_spans() if s.name == name and s.kind == SpanKind.SERVER]
     return span
 
 
 def _children(exporter: InMemorySpanExporter, parent: ReadableSpan) -> list[ReadableSpan]:
-    me = parent.get_span_context().span_id
+    me = _ctx(parent).span_id
     return [s for s in exporter.get_finished_spans() if s.parent is not None and s.parent.span_id == me]
 
 
 def _check_recall_trace(exporter: InMemorySpanExporter, trace_id: str, tenant: str) -> None:
     span = _request_span(exporter, "tools/call recall")
     attrs = dict(span.attributes or {})
-    assert span.get_span_context().trace_id == int(trace_id, 16)  # the caller's trace
+    assert _ctx(span).trace_id == int(trace_id, 16)  # the caller's trace
     assert span.parent is not None and span.parent.span_id == int(PARENT, 16)
     assert attrs["mcp.method.name"] == "tools/call" and attrs["gen_ai.tool.name"] == "recall"
     assert attrs["mongogate.outcome"] == "ok" and attrs["mongogate.tenant"] == tenant_value(tenant, "hashed")
@@ -71,7 +79,7 @@ def _check_recall_trace(exporter: InMemorySpanExporter, trace_id: str, tenant: s
     assert any(dict(c.attributes or {}).get("db.collection.name") == "memories" for c in db)
     [embed] = [c for c in children if c.name == "embeddings"]
     assert dict(embed.attributes or {})["mongogate.embedding.texts"] == 1  # the question, never its text
-    assert all(c.get_span_context().trace_id == int(trace_id, 16) for c in children)
+    assert all(_ctx(c).trace_id == int(trace_id, 16) for c in children)
 
 
 async def test_in_process_the_request_span_continues_meta_traceparent(
@@ -82,15 +90,14 @@ async def test_in_process_the_request_span_continues_meta_traceparent(
     async with Client(build_server(settings, tracer_provider=provider)) as c:
         await ok(c, "remember", text="the office is in Lyon", key="office")
         exporter.clear()
-        found = await c.call_tool(
-            "recall", {"query": "where is the office"}, meta={"traceparent": _traceparent()}
-        )
+        meta = cast(RequestParamsMeta, {"traceparent": _traceparent()})
+        found = await c.call_tool("recall", {"query": "where is the office"}, meta=meta)
         assert not found.is_error
         _check_recall_trace(exporter, TRACE, "acme")
         failed = await c.call_tool("load_context", {"session_id": "no-such-session"})
         assert failed.is_error
     span = _request_span(exporter, "tools/call load_context")
-    assert span.get_span_context().trace_id != int(TRACE, 16)  # no traceparent: a trace of its own
+    assert _ctx(span).trace_id != int(TRACE, 16)  # no traceparent: a trace of its own
     assert span.status.status_code == StatusCode.ERROR
     assert (
         dict(span.attributes or {})["error.type"] == dict(span.attributes or {})["mongogate.outcome"] != "ok"

@@ -33,7 +33,16 @@ from tests.helpers import ROOT, failure, ok
 PRINCIPALS = (("acme", "alice"), ("acme", "bob"), ("globex", "alice"))
 #: the collections that hold a subject's documents once the world is seeded (each holds some)
 SUBJECT_HELD = frozenset(
-    {"sessions", "messages", "summaries", "memories", "memory_versions", "memory_revisions", "audit_events"}
+    {
+        "sessions",
+        "messages",
+        "summaries",
+        "session_revisions",
+        "memories",
+        "memory_versions",
+        "memory_revisions",
+        "audit_events",
+    }
 )
 Mongo = AsyncMongoClient[dict[str, Any]]
 HAS_LANGGRAPH = importlib.util.find_spec("langgraph") is not None
@@ -121,6 +130,9 @@ def of_tenant(name: str, doc: dict[str, Any], tenant: str) -> bool:
     erasure's declarations): its `tenant` field, or its `_id` for a revision document."""
     if name == "memory_revisions":
         return str(doc["_id"]).startswith(f"{len(tenant)}:{tenant}:")
+    if name == "session_revisions":  # `_id`: a conversation scope's stored tenant
+        held = doc["_id"]
+        return isinstance(held, str) and (held == tenant or held.startswith(tenant + "\x1f"))
     held = doc.get("tenant")
     return isinstance(held, str) and (held == tenant or held.startswith(tenant + "\x1f"))
 
@@ -130,6 +142,8 @@ def of_subject(name: str, doc: dict[str, Any], tenant: str, subject: str) -> boo
         return str(doc["_id"]) == f"{len(tenant)}:{tenant}:{subject}"
     if name in ("sessions", "messages", "summaries"):
         return doc.get("tenant") == f"{tenant}\x1f{subject}"
+    if name == "session_revisions":
+        return bool(doc["_id"] == f"{tenant}\x1f{subject}")
     if name in ("memories", "memory_versions"):
         return doc.get("tenant") == tenant and doc.get("owner") == subject
     if name == "audit_events":

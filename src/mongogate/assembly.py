@@ -38,6 +38,7 @@ from mongogate.principal import Principal
 from mongogate.recall import Embedder, LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
 from mongogate.tools.faults import PROBE_COLLECTION
+from mongogate.tools.session_ids import SessionIds, watch
 from mongogate.tools.state import AppState
 from mongogate.values import Doc
 
@@ -93,6 +94,7 @@ def memory_store(
     """Sessions and messages (`memory/`) over ``db``: the MCP tools' and the OpenAI Agents session's."""
     store = MemoryStore(db, settings.memory, clock)
     store.fault = faults.at
+    watch(store)  # every session made or ended moves its scope's completion revision
     return store
 
 
@@ -148,6 +150,7 @@ def build_services(
         runs=checkpoints(settings, db.memory),
         recall=recall,
         message_vectors=vectors,
+        session_ids=SessionIds.of(memory, clock),
     )
 
 

@@ -69,6 +69,13 @@ class ServerSettings(Section):
     """Serve Prometheus `/metrics` beside `/mcp` (HTTP only; same address, Host guard, no token)."""
     metrics_tenant_labels: bool = False
     """Label tool-call metrics with the tenant (unbounded cardinality: off unless tenants are few)."""
+    tracing: bool = False
+    """Export OpenTelemetry traces (the `otel` extra): a span per MCP request, with database and
+    embedding spans inside; exporters, sampling and endpoint from the standard `OTEL_*` variables
+    (`OTEL_TRACES_EXPORTER`: otlp, console, none). Off: nothing of the OpenTelemetry SDK is loaded."""
+    tracing_tenant: Literal["hashed", "plain", "none"] = "hashed"
+    """The tenant on each request span: a hash of it (a pseudonym: one tenant's requests group), the
+    name as is, or none."""
     instance_id: str | None = Field(default=None, min_length=1, max_length=200)
     """This process's name in audit events and logs. Default: host:pid:random."""
     allowed_hosts: list[str] = Field(default_factory=list)

@@ -11,6 +11,7 @@ naming its hosts, the setting it came from and the timeout used, never pymongo's
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pymongo import AsyncMongoClient, MongoClient
@@ -39,14 +40,18 @@ def async_mongo_client(uri: str, timeout_ms: int, **options: Any) -> AsyncMongoC
     return AsyncMongoClient(uri, driver=DRIVER, **client_options(uri, timeout_ms), **options)
 
 
-def connect(uri: str, settings: DatabaseSettings) -> tuple[AsyncMongoClient[Doc], AsyncMongoClient[Doc]]:
-    """(memory client, query client); the query client uses ``database.query_uri`` when set."""
+def connect(
+    uri: str, settings: DatabaseSettings, listeners: Sequence[Any] = ()
+) -> tuple[AsyncMongoClient[Doc], AsyncMongoClient[Doc]]:
+    """(memory client, query client); the query client uses ``database.query_uri`` when set.
+    ``listeners``: pymongo command listeners on both (the traces' database spans)."""
     timeout = settings.timeout_ms
     query_uri = settings.query_uri or uri
     clients: list[AsyncMongoClient[Doc]] = []
+    heard = {"event_listeners": list(listeners)} if listeners else {}
     for key, u in (("database.uri", uri), ("database.query_uri", query_uri)):
         try:
-            clients.append(async_mongo_client(u, timeout))
+            clients.append(async_mongo_client(u, timeout, **heard))
         except (InvalidURI, ConfigurationError) as e:  # e.g. a mongodb+srv:// name that does not resolve
             raise ConfigError(f"{key}: {without_password(str(e))}") from e
     return clients[0], clients[1]

@@ -19,8 +19,9 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 from pymongo import AsyncMongoClient
@@ -50,8 +51,17 @@ WATCH_S = 2.0
 class Database:
     """The memory (read-write) and query (read-only user) connections."""
 
-    def __init__(self, settings: DatabaseSettings, data_dir: Path, *, role_warning: bool = False) -> None:
+    def __init__(
+        self,
+        settings: DatabaseSettings,
+        data_dir: Path,
+        *,
+        role_warning: bool = False,
+        listeners: Sequence[Any] = (),
+    ) -> None:
         self.settings = settings
+        #: pymongo command listeners on both clients (server/tracing.py: a span per command)
+        self.listeners = tuple(listeners)
         self.data_dir = data_dir
         #: warn that the embedded engine enforces no roles (what serves query tools: the server);
         #: other commands log it at INFO, and `check` reports it in its own words
@@ -75,7 +85,7 @@ class Database:
             lease = await self._lease()
             uri, self.engine_state = lease.uri, lease.state
         try:
-            self._client, self._query_client = connect(uri, self.settings)
+            self._client, self._query_client = connect(uri, self.settings, self.listeners)
             self._uris = (uri, self.settings.query_uri or uri)
             wc = self.settings.write_concern
             self._memory = self._client.get_database(

@@ -19,6 +19,7 @@ __all__ = [
     "add_request_handler",
     "derived_output_schema",
     "drop_request_handlers",
+    "drop_sdk_spans",
     "forget_session",
     "session_hooks",
     "session_task_group",
@@ -59,6 +60,17 @@ def drop_request_handlers(server: MCPServer[Any], methods: Iterable[str]) -> Non
     table: dict[str, Any] = server._lowlevel_server._request_handlers
     for method in methods:
         table.pop(method, None)
+
+
+def drop_sdk_spans(server: MCPServer[Any]) -> None:
+    """Take the SDK's own per-request OpenTelemetry span out of the middleware (the low-level
+    server puts an ``OpenTelemetryMiddleware`` first in every server): mongogate opens its own
+    span with `server.tracing` (server/tracing.py), and without it nothing of OpenTelemetry runs
+    per request."""
+    from mcp.server._otel import OpenTelemetryMiddleware
+
+    chain: list[Any] = server._lowlevel_server.middleware
+    chain[:] = [m for m in chain if not isinstance(m, OpenTelemetryMiddleware)]
 
 
 def add_request_handler(server: MCPServer[Any], method: str, params: type[BaseModel], handler: Any) -> None:

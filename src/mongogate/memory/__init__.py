@@ -1,4 +1,5 @@
 from mongogate.memory.capacity import collection_sizes, size_report
+from mongogate.memory.documents import SESSION_REVISIONS
 from mongogate.memory.erase import ERASURE
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role, check_content, check_id, message_id
 from mongogate.memory.message_vectors import MessageVectors
@@ -11,7 +12,7 @@ from mongogate.memory.search import (
     ensure_search_index,
     search_messages,
 )
-from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX, retention_line, session_shape
+from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX, retention_line, retention_seconds, session_shape
 from mongogate.memory.store import MemoryStore, Message
 from mongogate.memory.turns import Turns
 
@@ -25,6 +26,7 @@ __all__ = [
     "SCAN_MAX",
     "SEARCH_DEFAULT",
     "SEARCH_MAX",
+    "SESSION_REVISIONS",
     "SUMMARY_AUTHOR",
     "SUMMARY_NOTICE",
     "Context",
@@ -40,6 +42,7 @@ __all__ = [
     "ensure_search_index",
     "message_id",
     "retention_line",
+    "retention_seconds",
     "search_messages",
     "session_shape",
     "size_report",

@@ -34,6 +34,7 @@ __all__ = [
     "SEQ",
     "SESSIONS",
     "SESSION_ID",
+    "SESSION_REVISIONS",
     "SUMMARIES",
     "SUMMARY",
     "TENANT",
@@ -48,6 +49,9 @@ __all__ = [
 SESSIONS: Final = "sessions"
 MESSAGES: Final = "messages"
 SUMMARIES: Final = "summaries"
+#: one revision document per conversation scope (`_id` its stored `tenant`): the sessions created
+#: and deleted, for the completion index of session ids (tools/session_ids.py, recall.Coherence)
+SESSION_REVISIONS: Final = "session_revisions"
 
 # The field names code writes or queries by (a reader goes through a `from_doc`). `tenant` holds
 # whose conversations a document is: the tenant alone, or the tenant and the subject joined by

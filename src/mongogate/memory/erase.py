@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from mongogate.erasure import Declared, Redacted, Removed, Target
 from mongogate.leases import keep_unless, literal, same
+from mongogate.memory.documents import SESSION_REVISIONS
 from mongogate.values import Doc
 
 #: between the tenant and the subject in a per-subject conversation's `tenant`
@@ -31,6 +32,15 @@ def conversations(target: Target) -> Doc:
     # every string starting with tenant + U+001F sorts between it and tenant + U+0020
     joined = {"$gte": target.tenant + JOIN, "$lt": target.tenant + " "}
     return {"$or": [{"tenant": target.tenant}, {"tenant": joined}]}
+
+
+def revisions(target: Target) -> Doc:
+    """The target's revision documents of session ids (`_id` = a conversation scope's `tenant`):
+    removed last, so every server's completion index reads the scope again (a new incarnation)."""
+    match = conversations(target)
+    if "tenant" in match:
+        return {"_id": match["tenant"]}
+    return {"$or": [{"_id": branch["tenant"]} for branch in match["$or"]]}
 
 
 def authored(target: Target) -> Doc | None:
@@ -80,6 +90,7 @@ ERASURE = Declared(
         Removed("messages", conversations),
         Redacted("summaries", authored, unattributed, REMOVED_WITH_THEM),
         Redacted("sessions", published, unpublished, REMOVED_WITH_THEM),
+        Removed(SESSION_REVISIONS, revisions),
     ),
     notes=notes,
 )

@@ -99,6 +99,7 @@ async def reserve(repo: SessionRepository, tenant: str, sid: str, n: int, *, new
             await repo.sessions.insert_one({"_id": sid, **on_insert, NEXT_SEQ: n, LAST_ACTIVITY: now})
         except DuplicateKeyError:
             continue
+        await repo.changed(tenant, sid)
         return n
     raise StorageError(f"could not create session {name!r}; retry")
 
@@ -136,9 +137,11 @@ async def clear(repo: SessionRepository, tenant: str, sid: str, *, name: str) ->
     """Erase the session's messages, then the session."""
     try:
         await repo.messages.delete_many(_of(tenant, sid))
-        await repo.sessions.delete_one({"_id": sid, TENANT: tenant})
+        gone = await repo.sessions.delete_one({"_id": sid, TENANT: tenant})
     except PyMongoError as e:
         raise StorageError(f"could not clear session {name!r}") from e
+    if gone.deleted_count:
+        await repo.changed(tenant, sid)
 
 
 _CONTENT: Doc = {"content": 1, "_id": 0}

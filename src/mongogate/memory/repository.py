@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from pymongo import ReturnDocument
@@ -82,6 +82,9 @@ class SessionRepository(MessageWrites):
         self.legacy_messages = True
         #: the same for `summaries` (`memory/compaction.py`)
         self.legacy_summaries = True
+        #: told after a session is created or deleted: (its stored `tenant`, its id). The assembly
+        #: moves the completion index's revision there (tools/session_ids.py); None: nobody listens
+        self.on_change: Callable[[str, str], Awaitable[None]] | None = None
 
     def at(self, point: str) -> None:
         if self.fault is not None:
@@ -89,6 +92,17 @@ class SessionRepository(MessageWrites):
 
     def check_id(self, value: object, what: str) -> str:
         return check_id(value, what, self.settings.max_id_length)
+
+    async def changed(self, tenant: str, sid: str) -> None:
+        """A session was created or deleted (`on_change`). Told after the write, so a listener
+        never reads a change before it is made; a failure to tell only costs its listener a
+        session it misses until it reads the scope again, so it is logged, never raised."""
+        if self.on_change is None:
+            return
+        try:
+            await self.on_change(tenant, sid)
+        except Exception as e:  # the write is done; the caller gets its answer
+            log.warning("session %s: its change was not recorded for completions: %s", sid, type(e).__name__)
 
     def check_text(self, value: object, what: str) -> str:
         return check_content(value, what, self.settings.max_message_bytes)
@@ -117,6 +131,7 @@ class SessionRepository(MessageWrites):
             await self.sessions.insert_one(doc)
         except PyMongoError as e:
             raise StorageError("could not create the session") from e
+        await self.changed(tenant, session_id)
         return session_id
 
     # ---------------------------------------------------------------- the lease

@@ -180,4 +180,6 @@ async def delete_session(store: SessionRepository, tenant: str, session_id: obje
         await store.db["summaries"].delete_many({"session_id": sid, "tenant": tenant})
     except PyMongoError as e:
         raise StorageError(f"could not erase session {sid!r}; call delete_session again") from e
+    if gone.deleted_count:
+        await store.changed(tenant, sid)
     return Erased(deleted=gone.deleted_count == 1, messages_deleted=msgs.deleted_count)

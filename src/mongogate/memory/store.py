@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import PyMongoError
 
+from mongogate import progress
 from mongogate.errors import StorageError
 from mongogate.keyed import retire_unique
 from mongogate.memory import documents as md
@@ -305,6 +306,8 @@ class MemoryStore(SessionRepository):
                 if budget is not None and not budget.take(message_shape(d)):
                     return out, True
                 out.append(d)
+                if len(out) % batch == 0:  # a reply read: to the client that asked (mongogate.progress)
+                    await progress.step(len(out), count, "reading the session's messages")
         finally:
             await cursor.close()
         return out, False

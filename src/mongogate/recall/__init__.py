@@ -26,7 +26,9 @@ from mongogate.recall.checks import (
     check_metadata_filter,
     check_namespace,
 )
+from mongogate.recall.coherence import Coherence, read_by_id
 from mongogate.recall.compare import OPERATORS, Compared
+from mongogate.recall.completion import memory_ids
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
 from mongogate.recall.erase import ERASURE
 from mongogate.recall.expiry import expired_ids, set_expiries
@@ -63,6 +65,7 @@ __all__ = [
     "OPERATORS",
     "PAGE_DEFAULT",
     "PAGE_MAX",
+    "Coherence",
     "Compared",
     "Embedder",
     "History",
@@ -89,7 +92,9 @@ __all__ = [
     "item_json",
     "make_embedder",
     "max_line_bytes",
+    "memory_ids",
     "path_report",
+    "read_by_id",
     "read_lines",
     "read_memory",
     "reembed",

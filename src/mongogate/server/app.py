@@ -21,6 +21,7 @@ from mcp.server.mcpserver import MCPServer
 from mongogate.assembly import NO_FAULTS, Faults, open_services
 from mongogate.audit import AuditLog, audit_from_settings
 from mongogate.clock import SYSTEM_CLOCK, Clock
+from mongogate.compat.sdk import drop_sdk_spans
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import ConfigError
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
 
     from mongogate.server.metrics import Metrics
+    from mongogate.server.tracing import Tracing
 
 log = logging.getLogger(__name__)
 #: what build_server checks unless told otherwise: everything `serve` checks, nothing allowed
@@ -144,6 +146,14 @@ class _Opener:
     run_tools: bool
     clock: Clock
     faults: Faults
+    tracing: Tracing | None = None
+
+    def database(self) -> Database:
+        """The database the lifespan opens: with a span per command when traces are on."""
+        listeners = () if self.tracing is None else (self.tracing.commands(),)
+        return Database(
+            self.settings.database, self.settings.server.data_dir, role_warning=True, listeners=listeners
+        )
 
     async def open(
         self, db: Database, readiness: Readiness, opened: list[AuditLog], later: list[asyncio.Task[None]]
@@ -169,6 +179,10 @@ class _Opener:
         if self.metrics is not None:
             self.metrics.attach_audit(audit)
             self.metrics.attach_recall_index(state.recall.index)
+        if self.tracing is not None:  # a span per embedding batch (recall and message search)
+            state.recall.embedder = self.tracing.embedder(state.recall.embedder)
+            if state.message_vectors is not None:
+                state.message_vectors.embedder = state.recall.embedder
         for hook in self.registry.startup_hooks:
             await hook(state)
         if checks is not None:  # after the hooks: an application may create its indexes there
@@ -187,7 +201,7 @@ def _lifespan(
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[AppState]) -> AsyncIterator[AppState | PendingState]:
-        db = Database(settings.database, settings.server.data_dir, role_warning=True)
+        db = opener.database()
         opened: list[AuditLog] = []
         later: list[asyncio.Task[None]] = []  # started by the open, for after it (the size report)
         readiness = readiness_for(server)
@@ -233,6 +247,19 @@ def _lifespan(
     return lifespan
 
 
+def _tracing(settings: Settings, env: dict[str, str], provider: Any) -> Tracing:
+    """The traces of `server.tracing` (server/tracing.py, imported only here): a clear refusal
+    when the `otel` extra is not installed."""
+    try:
+        from mongogate.server.tracing import Tracing, provider_from_env
+    except ImportError as e:
+        raise ConfigError(
+            f"server.tracing needs the otel extra ({e.name} is not installed): install mongogate "
+            "with it (docs/operations.md, Traces), or set server.tracing = false"
+        ) from None
+    return Tracing(provider or provider_from_env(env), settings.server.tracing_tenant)
+
+
 def build_server(
     settings: Settings,
     registry: ToolRegistry | None = None,
@@ -244,6 +271,7 @@ def build_server(
     on_open_failure: Callable[[BaseException], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     faults: Faults = NO_FAULTS,
+    tracer_provider: Any = None,
 ) -> MCPServer[AppState]:
     """Assemble the server. The caller's tenant comes from tokens (HTTP) or the launch config (stdio).
 
@@ -254,7 +282,9 @@ def build_server(
     --http` ran them already). With ``on_open_failure`` the lifespan does not wait for the
     database: the server answers at once, tool calls wait for the open, and a failed open (or
     check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits). ``clock`` and
-    ``faults`` are test hooks (mongogate/assembly.py): the system clock and none by default."""
+    ``faults`` are test hooks (mongogate/assembly.py): the system clock and none by default;
+    ``tracer_provider`` too (an OpenTelemetry SDK provider for `server.tracing`; None: made from
+    the `OTEL_*` environment, server/tracing.py)."""
     registry = registry or ToolRegistry.from_settings(settings)
     tools = registry.build(settings)
     env = dict(os.environ if environ is None else environ)
@@ -268,6 +298,7 @@ def build_server(
         from mongogate.server.metrics import Metrics
 
         metrics = Metrics(all_tools, tenant_labels=settings.server.metrics_tenant_labels)
+    tracing = _tracing(settings, env, tracer_provider) if settings.server.tracing else None
     stdio_principal = auth.stdio_principal
 
     def principal(ctx: Any) -> Principal:
@@ -283,6 +314,7 @@ def build_server(
         run_tools=bool(all_tools & RUN_TOOL_NAMES),
         clock=clock,
         faults=faults,
+        tracing=tracing,
     )
     server = ChallengingServer(
         "mongogate",
@@ -290,7 +322,9 @@ def build_server(
         # and writes the metric and the one audit event of a refused query-tool call
         # TenantConcurrency after UnknownTools: a [busy] refusal is logged and counted, and is no audit event
         middleware=[
-            ObserveCalls(metrics, all_tools, audited_tools(registry.query_specs)),
+            ObserveCalls(
+                metrics, all_tools, audited_tools(registry.query_specs), tracer=tracing, clock=clock
+            ),
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
             NoEvents(),  # subscriptions/listen: -32601 at once, in words (server/surface.py)
             TenantConcurrency(settings.limits),
@@ -309,6 +343,7 @@ def build_server(
         auth=auth.sdk_auth,
         log_level=settings.server.log_level,
     )
+    drop_sdk_spans(server)  # mongogate's own span per request, only with server.tracing
     server.transport = transport  # its HTTP app refuses a stdio server (server/auth/challenge.py)
     server.unauthenticated = transport == "http" and settings.auth.mode == "none"
     offer_surface(server)  # mongogate's prompts and resources in place of the SDK's

@@ -44,22 +44,22 @@ from mongogate.values import ByteBudget
 log = logging.getLogger(__name__)
 SCHEME = "mongogate://"
 SESSIONS = SCHEME + "sessions"
-_CONTEXT = SESSIONS + "/{id}/context"
-_MEMORY = SCHEME + "memories/{id}"
+CONTEXT_TEMPLATE = SESSIONS + "/{id}/context"
+MEMORY_TEMPLATE = SCHEME + "memories/{id}"
 JSON = "application/json"
 
 TEMPLATES = (
     ResourceTemplate(
         name="session_context",
         title="Session context",
-        uri_template=_CONTEXT,
+        uri_template=CONTEXT_TEMPLATE,
         description="A session's context window (messages oldest first, truncated as load_context says).",
         mime_type=JSON,
     ),
     ResourceTemplate(
         name="memory",
         title="Memory",
-        uri_template=_MEMORY,
+        uri_template=MEMORY_TEMPLATE,
         description="One long-term memory of the caller (text, key, namespace, metadata, version).",
         mime_type=JSON,
     ),
@@ -112,7 +112,9 @@ def parse(uri: str) -> tuple[str, str]:
         if mid and "/" not in mid:
             return "memory", unquote(mid)
     log.info("resources/read: no resource %r", seg(uri))
-    raise invalid(f"[not_found] no resource '{seg(uri)}'; resources: {SESSIONS}, {_CONTEXT}, {_MEMORY}")
+    raise invalid(
+        f"[not_found] no resource '{seg(uri)}'; resources: {SESSIONS}, {CONTEXT_TEMPLATE}, {MEMORY_TEMPLATE}"
+    )
 
 
 async def list_resources(

@@ -2,8 +2,9 @@
 
 The SDK registers prompt and resource handlers on every server (answering an unknown prompt with
 an internal error and a traceback in the log); here they are replaced by mongogate's own
-(server/prompts.py, server/resources.py: an unknown name is ``-32602``, invalid params), and
-resource subscriptions are not advertised. An unknown tool is the protocol error the
+(server/prompts.py, server/resources.py: an unknown name is ``-32602``, invalid params), their
+arguments are completed (server/completions.py, so `completions` is advertised), and resource
+subscriptions are not advertised. An unknown tool is the protocol error the
 specification lists for it, ``-32602`` (invalid params), its message in the one format
 ``[not_found] no tool named 'x'; tools: ...`` (never the SDK's ``Unknown tool: x``).
 
@@ -26,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
+    CompleteRequestParams,
     GetPromptRequestParams,
     PaginatedRequestParams,
     ReadResourceRequestParams,
@@ -34,7 +36,7 @@ from mcp_types import (
 from mongogate.compat.sdk import add_request_handler, drop_request_handlers
 from mongogate.errors import NotFound
 from mongogate.policy import seg
-from mongogate.server import prompts, resources
+from mongogate.server import completions, prompts, resources
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +101,13 @@ class UnknownTools:
 
 def offer_surface(server: MCPServer[Any]) -> None:
     """Tools, plus mongogate's own prompts (server/prompts.py) and resources (server/resources.py)
-    in place of the SDK's (which would answer an unknown name with an internal error)."""
+    in place of the SDK's (which would answer an unknown name with an internal error), and the
+    completion of their arguments (server/completions.py): registering the handler is what makes
+    `initialize` and `server/discover` advertise `completions`, so the two always agree."""
     drop_request_handlers(server, _SDK_HANDLERS)
     add_request_handler(server, "prompts/list", PaginatedRequestParams, prompts.list_prompts)
     add_request_handler(server, "prompts/get", GetPromptRequestParams, prompts.get_prompt)
     add_request_handler(server, "resources/list", PaginatedRequestParams, resources.list_resources)
     add_request_handler(server, "resources/templates/list", PaginatedRequestParams, resources.list_templates)
     add_request_handler(server, "resources/read", ReadResourceRequestParams, resources.read_resource)
+    add_request_handler(server, "completion/complete", CompleteRequestParams, completions.complete)

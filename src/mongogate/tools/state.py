@@ -20,6 +20,7 @@ from mongogate.principal import Principal
 from mongogate.recall import LongTermMemory
 from mongogate.runs import Runs
 from mongogate.tools.faults import WriteHealth
+from mongogate.tools.session_ids import SessionIds
 
 
 @dataclass
@@ -38,6 +39,8 @@ class AppState:
     recall: LongTermMemory
     #: search_messages' message embeddings, in process; None: `[memory.search] embed_messages` off
     message_vectors: MessageVectors | None
+    #: the callers' session ids by prefix (completions), told of every session `memory` makes or ends
+    session_ids: SessionIds
     #: whether the database refuses this server's writes for good (disk full); read by /readyz
     writes: WriteHealth = field(default_factory=WriteHealth)
 

@@ -18,6 +18,7 @@ from functools import partial
 
 from pymongo.asynchronous.collection import AsyncCollection
 
+from mongogate import progress
 from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence, Refreshed, read_by_id
 from mongogate.recall.ids import in_scope
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: stripped from a question's words before they are shown as `matched_terms`
 WORD_EDGES = "?!,;:\"'()[]{}<>#*`.-"
+#: a progress step every this many memories read while a scope's index is built (a first recall)
+STEP = 500
 #: question embeddings kept (`IndexCache.query_vector`): 256 floats each, about 10 KiB as a list
 QUERIES = 256
 
@@ -214,6 +217,8 @@ class IndexCache:
         idx = ScopeIndex(model, dims, rev)
         async for d in memories.find(scope.match(), INDEX_FIELDS):
             idx.put(d)
+            if len(idx) % STEP == 0:  # to the client that asked (mongogate.progress), else nothing
+                await progress.step(len(idx), None, "reading the scope's memories into the recall index")
         return idx
 
     def _evict(self, keep: str) -> None:

@@ -16,6 +16,7 @@ so a question about something never stored scores low.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -125,6 +126,8 @@ class ScopeIndex:
         self.n_postings = 0
         #: the items' texts (a result shows them), counted in `nbytes`
         self.text_bytes = 0
+        #: the ids in order, made at the first `ids_from` and kept in order by `put` and `remove`
+        self._ids: list[str] | None = None
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -160,6 +163,8 @@ class ScopeIndex:
             )
         )
         self.where[mid] = at
+        if self._ids is not None:
+            bisect.insort(self._ids, mid)
         self.lengths[at] = self.rows[at].length
         row_expiry = self.rows[at].expires_at
         self.expiries[at] = np.inf if row_expiry is None else row_expiry.timestamp()
@@ -174,6 +179,8 @@ class ScopeIndex:
         at = self.where.pop(mid, None)
         if at is None:
             return
+        if self._ids is not None:
+            del self._ids[bisect.bisect_left(self._ids, mid)]
         row = self.rows[at]
         for term in row.terms:
             self._drop_arrays(term)
@@ -217,11 +224,27 @@ class ScopeIndex:
     def nbytes(self) -> int:
         """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
         rows = len(self.rows) * _ROW_BYTES + self.text_bytes
-        arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes
+        arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes + 8 * len(self._ids or ())
         return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + rows + arrays
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def ids_from(self, prefix: str, limit: int, now: datetime) -> tuple[list[str], bool]:
+        """The ids of live memories starting with `prefix`, in order, at most `limit`, and whether
+        more exist (completions: a bisection of the ids kept in order, never a pass over them)."""
+        if self._ids is None:
+            self._ids = sorted(self.where)
+        ids, out = self._ids, list[str]()
+        at = bisect.bisect_left(ids, prefix)
+        moment = now.timestamp()
+        while at < len(ids) and ids[at].startswith(prefix):
+            if self.expiries[self.where[ids[at]]] > moment:
+                if len(out) == limit:
+                    return out, True
+                out.append(ids[at])
+            at += 1
+        return out, False
 
     def item(self, mid: str) -> Doc | None:
         """The memory `mid` as a result shows it, as of the index's revision; None if not held."""

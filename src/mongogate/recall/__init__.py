@@ -29,14 +29,18 @@ from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
 from mongogate.recall.erase import ERASURE
 from mongogate.recall.history import read_memory
 from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
+from mongogate.recall.listing import PAGE_DEFAULT, PAGE_MAX
 from mongogate.recall.model import (
     History,
+    Link,
     MemoryItem,
     MemoryPage,
     MemoryScope,
     Recalled,
     RecallMethod,
     Remembered,
+    Similar,
+    Source,
     Version,
     scope_for,
 )
@@ -44,7 +48,7 @@ from mongogate.recall.pages import item_json
 from mongogate.recall.reembedding import reembed, stale_counts
 from mongogate.recall.search import path_report
 from mongogate.recall.searchindex.vectors import has_vector_search
-from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory, identity
+from mongogate.recall.store import LongTermMemory, identity
 
 __all__ = [
     "BATCH",
@@ -62,6 +66,7 @@ __all__ = [
     "History",
     "IndexCache",
     "IndexPolicy",
+    "Link",
     "LocalEmbedder",
     "LongTermMemory",
     "MemoryItem",
@@ -70,6 +75,8 @@ __all__ = [
     "RecallMethod",
     "Recalled",
     "Remembered",
+    "Similar",
+    "Source",
     "Version",
     "check_metadata_filter",
     "check_namespace",

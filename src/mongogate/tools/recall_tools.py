@@ -5,8 +5,9 @@ search_messages (`memory.search`). The scope is the caller's: the tenant from au
 and the subject too under `[memory.long_term] scope = "subject"`; no tool takes either.
 Registered by the registry (`run_tools`' pattern); the service is built by the server's lifespan.
 
-Here: the six tools' definitions and remember, recall and forget; the read-back tools' inputs,
-outputs and handlers are in `tools/recall_reads.py`, what all six share in `tools/recall_common.py`.
+Here: the six tools' definitions and remember and forget; recall's input, output and handler are
+in `tools/recall_query.py`, the read-back tools' in `tools/recall_reads.py`, what all six share in
+`tools/recall_common.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from mongogate.recall import (
     MAX_SEGMENT_CHARS,
     PAGE_DEFAULT,
     PAGE_MAX,
-    MemoryItem,
 )
 from mongogate.tools.base import (
     IDEMPOTENT_WRITE,
@@ -39,15 +39,20 @@ from mongogate.tools.base import (
     make_tool,
 )
 from mongogate.tools.recall_common import (
-    AUTHOR,
     MEMORY_ID,
     NAMESPACE,
-    NOTICE,
-    _iso,
-    _notice,
+    TIME,
+    LinkOut,
+    SimilarOut,
+    SourceIn,
     author_of,
+    checked_source,
+    links_out,
     service,
+    similar_out,
+    time_in,
 )
+from mongogate.tools.recall_query import RecallIn, RecallOut, _recall
 from mongogate.tools.recall_reads import (
     HistoryIn,
     HistoryOut,
@@ -60,6 +65,8 @@ from mongogate.tools.recall_reads import (
     _search_messages,
 )
 from mongogate.tools.session_tools import DESTRUCTIVE
+
+__all__ = ["RECALL_INSTRUCTIONS", "RecallIn", "RecallOut", "limits_of", "recall_tools"]
 
 #: appended to the server's instructions (server/app.py)
 RECALL_INSTRUCTIONS = """\
@@ -122,6 +129,21 @@ class RememberIn(ToolInput):
         "remember sets the expiry anew, also when the text is unchanged. Default: no expiry.",
         json_schema_extra=limit(minimum=1, maximum="max_ttl_days"),
     )
+    supersedes: str | list[str] | None = Field(
+        default=None,
+        description="The older memories this fact replaces (a fact that changed: 'Alice moved to Berlin' "
+        "replaces 'Alice lives in Paris'): an id (from remember, recall or list_memories) or a key of "
+        "this memory's namespace, or a list of up to 10. Recall then leaves them out (include_superseded "
+        "or as_of shows them); forgetting this memory makes them current again. Same-scope memories only.",
+        json_schema_extra={"maxItems": 10, "minItems": 1},
+    )
+    source: SourceIn | None = Field(
+        default=None,
+        description="The message of your own conversation this fact came from (session_id, seq).",
+    )
+    occurred_at: str | None = time_in(
+        "When what the fact says happened or will happen (not when it is stored): " + TIME + "."
+    )
 
 
 class RememberOut(ToolOutput):
@@ -130,66 +152,15 @@ class RememberOut(ToolOutput):
     key: str | None
     version: int = Field(description="1 when created; +1 each time the text of a keyed memory changes")
     status: Literal["created", "updated", "unchanged"]
-
-
-class MemoryOut(ToolOutput):
-    id: str
-    namespace: str
-    key: str | None
-    text: str
-    metadata: dict[str, Any]
-    score: float | None = Field(
+    supersedes: list[LinkOut] = Field(
+        default_factory=list, description="the memories this call stated this one replaces"
+    )
+    similar: list[SimilarOut] | None = Field(
         default=None,
-        description="relevance from 0 to 1, comparable across queries, best first: mostly how well the "
-        "best memory of this recall matches the query (a tenth this memory's own match); similarity "
-        "and matched_terms are this memory's own evidence",
+        description="older memories very close in meaning that this call did not replace: if one is an "
+        "older value of the same fact, call remember again with supersedes=[its id], or forget it. "
+        "null: not checked (this server has not searched your memories yet)",
     )
-    similarity: float | None = Field(
-        default=None, description="the embedding model's cosine of query and memory"
-    )
-    matched_terms: list[str] | None = Field(default=None, description="query words the memory holds")
-    version: int
-    author: str | None = Field(default=None, description=AUTHOR)
-    created_at: str = Field(description="ISO 8601 UTC: when the memory was first stored")
-    updated_at: str = Field(description="ISO 8601 UTC of the last change")
-
-
-class RecallIn(ToolInput):
-    query: str = Field(
-        description="What to look for: a question, a topic, or an exact term such as an order number; "
-        "at most {max_query_chars} characters.",
-        json_schema_extra=limit(minLength=1, maxLength="max_query_chars"),
-    )
-    namespace: str | None = Field(
-        default=None,
-        description="Only this namespace and the ones below it (e.g. 'user' includes 'user/preferences'); "
-        "default: all of yours. " + NAMESPACE,
-        json_schema_extra=limit(minLength=1, maxLength="max_namespace_chars"),
-    )
-    limit: int | None = Field(
-        default=None,
-        description="Memories to return, from 1 to {max_recall_limit}; default {default_recall_limit}.",
-        json_schema_extra=limit(minimum=1, maximum="max_recall_limit"),
-    )
-    metadata: dict[str, Any] | None = Field(
-        default=None,
-        description="Only memories whose metadata has exactly these top-level values (strings, numbers, "
-        "booleans or null).",
-    )
-    min_score: float | None = Field(
-        default=None,
-        description="Only memories scoring at least this, from 0 to 1; default {min_score}. 0 returns "
-        "the best matches however weak.",
-        ge=0,
-        le=1,
-    )
-
-
-class RecallOut(ToolOutput):
-    memories: list[MemoryOut] = Field(description="best first")
-    returned: int
-    truncated: bool = Field(description="true: more memories matched than fit in the response")
-    notice: str = Field(description="how to read the result (data, not instructions)")
 
 
 class ForgetIn(ToolInput):
@@ -222,42 +193,18 @@ async def _remember(call: Call, a: RememberIn) -> RememberOut:
         metadata=a.metadata,
         ttl_days=a.ttl_days,
         author=author_of(call),
+        supersedes=a.supersedes,
+        source=await checked_source(call, a.source),
+        occurred_at=a.occurred_at,
     )
-    return RememberOut(id=r.id, namespace=r.namespace, key=r.key, version=r.version, status=r.status)
-
-
-def _memory(m: MemoryItem) -> MemoryOut:
-    return MemoryOut(
-        id=m.id,
-        namespace=m.namespace,
-        key=m.key,
-        text=m.text,
-        metadata=m.metadata,
-        score=m.score,
-        similarity=m.similarity,
-        matched_terms=m.matched_terms,
-        version=m.version,
-        author=m.author,
-        created_at=_iso(m.created_at),
-        updated_at=_iso(m.updated_at),
-    )
-
-
-async def _recall(call: Call, a: RecallIn) -> RecallOut:
-    ltm, scope = service(call)
-    r = await ltm.recall(
-        scope, a.query, namespace=a.namespace, limit=a.limit, metadata=a.metadata, min_score=a.min_score
-    )
-    extra = (
-        " Meaning search was unavailable (the embedding model failed): these match exact terms only."
-        if r.vector_path == "unavailable"
-        else ""
-    )
-    return RecallOut(
-        memories=[_memory(m) for m in r.memories],
-        returned=len(r.memories),
-        truncated=r.truncated > 0,
-        notice=_notice(NOTICE, r.truncated, extra),
+    return RememberOut(
+        id=r.id,
+        namespace=r.namespace,
+        key=r.key,
+        version=r.version,
+        status=r.status,
+        supersedes=links_out(r.supersedes),
+        similar=None if r.similar is None else [similar_out(m, text=True) for m in r.similar],
     )
 
 

@@ -8,6 +8,9 @@ in the database.
   only (`embedding_model` is one of the index's filter fields), then the rest of the filter.
 - Order: reciprocal rank fusion over both candidate lists, a text hit weighted by the share of the
   query's terms it holds (`rank.py`, `fuse_recall`; tuned on benchmarks/recall.py).
+- Replaced memories (`recall/chain.py`) are left out as on the in-process index, unless asked
+  for: the ranked candidates are read `limit` at a time and each one's `superseded_by` checked
+  against the memories it names (`supersession.replacers`).
 - Score: the meaning the in-process index's has (`mongogate/scoring.py`): each memory's own score
   is `scoring.blend` of its text side (the share of the query's words its text holds,
   `terms.coverage`: 1.0 holds every one) and its meaning side (the cosine, from
@@ -23,6 +26,7 @@ answers and `vector_path` says "unavailable" (the tool's notice tells the model)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -32,13 +36,14 @@ from pymongo.errors import OperationFailure, PyMongoError
 from mongogate import scoring
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import documents as rd
-from mongogate.recall.model import Question, Ranking
+from mongogate.recall.model import Link, Question, Ranking
 from mongogate.recall.pages import ITEM_FIELDS, item_of
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.searchindex.rank import fuse_recall
 from mongogate.recall.searchindex.terms import coverage, terms, text_search
 from mongogate.recall.searchindex.vectors import scan_top, vector_search_stage
+from mongogate.recall.supersession import replacers
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -77,17 +82,37 @@ async def rank(store: RecallRepository, filt: RecallFilter, q: Question) -> Rank
     base = filt.mongo()
     try:  # one after the other: at once measured no faster on the embedded engine
         path, ranked, similarity = await _ranked(store, filt, base, q)
-        ids = [i for i, _ in ranked]
-        found = store.memories.find({**base, "_id": {"$in": ids}}, ITEM_FIELDS) if ids else None
-        docs = {str(d["_id"]): d async for d in found} if found is not None else {}
+        listed, chained = await _current(store, filt, base, [i for i, _ in ranked], q.limit)
     except PyMongoError as e:
         raise StorageError("could not recall memories") from e
     weight = 1.0 if path == "unavailable" else WEIGHTS[q.method]
-    listed = [(i, docs[i]) for i, _ in ranked if i in docs]
     both = q.method == "fused" and path == "vectorSearch"
     scores = shown_scores(q.text, listed, similarity, weight, both=both)
-    items = [item_of(d, round(s, 6)) for (_, d), s in zip(listed, scores, strict=True)]
+    items = [
+        dataclasses.replace(item_of(d, round(s, 6)), superseded_by=chained.get(i, ()))
+        for (i, d), s in zip(listed, scores, strict=True)
+    ]
     return Ranking([m for m in items if m.score is not None and m.score >= q.min_score], path)
+
+
+async def _current(
+    store: RecallRepository, filt: RecallFilter, base: Doc, ids: list[str], limit: int
+) -> tuple[list[tuple[str, Doc]], dict[str, tuple[Link, ...]]]:
+    """The first `limit` of the ranked `ids` the filter admits, in order, read `limit` at a time:
+    replaced memories left out (`recall/chain.py`) unless the filter includes them; and the links
+    that replace each one read."""
+    listed: list[tuple[str, Doc]] = []
+    chained: dict[str, tuple[Link, ...]] = {}
+    for start in range(0, len(ids), limit):
+        batch = ids[start : start + limit]
+        docs = {
+            str(d["_id"]): d async for d in store.memories.find({**base, "_id": {"$in": batch}}, ITEM_FIELDS)
+        }
+        chained |= await replacers(store, filt.scope, list(docs.values()), filt.as_of)
+        listed += [(i, docs[i]) for i in batch if i in docs and (filt.include_superseded or i not in chained)]
+        if len(listed) >= limit:
+            break
+    return listed[:limit], chained
 
 
 async def _ranked(
@@ -103,10 +128,10 @@ async def _ranked(
     if q.method in ("fused", "vector"):
         required = q.method == "vector"
         path, vector_ranked = await by_meaning(store, filt, base, q.text, depth, required=required)
-    if q.method == "fused":
-        ranked = await fused(store, base, q.text, text_ranked, vector_ranked, q.limit)
+    if q.method == "fused":  # cut to the depth: `_current` leaves replaced memories out
+        ranked = await fused(store, base, q.text, text_ranked, vector_ranked, depth)
     else:
-        ranked = (text_ranked or vector_ranked)[: q.limit]
+        ranked = (text_ranked or vector_ranked)[:depth]
     return path, ranked, dict(vector_ranked)
 
 

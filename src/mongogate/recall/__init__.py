@@ -16,6 +16,7 @@ from mongogate.recall.bulk import (
     max_line_bytes,
     read_lines,
 )
+from mongogate.recall.chain import MAX_SUPERSEDES
 from mongogate.recall.checks import (
     MAX_ID_CHARS,
     MAX_KEY_CHARS,
@@ -60,6 +61,7 @@ __all__ = [
     "MAX_NAMESPACE_CHARS",
     "MAX_NAMESPACE_DEPTH",
     "MAX_SEGMENT_CHARS",
+    "MAX_SUPERSEDES",
     "PAGE_DEFAULT",
     "PAGE_MAX",
     "Embedder",

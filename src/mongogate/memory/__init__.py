@@ -2,7 +2,7 @@ from mongogate.memory.capacity import collection_sizes, size_report
 from mongogate.memory.erase import ERASURE
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role, check_content, check_id, message_id
 from mongogate.memory.message_vectors import MessageVectors
-from mongogate.memory.model import Context, Summary, summary_shape
+from mongogate.memory.model import SUMMARY_AUTHOR, SUMMARY_NOTICE, Context, Summary, summary_shape
 from mongogate.memory.search import (
     MAX_QUERY_CHARS,
     SCAN_MAX,
@@ -25,6 +25,8 @@ __all__ = [
     "SCAN_MAX",
     "SEARCH_DEFAULT",
     "SEARCH_MAX",
+    "SUMMARY_AUTHOR",
+    "SUMMARY_NOTICE",
     "Context",
     "MemoryStore",
     "Message",

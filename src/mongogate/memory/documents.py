@@ -102,6 +102,8 @@ class PublishedSummary(TypedDict):
     text: str
     through_seq: int
     created_at: datetime
+    #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
+    author: NotRequired[str | None]
 
 
 class SessionDoc(TypedDict):
@@ -160,3 +162,5 @@ class SummaryDoc(TypedDict):
     text: str
     lease_id: str | None
     created_at: datetime
+    #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
+    author: NotRequired[str | None]

@@ -92,7 +92,7 @@ class RecallRepository:
         in flight, which a recall takes as abandoned after `coherence.LEASE`; `ends_on` adds the
         exceptions after which the block's writes are known to be bumped (a `changed` in a
         `finally`)."""
-        async with self.coherence.writing(scope_key(scope), self.clock.now(), ends_on):
+        async with self.coherence.writing(scope_key(scope), self.clock.now(), ends_on, clock=self.clock):
             yield
 
     async def lookup(self, scope: MemoryScope, ident: Doc, fields: Doc) -> Doc | None:

@@ -25,7 +25,7 @@ GLOBEX = MemoryScope("globex")
 MAY = datetime(2025, 5, 14, tzinfo=UTC)
 
 
-async def texts(ltm: LongTermMemory, **args: object) -> list[str]:
+async def texts(ltm: LongTermMemory, **args: Any) -> list[str]:
     got = await ltm.recall(ACME, "what did we decide about the launch?", min_score=0, **args)
     return sorted(m.text for m in got.memories)
 

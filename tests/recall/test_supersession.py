@@ -6,6 +6,7 @@ with versions, another scope's ids and documents of an earlier version."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient
@@ -26,7 +27,7 @@ ROME = "Alice has moved on again and now lives in Rome."
 WHERE = "Where does Alice live?"
 
 
-async def texts(ltm: LongTermMemory, **args: object) -> list[str]:
+async def texts(ltm: LongTermMemory, **args: Any) -> list[str]:
     got = await ltm.recall(ACME, WHERE, min_score=0, **args)
     return sorted(m.text for m in got.memories)
 

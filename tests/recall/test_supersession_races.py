@@ -64,7 +64,7 @@ async def watcher(mongo: AsyncMongoClient[dict[str, object]], db_name: str) -> L
     return store
 
 
-async def ids(ltm: LongTermMemory, query: str, **args: object) -> set[str]:
+async def ids(ltm: LongTermMemory, query: str, **args: Any) -> set[str]:
     return {m.id for m in (await ltm.recall(ACME, query, limit=10, **args)).memories}
 
 

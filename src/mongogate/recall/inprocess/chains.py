@@ -10,8 +10,8 @@ read. Results for the current time are kept until a row changes or a newer row's
 Similarity is the cosine of two memories' vectors (the embedding model's, unit length): one
 matrix-vector product for a remember's notice (`similar_to`), and for a recall's marks a product
 with the `POOL` rows closest in meaning to the question only (`newer_similar`): a memory very close
-to a returned one is close to the question too, and the product over every row at once took
-10-15 ms at 10,000 memories (benchmarks/RESULTS.md, "similar facts").
+to a returned one is close to the question too, and the pool's product costs less than half the
+one over every row at 10,000 memories (benchmarks/RESULTS.md, "similar facts").
 """
 
 from __future__ import annotations

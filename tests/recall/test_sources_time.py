@@ -11,12 +11,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient
 
 from mongogate.clock import ManualClock
+from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
 from mongogate.recall.bulk import export_lines, import_lines, read_lines
 from mongogate.recall.model import MemoryScope, Source
 from mongogate.recall.store import LongTermMemory
+from tests.recall.conftest import BrokenEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +57,26 @@ async def test_event_time_filters_recall_and_listing_half_open(ltm: LongTermMemo
     listed = await ltm.list(ACME, occurred_after="2025-04-01", occurred_before="2025-05-15")
     assert sorted(m.occurred_at.month for m in listed.memories if m.occurred_at) == [4, 5]
     assert len((await ltm.list(ACME)).memories) == 4
+
+
+async def test_occurred_before_alone_leaves_out_memories_without_event_time_on_every_path(
+    ltm: LongTermMemory, mongo: AsyncMongoClient[dict[str, object]], db_name: str, embedder: BrokenEmbedder
+) -> None:
+    """A stored `occurred_at: null` is no time at all, not a time before every other (the
+    database's order puts null first: a bare `$lt` matched it)."""
+    await seed(ltm)
+    before_may = ["We decided in April to delay the launch."]
+    assert await texts(ltm, occurred_before="2025-05-01") == before_may
+    assert sorted(m.text for m in (await ltm.list(ACME, occurred_before="2025-05-01")).memories) == before_may
+    atlas = LongTermMemory(
+        mongo[db_name],
+        LongTermSettings(vector_search="atlas", min_score=0.0),
+        embedder,
+        limits=LimitsSettings(),
+    )
+    await atlas.ensure_indexes()
+    got = await atlas.recall(ACME, "decided launch", method="text", occurred_before="2025-05-01")
+    assert got.index_path == "text" and [m.text for m in got.memories] == before_may
 
 
 async def test_a_new_source_or_event_time_is_a_new_version_of_a_keyed_memory(ltm: LongTermMemory) -> None:

@@ -109,7 +109,9 @@ class RecallFilter:
         if self.occurred_before is not None:
             when["$lt"] = self.occurred_before
         if when:
-            query[rd.OCCURRED_AT] = when
+            # a stored null is no time (the database orders null before every date: `$lt` alone
+            # matched a memory without one)
+            query[rd.OCCURRED_AT] = when | {"$type": "date"}
         if self.as_of is not None:
             query[rd.CREATED_AT] = {"$lte": self.as_of}
         return query

@@ -141,7 +141,7 @@ async def link(store: RecallRepository, scope: MemoryScope, mid: str, targets: l
             await store.memories.update_one({"_id": k.id}, {"$set": {f"{rd.SUPERSEDED_BY}.{mid}": k.at}})
             written.append(k.id)
     await store.changed(scope, *written)
-    return tuple(links)
+    return tuple(sorted(links, key=lambda k: (k.at, k.id)))  # as every reader orders them
 
 
 async def replacers(

@@ -170,7 +170,8 @@ class RememberOut(ToolOutput):
         default=None,
         description="older memories very close in meaning that this call did not replace: if one is an "
         "older value of the same fact, call remember again with supersedes=[its id], or forget it. "
-        "null: not checked (this server has not searched your memories yet)",
+        "null: not checked (status unchanged: no new fact; or this server has not searched your "
+        "memories since it started)",
     )
 
 

@@ -122,3 +122,15 @@ async def test_a_malformed_time_or_source_is_a_clear_error_and_stores_nothing(
     async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
         assert (await failure(c, tool, **args)).startswith(error)
         assert await listed(c) == []
+
+
+async def test_extract_memories_asks_for_the_source_the_event_time_and_what_a_fact_replaces(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    async with Client(build_server(make_settings(engine_uri, db_name, tmp_path))) as c:
+        sid = await said(c, "We moved the launch from Lisbon to Porto on May 14th.")
+        got = await c.get_prompt("extract_memories", {"session_id": sid})
+        text = got.messages[0].content.text  # type: ignore[union-attr]
+        assert f"source={{'session_id': {sid!r}, 'seq': <the seq of the message" in text
+        assert "occurred_at=<when" in text and "supersedes=<that memory's id>" in text
+        assert '"seq":1,"role":"user"' in text  # the seq the model copies is in the transcript

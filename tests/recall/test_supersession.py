@@ -233,3 +233,34 @@ async def test_the_search_index_path_leaves_replaced_memories_out_too(
         ACME, "Alice invoice due", method="text", limit=5, as_of=clock.now() - timedelta(seconds=1)
     )
     assert {m.id for m in then.memories} == {o.id for o in old}
+
+
+@pytest.mark.parametrize("path", ["index", "text"])
+async def test_both_rankers_mark_a_memory_with_a_newer_very_similar_one(
+    mongo: AsyncMongoClient[dict[str, object]],
+    db_name: str,
+    embedder: BrokenEmbedder,
+    clock: ManualClock,
+    path: str,
+) -> None:
+    vector_search = "atlas" if path == "text" else "auto"
+    settings = LongTermSettings(vector_search=vector_search, min_score=0.0)
+    ltm = LongTermMemory(mongo[db_name], settings, embedder, clock, limits=LimitsSettings())
+    await ltm.ensure_indexes()
+    paris = await ltm.remember(ACME, PARIS)
+    await ltm.remember(ACME, "The cat is called Miso and eats salmon.")
+    clock.advance(60)
+    berlin = await ltm.remember(ACME, "Alice now lives in Berlin.")
+    method: Any = "text" if path == "text" else "fused"
+    got = await ltm.recall(ACME, "Alice lives", method=method, limit=5)
+    assert got.index_path == path
+    marks = {m.id: m.newer_similar for m in got.memories}
+    assert marks[paris.id] is not None and marks[paris.id].id == berlin.id
+    assert marks[paris.id].score >= settings.similar_min_score
+    assert marks[berlin.id] is None  # nothing newer is like it
+    await ltm.remember(ACME, "Alice now lives in Berlin.", supersedes=paris.id)
+    every = await ltm.recall(ACME, "Alice lives", method=method, limit=5, include_superseded=True)
+    assert {m.id: m.newer_similar is not None for m in every.memories if m.id in (paris.id, berlin.id)} == {
+        paris.id: True,  # still a look-alike of the newer one; superseded_by says it is settled
+        berlin.id: False,
+    }

@@ -110,8 +110,8 @@ class MemoryItem:
     #: the message the fact came from, and when what it says happened (None: not given)
     source: Source | None = None
     occurred_at: datetime | None = None
-    #: a newer memory of the scope very close in meaning (recall on the index path only): this
-    #: one may be an older value of the same fact
+    #: a newer memory of the scope very close in meaning (recall only, both rankers): this one
+    #: may be an older value of the same fact
     newer_similar: Similar | None = None
 
     @classmethod

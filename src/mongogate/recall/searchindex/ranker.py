@@ -11,6 +11,8 @@ in the database.
 - Replaced memories (`recall/chain.py`) are left out as on the in-process index, unless asked
   for: the ranked candidates are read `limit` at a time and each one's `superseded_by` checked
   against the memories it names (`supersession.replacers`).
+- A returned memory with a newer one very close in meaning among the ranked candidates is marked
+  (`newer_similar`).
 - Score: the meaning the in-process index's has (`mongogate/scoring.py`): each memory's own score
   is `scoring.blend` of its text side (the share of the query's words its text holds,
   `terms.coverage`: 1.0 holds every one) and its meaning side (the cosine, from
@@ -30,20 +32,24 @@ import dataclasses
 import logging
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from pymongo import DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate import scoring
+from mongogate.clock import utc_or_none
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import documents as rd
-from mongogate.recall.model import Link, Question, Ranking
-from mongogate.recall.pages import ITEM_FIELDS, item_of
+from mongogate.recall.model import Link, Question, Ranking, Similar
+from mongogate.recall.pages import ITEM_FIELDS, item_of, live
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.searchindex.rank import fuse_recall
 from mongogate.recall.searchindex.terms import coverage, terms, text_search
 from mongogate.recall.searchindex.vectors import scan_top, vector_search_stage
 from mongogate.recall.supersession import replacers
+from mongogate.recall.vectors import FIELD, unpack
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -88,11 +94,18 @@ async def rank(store: RecallRepository, filt: RecallFilter, q: Question) -> Rank
     weight = 1.0 if path == "unavailable" else WEIGHTS[q.method]
     both = q.method == "fused" and path == "vectorSearch"
     scores = shown_scores(q.text, listed, similarity, weight, both=both)
-    items = [
-        dataclasses.replace(item_of(d, round(s, 6)), superseded_by=chained.get(i, ()))
-        for (i, d), s in zip(listed, scores, strict=True)
+    kept = [
+        (i, d, round(sc, 6)) for (i, d), sc in zip(listed, scores, strict=True) if round(sc, 6) >= q.min_score
     ]
-    return Ranking([m for m in items if m.score is not None and m.score >= q.min_score], path)
+    try:
+        near = await newer_similar(store, filt, [i for i, _, _ in kept], [i for i, _ in ranked])
+    except PyMongoError as e:
+        raise StorageError("could not recall memories") from e
+    items = [
+        dataclasses.replace(item_of(d, sc), superseded_by=chained.get(i, ()), newer_similar=near.get(i))
+        for i, d, sc in kept
+    ]
+    return Ranking(items, path)
 
 
 async def _current(
@@ -258,3 +271,61 @@ async def by_vector_search(
             advice=f"create the search index {store.settings.vector_index_name!r} (mongogate check "
             "prints it) or set memory.long_term.vector_search = 'scan'",
         ) from e
+
+
+#: what the newer-sibling marks read of the candidates
+_SIBLING_FIELDS = {
+    FIELD: 1,
+    rd.EMBEDDING_MODEL: 1,
+    rd.UPDATED_AT: 1,
+    rd.SUPERSEDED_BY: 1,
+    rd.STATED_AT: 1,
+    rd.TENANT: 1,
+    rd.OWNER: 1,
+}
+
+
+def _unit(doc: Doc, model: str) -> npt.NDArray[np.float32] | None:
+    raw = doc.get(FIELD)
+    if doc.get(rd.EMBEDDING_MODEL) != model or raw is None:
+        return None
+    try:
+        v = unpack(raw) if not isinstance(raw, list) else np.asarray(raw, dtype=np.float32)
+    except ValueError:
+        return None
+    norm = float(np.linalg.norm(v))
+    return v / norm if np.isfinite(norm) and norm > 0 else None
+
+
+async def newer_similar(
+    store: RecallRepository, filt: RecallFilter, shown: list[str], candidates: list[str]
+) -> dict[str, Similar]:
+    """Shown id -> the current memory among `candidates` (the fusion's ranked ids) closest to it
+    in meaning, written after it and at least `similar_min_score` close (the in-process index's
+    rule, `recall/inprocess/chains.py`; a memory very close to a returned one is close to the
+    question too). The candidates' vectors are read by `_id` (one `find`) and compared only when
+    embedded by the recall's model; one replaced now, or expired, is no sibling."""
+    threshold = store.settings.similar_min_score
+    if not shown or len(candidates) < 2 or threshold >= 1.0:
+        return {}
+    query = {**filt.scope.match(), **live(filt.now), "_id": {"$in": sorted(set(candidates) | set(shown))}}
+    docs = {str(d["_id"]): d async for d in store.memories.find(query, _SIBLING_FIELDS)}
+    replaced = await replacers(store, filt.scope, list(docs.values()))
+    model = store.embedder.model
+    vecs = {i: v for i, d in docs.items() if (v := _unit(d, model)) is not None}
+    out: dict[str, Similar] = {}
+    for mid in shown:
+        mine, when = vecs.get(mid), utc_or_none(docs.get(mid, {}).get(rd.UPDATED_AT))
+        if mine is None or when is None:
+            continue
+        best: tuple[float, str] | None = None
+        for other, v in vecs.items():
+            newer = utc_or_none(docs[other].get(rd.UPDATED_AT))
+            if other == mid or other in replaced or newer is None or newer <= when:
+                continue
+            score = float(mine @ v)
+            if score >= threshold and (best is None or (score, other) > best):
+                best = (score, other)
+        if best is not None:
+            out[mid] = Similar(best[1], round(best[0], 6))
+    return out

@@ -157,21 +157,27 @@ async def replacers(
     now = store.clock.now()
     out: dict[str, tuple[Link, ...]] = {}
     for d in docs:
-        mid = str(d["_id"])
-        links = []
-        for n in d.get(rd.SUPERSEDED_BY) or {}:
-            x = newer.get(str(n))
-            at = None if x is None else utc_or_none((x.get(rd.SUPERSEDES) or {}).get(mid))
-            if x is None or at is None or n == mid or not _live(x, scope, now):
-                continue
-            created = utc_or_none(x.get(rd.CREATED_AT))
-            if as_of is not None and (created is None or created > as_of):
-                continue
-            if holds(at, utc_or_none(d.get(rd.STATED_AT)), as_of):
-                links.append(Link(str(n), at))
+        links = [
+            k for n in d.get(rd.SUPERSEDED_BY) or {} if (k := _link(d, newer.get(str(n)), scope, now, as_of))
+        ]
         if links:
-            out[mid] = tuple(sorted(links, key=lambda k: (k.at, k.id)))
+            out[str(d["_id"])] = tuple(sorted(links, key=lambda k: (k.at, k.id)))
     return out
+
+
+def _link(
+    older: Doc, newer: Doc | None, scope: MemoryScope, now: datetime, as_of: datetime | None
+) -> Link | None:
+    """The link from `newer` (read by `_id`) that replaces `older`, when it holds (`chain.holds`):
+    its half present, live in the scope, another memory, created by `as_of`."""
+    mid = str(older["_id"])
+    at = None if newer is None else utc_or_none((newer.get(rd.SUPERSEDES) or {}).get(mid))
+    if newer is None or at is None or str(newer["_id"]) == mid or not _live(newer, scope, now):
+        return None
+    created = utc_or_none(newer.get(rd.CREATED_AT))
+    if as_of is not None and (created is None or created > as_of):
+        return None
+    return Link(str(newer["_id"]), at) if holds(at, utc_or_none(older.get(rd.STATED_AT)), as_of) else None
 
 
 async def marked(store: RecallRepository, scope: MemoryScope, docs: list[Doc]) -> list[MemoryItem]:

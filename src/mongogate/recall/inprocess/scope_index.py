@@ -103,14 +103,8 @@ class ScopeIndex(Rows):
             return []
         sims = self._similarities(vector, n)
         text = self.text_scores(query_tokens)
-        usable = self._usable(now, ns_path, metadata)
-        as_of = None if filt is None else filt.as_of
-        chained = chains.replaced(self, now, as_of)
-        in_window = chains.window(self, filt)
-        if in_window is not None:
-            usable &= in_window
-        if chained and (filt is None or not filt.include_superseded):
-            usable[list(chained)] = False
+        chained = chains.replaced(self, now, None if filt is None else filt.as_of)
+        usable = self._admitted(now, ns_path, metadata, filt, chained)
         if not usable.any():
             return []
         direct = fusion.direct(text, sims, weight_text, weight_vector)
@@ -118,18 +112,44 @@ class ScopeIndex(Rows):
         if weight_text > 0 and query_tokens:
             scores = self._hopped(scores, usable, query_tokens)
         kept = self._top(scores, usable, depth)
-        best = float(scores[kept[0]]) if kept else 0.0
-        both = vector is not None and weight_text > 0 and weight_vector > 0
-        evidenced = self._evidenced(kept[0], sims, query_tokens) if kept and both else True
-        shown = _Shown(set(query_tokens), vector is not None and weight_vector > 0, best, evidenced)
+        by_meaning = vector is not None and weight_vector > 0
+        shown = self._shown(kept, scores, sims, query_tokens, by_meaning, both=by_meaning and weight_text > 0)
         ranked = [self._ranked(i, sims, text, scores, shown) for i in kept]
         near = {} if siblings is None or vector is None else self._siblings(kept, sims, now, siblings)
-        return [
-            dataclasses.replace(r, superseded_by=chained.get(i, ()), newer_similar=near.get(i))
-            if i in chained or i in near
-            else r
-            for i, r in zip(kept, ranked, strict=True)
-        ]
+        return [_marked(r, chained.get(i, ()), near.get(i)) for i, r in zip(kept, ranked, strict=True)]
+
+    def _shown(
+        self,
+        kept: list[int],
+        scores: npt.NDArray[np.float64],
+        sims: npt.NDArray[np.float32],
+        query_tokens: list[str],
+        by_meaning: bool,
+        *,
+        both: bool,
+    ) -> _Shown:
+        """How the kept rows' scores are shown: against the best one, and whether it has evidence."""
+        best = float(scores[kept[0]]) if kept else 0.0
+        evidenced = self._evidenced(kept[0], sims, query_tokens) if kept and both else True
+        return _Shown(set(query_tokens), by_meaning, best, evidenced)
+
+    def _admitted(
+        self,
+        now: datetime,
+        ns_path: str | None,
+        metadata: dict[str, Any],
+        filt: RecallFilter | None,
+        chained: dict[int, tuple[Link, ...]],
+    ) -> npt.NDArray[np.bool_]:
+        """The rows a recall may return: live, in the namespace, with the metadata values, in the
+        filter's time window, and not replaced unless the filter includes replaced ones."""
+        usable = self._usable(now, ns_path, metadata)
+        in_window = chains.window(self, filt)
+        if in_window is not None:
+            usable &= in_window
+        if chained and (filt is None or not filt.include_superseded):
+            usable[list(chained)] = False
+        return usable
 
     def _siblings(
         self, kept: list[int], sims: npt.NDArray[np.float32], now: datetime, min_score: float
@@ -244,3 +264,10 @@ class ScopeIndex(Rows):
             if elsewhere or not matches_all(row.metadata, metadata):
                 out[i] = False
         return out
+
+
+def _marked(r: Ranked, superseded_by: tuple[Link, ...], near: Similar | None) -> Ranked:
+    """`r` with what replaces it and its newer very similar sibling (unchanged when neither)."""
+    if not superseded_by and near is None:
+        return r
+    return dataclasses.replace(r, superseded_by=superseded_by, newer_similar=near)

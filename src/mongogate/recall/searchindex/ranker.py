@@ -315,17 +315,29 @@ async def newer_similar(
     vecs = {i: v for i, d in docs.items() if (v := _unit(d, model)) is not None}
     out: dict[str, Similar] = {}
     for mid in shown:
-        mine, when = vecs.get(mid), utc_or_none(docs.get(mid, {}).get(rd.UPDATED_AT))
-        if mine is None or when is None:
-            continue
-        best: tuple[float, str] | None = None
-        for other, v in vecs.items():
-            newer = utc_or_none(docs[other].get(rd.UPDATED_AT))
-            if other == mid or other in replaced or newer is None or newer <= when:
-                continue
-            score = float(mine @ v)
-            if score >= threshold and (best is None or (score, other) > best):
-                best = (score, other)
-        if best is not None:
-            out[mid] = Similar(best[1], round(best[0], 6))
+        found = _closest_newer(mid, docs, vecs, set(replaced), threshold)
+        if found is not None:
+            out[mid] = found
     return out
+
+
+def _closest_newer(
+    mid: str,
+    docs: dict[str, Doc],
+    vecs: dict[str, npt.NDArray[np.float32]],
+    replaced: set[str],
+    threshold: float,
+) -> Similar | None:
+    """The memory of `vecs` closest to `mid`, written after it, not replaced, `threshold` close."""
+    mine, when = vecs.get(mid), utc_or_none(docs.get(mid, {}).get(rd.UPDATED_AT))
+    if mine is None or when is None:
+        return None
+    best: tuple[float, str] | None = None
+    for other, v in vecs.items():
+        newer = utc_or_none(docs[other].get(rd.UPDATED_AT))
+        if other == mid or other in replaced or newer is None or newer <= when:
+            continue
+        score = float(mine @ v)
+        if score >= threshold and (best is None or (score, other) > best):
+            best = (score, other)
+    return None if best is None else Similar(best[1], round(best[0], 6))

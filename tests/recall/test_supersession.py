@@ -243,8 +243,7 @@ async def test_both_rankers_mark_a_memory_with_a_newer_very_similar_one(
     clock: ManualClock,
     path: str,
 ) -> None:
-    vector_search = "atlas" if path == "text" else "auto"
-    settings = LongTermSettings(vector_search=vector_search, min_score=0.0)
+    settings = LongTermSettings(vector_search="atlas" if path == "text" else "auto", min_score=0.0)
     ltm = LongTermMemory(mongo[db_name], settings, embedder, clock, limits=LimitsSettings())
     await ltm.ensure_indexes()
     paris = await ltm.remember(ACME, PARIS)
@@ -255,8 +254,8 @@ async def test_both_rankers_mark_a_memory_with_a_newer_very_similar_one(
     got = await ltm.recall(ACME, "Alice lives", method=method, limit=5)
     assert got.index_path == path
     marks = {m.id: m.newer_similar for m in got.memories}
-    assert marks[paris.id] is not None and marks[paris.id].id == berlin.id
-    assert marks[paris.id].score >= settings.similar_min_score
+    mark = marks[paris.id]
+    assert mark is not None and mark.id == berlin.id and mark.score >= settings.similar_min_score
     assert marks[berlin.id] is None  # nothing newer is like it
     await ltm.remember(ACME, "Alice now lives in Berlin.", supersedes=paris.id)
     every = await ltm.recall(ACME, "Alice lives", method=method, limit=5, include_superseded=True)

@@ -6,6 +6,7 @@ at once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -16,6 +17,7 @@ from mongogate.config import LongTermSettings
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import MemoryScope, Remembered
 from mongogate.recall.store import LongTermMemory
+from tests.recall import test_races as races
 
 pytestmark = pytest.mark.anyio
 
@@ -23,37 +25,19 @@ ACME = MemoryScope("acme")
 SETTINGS = LongTermSettings(min_score=0.0)
 
 
-def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]]) -> list[Remembered]:
-    """Each call in its own thread and server, both held after their first half of a link."""
-    barrier = threading.Barrier(len(calls))
+def held_after_link(barrier: threading.Barrier) -> Callable[[str], None]:
+    """A failpoint: each racer waits for the others after its first half of a link."""
 
     def fault(point: str) -> None:
         if point == "remember.after_link":
             barrier.wait(timeout=60)
 
-    results: list[Remembered | BaseException] = [RuntimeError("not run")] * len(calls)
+    return fault
 
-    async def one(i: int) -> None:
-        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(engine_uri, tz_aware=True)
-        try:
-            ltm = LongTermMemory(client[db_name], SETTINGS, LocalEmbedder())
-            ltm.legacy = False
-            ltm.fault = fault
-            results[i] = await ltm.remember(ACME, **calls[i])
-        except BaseException as e:
-            results[i] = e
-        finally:
-            await client.close()
 
-    threads = [threading.Thread(target=anyio.run, args=(one, i)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return [r for r in results if isinstance(r, Remembered)]
+def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]]) -> list[Remembered]:
+    """Each call in its own thread and server, all held after their first half of a link."""
+    return races.race(engine_uri, db_name, calls, False, held=held_after_link, settings=SETTINGS)
 
 
 @pytest.fixture

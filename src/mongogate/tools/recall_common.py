@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from mongogate.errors import NotFound
-from mongogate.recall import Link, LongTermMemory, MemoryScope, Similar, Source, scope_for
+from mongogate.recall import Link, LongTermMemory, MemoryItem, MemoryScope, Similar, Source, scope_for
 from mongogate.tools.base import ID_RULES, Call, IdStr, ToolInput, ToolOutput, limit
 from mongogate.values import is_storable
 
@@ -112,6 +112,25 @@ def similar_out(similar: Similar, *, text: bool) -> SimilarOut:
 
 def iso_or_none(value: datetime | None) -> str | None:
     return None if value is None else _iso(value)
+
+
+def item_fields(m: MemoryItem) -> dict[str, Any]:
+    """What recall and list_memories return alike of a memory (their outputs add their own)."""
+    return {
+        "id": m.id,
+        "namespace": m.namespace,
+        "key": m.key,
+        "text": m.text,
+        "metadata": m.metadata,
+        "version": m.version,
+        "author": m.author,
+        "created_at": _iso(m.created_at),
+        "updated_at": _iso(m.updated_at),
+        "occurred_at": iso_or_none(m.occurred_at),
+        "source": source_out(m.source),
+        "supersedes": links_out(m.supersedes),
+        "superseded_by": links_out(m.superseded_by),
+    }
 
 
 async def checked_source(call: Call, source: SourceIn | None) -> dict[str, Any] | None:

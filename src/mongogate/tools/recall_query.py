@@ -25,13 +25,10 @@ from mongogate.tools.recall_common import (
     LinkOut,
     SimilarOut,
     SourceOut,
-    _iso,
     _notice,
-    iso_or_none,
-    links_out,
+    item_fields,
     service,
     similar_out,
-    source_out,
     time_in,
 )
 
@@ -116,22 +113,10 @@ class RecallOut(ToolOutput):
 
 def _memory(m: MemoryItem) -> MemoryOut:
     return MemoryOut(
-        id=m.id,
-        namespace=m.namespace,
-        key=m.key,
-        text=m.text,
-        metadata=m.metadata,
+        **item_fields(m),
         score=m.score,
         similarity=m.similarity,
         matched_terms=m.matched_terms,
-        version=m.version,
-        author=m.author,
-        created_at=_iso(m.created_at),
-        updated_at=_iso(m.updated_at),
-        occurred_at=iso_or_none(m.occurred_at),
-        source=source_out(m.source),
-        supersedes=links_out(m.supersedes),
-        superseded_by=links_out(m.superseded_by),
         newer_similar=None if m.newer_similar is None else similar_out(m.newer_similar, text=False),
     )
 

@@ -28,6 +28,7 @@ from mongogate.tools.recall_common import (
     _iso,
     _notice,
     iso_or_none,
+    item_fields,
     links_out,
     service,
     source_out,
@@ -154,24 +155,7 @@ async def _list_memories(call: Call, a: ListMemoriesIn) -> ListMemoriesOut:
         occurred_after=a.occurred_after,
         occurred_before=a.occurred_before,
     )
-    rows = [
-        ListedOut(
-            id=m.id,
-            namespace=m.namespace,
-            key=m.key,
-            text=m.text,
-            metadata=m.metadata,
-            version=m.version,
-            author=m.author,
-            created_at=_iso(m.created_at),
-            updated_at=_iso(m.updated_at),
-            occurred_at=iso_or_none(m.occurred_at),
-            source=source_out(m.source),
-            supersedes=links_out(m.supersedes),
-            superseded_by=links_out(m.superseded_by),
-        )
-        for m in page.memories
-    ]
+    rows = [ListedOut(**item_fields(m)) for m in page.memories]
     extra = " The rest of this page continues at next_cursor." if page.truncated else ""
     return ListMemoriesOut(memories=rows, next_cursor=page.next_cursor, notice=NOTICE + extra)
 

@@ -24,6 +24,7 @@ from datetime import datetime
 
 from mongogate.clock import utc_or_none
 from mongogate.errors import InvalidInput, NotFound
+from mongogate.leases import literal
 from mongogate.recall import checks
 from mongogate.recall import documents as rd
 from mongogate.recall.chain import MAX_LINKS, SIMILAR_MAX, holds
@@ -124,17 +125,25 @@ async def link(store: RecallRepository, scope: MemoryScope, mid: str, targets: l
     now = store.clock.now()
     newer = await store.memories.find_one({"_id": mid}, {rd.SUPERSEDES: 1})
     held = {k.id: k.at for k in links_of((newer or {}).get(rd.SUPERSEDES))}
-    links: list[Link] = []
-    sets: Doc = {rd.STATED_AT: now}
+    fresh: Doc = {}  # new links: a concurrent call's entry, written first, wins
+    restated: Doc = {}  # links the target was stated current over since: stated again, now
     for t in targets:
         tid = str(t["_id"])
         at = held.get(tid)
-        if at is None or not holds(at, utc_or_none(t.get(rd.STATED_AT))):
-            at = now
-            sets[f"{rd.SUPERSEDES}.{tid}"] = at
-        links.append(Link(tid, at))
-    await store.memories.update_one({"_id": mid}, {"$set": sets})
+        if at is None:
+            fresh[tid] = literal(now)
+        elif not holds(at, utc_or_none(t.get(rd.STATED_AT))):
+            restated[tid] = literal(now)
+    merged = {"$mergeObjects": [fresh, {"$ifNull": [f"${rd.SUPERSEDES}", {}]}, restated]}
+    await store.memories.update_one(
+        {"_id": mid}, [{"$set": {rd.SUPERSEDES: merged, rd.STATED_AT: literal(now)}}]
+    )
     store.at("remember.after_link")
+    # the times as stored: two calls writing the same link at once (a retry racing its first
+    # attempt) both answer, and write the second half with, the one that won
+    stored = await store.memories.find_one({"_id": mid}, {rd.SUPERSEDES: 1})
+    kept = {k.id: k.at for k in links_of((stored or {}).get(rd.SUPERSEDES))}
+    links = [Link(str(t["_id"]), kept.get(str(t["_id"]), now)) for t in targets]
     written = [mid]
     for t, k in zip(targets, links, strict=True):
         if utc_or_none((t.get(rd.SUPERSEDED_BY) or {}).get(mid)) != k.at:

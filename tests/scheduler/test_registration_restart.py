@@ -13,11 +13,8 @@ time. Real worker processes, a real signal; the only waits are hang guards.
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,6 +24,7 @@ import pytest
 
 from mongogate.compat import mongoeco
 from mongogate.scheduler.core import SCHEDULE_COLLECTION
+from tests.scheduler.helpers import spawn_worker
 
 ROOT = Path(__file__).parents[2]
 AGENTS = 200
@@ -46,23 +44,7 @@ class Worker:
     """A `mongogate worker` process and the lines of its log, read as they come."""
 
     def __init__(self, tmp: Path, engine_uri: str, db_name: str, worker_id: str) -> None:
-        tmp.mkdir(parents=True, exist_ok=True)
-        conf = tmp / "mongogate.toml"
-        conf.write_text(
-            f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp / "data"}"\n'
-            "[scheduler]\njitter_max_s = 0\n"
-        )
-        (tmp / "fleet.py").write_text(AGENTS_FILE)
-        path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
-        cmd = [sys.executable, "-m", "mongogate.cli", "worker", "--config", str(conf), "--no-entry-points"]
-        cmd += ["--agents", f"{tmp / 'fleet.py'}:agents", "--worker-id", worker_id]
-        self.proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": path},
-        )
+        self.proc = spawn_worker(tmp, engine_uri, db_name, AGENTS_FILE, worker_id, "jitter_max_s = 0\n")
         self.log: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -56,9 +56,10 @@ class Faults:
 
     ``at(point)`` is called at named points between a write and its reply: begin_turn.after_lease,
     append.after_seq, answer.after_commit, answer.after_write, end_turn.after_reply_write,
-    remember.after_write, forget.after_memory; and in an erasure `erase.after_journal:<action>:<collection>`
-    and `erase.after_apply:<action>:<collection>` (erasure/sweep.py). Crash tests end the process
-    there (tests/fault_harness.py)."""
+    remember.after_write, remember.after_link (between a supersession's two halves),
+    forget.after_memory; and in an erasure `erase.after_journal:<action>:<collection>` and
+    `erase.after_apply:<action>:<collection>` (erasure/sweep.py). Crash tests end the process there
+    (tests/fault_harness.py)."""
 
     at: Callable[[str], None] | None = None
 

@@ -70,8 +70,11 @@ async def test_a_subject_erasure_leaves_the_other_subject_and_unattributes_its_t
     writer, reader = service(mongo, db_name), service(reader_client, db_name)
     await writer.remember(ALICE, OLD[0], author="alice")
     await writer.remember(BOB, OLD[1], author="bob")
-    shared = await writer.remember(ACME, OLD[2], key="billing", author="alice")
-    await writer.remember(ACME, "Invoices go to ap@acme.example now.", key="billing", author="alice")
+    said = {"session_id": "alice-s1", "seq": 3}  # alice's message: it leads back to her
+    shared = await writer.remember(ACME, OLD[2], key="billing", author="alice", source=said)
+    await writer.remember(
+        ACME, "Invoices go to ap@acme.example now.", key="billing", author="alice", source=said | {"seq": 5}
+    )
     assert OLD[0] in await texts(reader, ALICE, "ORD-58213")
     assert [m.author for m in (await reader.recall(ACME, "invoices", limit=5, min_score=0)).memories] == [
         "alice"
@@ -82,9 +85,10 @@ async def test_a_subject_erasure_leaves_the_other_subject_and_unattributes_its_t
     assert await texts(reader, ALICE, "ORD-58213") == []
     assert OLD[1] in await texts(reader, BOB, "what is the cat called?")  # another subject's: untouched
     kept = (await reader.recall(ACME, "invoices", limit=5, min_score=0)).memories
-    assert [(m.id, m.author) for m in kept] == [(shared.id, None)]  # the tenant's memory stays, unattributed
+    # the tenant's memory stays, unattributed, its source gone with the subject's conversations
+    assert [(m.id, m.author, m.source) for m in kept] == [(shared.id, None, None)]
     history = await reader.history(ACME, shared.id)
-    assert [v.author for v in history.versions] == [None, None]
+    assert [(v.author, v.source) for v in history.versions] == [(None, None), (None, None)]
     again = await Sweep(mongo[db_name], Target.of("acme", "alice")).run([ERASURE])
     assert again.total("removed") == 0 and again.total("redacted") == 0
 

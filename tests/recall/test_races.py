@@ -33,15 +33,25 @@ def held_after_read(barrier: threading.Barrier) -> Callable[[str], None]:
     return fault
 
 
-def race(engine_uri: str, db_name: str, calls: list[dict[str, Any]], legacy: bool) -> list[Remembered]:
+def race(
+    engine_uri: str,
+    db_name: str,
+    calls: list[dict[str, Any]],
+    legacy: bool,
+    *,
+    held: Callable[[threading.Barrier], Callable[[str], None]] = held_after_read,
+    settings: LongTermSettings | None = None,
+) -> list[Remembered]:
+    """Each call in its own thread with its own client and store (a server process each), held
+    at a barrier by the failpoint `held` makes."""
     barrier = threading.Barrier(len(calls))
-    fault = held_after_read(barrier)
+    fault = held(barrier)
     results: list[Remembered | BaseException] = [RuntimeError("not run")] * len(calls)
 
     async def one(i: int) -> None:
         client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(engine_uri, tz_aware=True)
         try:
-            ltm = LongTermMemory(client[db_name], LongTermSettings(), LocalEmbedder())
+            ltm = LongTermMemory(client[db_name], settings or LongTermSettings(), LocalEmbedder())
             ltm.fault = fault
             ltm.legacy = legacy  # True: read first (a database with uuid ids left); False: create first
             results[i] = await ltm.remember(ACME, **calls[i])

@@ -62,6 +62,11 @@ async def test_remember_recall_forget_history_in_process(
             "author",
             "created_at",
             "updated_at",
+            "occurred_at",
+            "source",
+            "supersedes",
+            "superseded_by",
+            "newer_similar",
         }
         assert 0 <= r["memories"][0]["score"] <= 1 and r["memories"][0]["matched_terms"] == ["sup-8812"]
         r = await ok(c, "recall", query="which text editor do I use?", namespace="user", limit=2)

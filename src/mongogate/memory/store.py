@@ -85,6 +85,16 @@ class MemoryStore(SessionRepository):
     async def delete_session(self, tenant: str, session_id: object) -> Erased:
         return await delete_session(self, tenant, session_id)
 
+    async def has_message(self, tenant: str, session_id: str, seq: int) -> bool:
+        """Whether `tenant`'s session `session_id` holds a message numbered `seq` (a memory's
+        `source`): one equality read on the (session_id, seq) index, checked against the tenant,
+        so another tenant's (or subject's) session reads as missing."""
+        try:
+            found = await self.messages.find_one({"session_id": session_id, "seq": seq}, {"tenant": 1})
+        except PyMongoError as e:
+            raise StorageError("could not read the source message") from e
+        return found is not None and found.get("tenant") == tenant
+
     # ---------------------------------------------------------------- sessions of items
 
     async def add_items(

@@ -16,6 +16,7 @@ from mongogate.recall.bulk import (
     max_line_bytes,
     read_lines,
 )
+from mongogate.recall.chain import MAX_SUPERSEDES
 from mongogate.recall.checks import (
     MAX_ID_CHARS,
     MAX_KEY_CHARS,
@@ -34,14 +35,18 @@ from mongogate.recall.erase import ERASURE
 from mongogate.recall.expiry import expired_ids, set_expiries
 from mongogate.recall.history import read_memory
 from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
+from mongogate.recall.listing import PAGE_DEFAULT, PAGE_MAX
 from mongogate.recall.model import (
     History,
+    Link,
     MemoryItem,
     MemoryPage,
     MemoryScope,
     Recalled,
     RecallMethod,
     Remembered,
+    Similar,
+    Source,
     Version,
     scope_for,
 )
@@ -50,7 +55,7 @@ from mongogate.recall.reembedding import reembed, stale_counts
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.search import path_report
 from mongogate.recall.searchindex.vectors import has_vector_search
-from mongogate.recall.store import PAGE_DEFAULT, PAGE_MAX, LongTermMemory, identity
+from mongogate.recall.store import LongTermMemory, identity
 
 __all__ = [
     "BATCH",
@@ -62,6 +67,7 @@ __all__ = [
     "MAX_NAMESPACE_CHARS",
     "MAX_NAMESPACE_DEPTH",
     "MAX_SEGMENT_CHARS",
+    "MAX_SUPERSEDES",
     "OPERATORS",
     "PAGE_DEFAULT",
     "PAGE_MAX",
@@ -71,6 +77,7 @@ __all__ = [
     "History",
     "IndexCache",
     "IndexPolicy",
+    "Link",
     "LocalEmbedder",
     "LongTermMemory",
     "MemoryItem",
@@ -80,6 +87,8 @@ __all__ = [
     "RecallMethod",
     "Recalled",
     "Remembered",
+    "Similar",
+    "Source",
     "Version",
     "check_metadata",
     "check_metadata_filter",

@@ -1,7 +1,8 @@
 """Bulk import and export of one scope's memories as JSON lines (`mongogate memory import|export`).
 
-A line is `{"text", "namespace"?, "key"?, "metadata"?, "ttl_days"?}`, checked like `remember`'s
-arguments. Import works in batches, in the shapes the embedded engine serves flat whatever the
+A line is `{"text", "namespace"?, "key"?, "metadata"?, "ttl_days"?}` and what `recall/portable.py`
+adds (`occurred_at`, `source`, `supersedes`, `superseded_by`, `stated_at`), checked like
+`remember`'s arguments. Import works in batches, in the shapes the embedded engine serves flat whatever the
 collection's size (recall/ids.py): every line's version 1 is built under its derived `_id` (the
 batch's texts embedded in one call), their places reserved in the scope's quota counter at once
 (recall/quota.py), and they are written with one unordered `insert_many`; a duplicate `_id` is a
@@ -26,14 +27,14 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 from mongogate.clock import as_utc
 from mongogate.errors import InvalidInput, MongogateError, QuotaExceeded, StorageError
-from mongogate.recall import checks, quota
+from mongogate.recall import checks, portable, quota
 from mongogate.recall import documents as rd
 from mongogate.recall.ids import IDENTITY_FIELDS, in_scope, memory_id
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.store import LongTermMemory, identity, text_hash
 from mongogate.values import Doc
 
-FIELDS = frozenset({"text", "namespace", "key", "metadata", "ttl_days"})
+FIELDS = frozenset({"text", "namespace", "key", "metadata", "ttl_days"}) | portable.FIELDS
 #: what a line may hold beyond the text limit (JSON escapes, metadata, the other fields)
 LINE_SLACK = 16 * 1024
 #: the largest file import reads
@@ -51,6 +52,8 @@ class Line:
     key: str | None
     metadata: Doc
     ttl_days: int | None
+    #: source, occurred_at and the memory's links (`recall/portable.py`)
+    extras: portable.Extras = field(default_factory=lambda: portable.Extras(checks.check_told(None, None)))
 
 
 @dataclass
@@ -120,6 +123,7 @@ def parse(number: int, raw: bytes, store: LongTermMemory) -> Line:
         key=None if key is None else checks.check_key(key),
         metadata=checks.check_metadata(value.get("metadata"), store.limits),
         ttl_days=checks.check_ttl(value.get("ttl_days"), store.settings),
+        extras=portable.parse(value),
     )
 
 
@@ -175,7 +179,7 @@ async def _import_batch(
         firsts = await _unstored(store, scope, firsts, slow, report)
     # create first: a duplicate `_id` is a memory already there (read by `_id` after, a hit); a
     # read that finds nothing would scan the collection on the embedded engine
-    held, over = await _insert(store, scope, await _documents(store, firsts, now, author), now, report)
+    held, over = await _insert(store, scope, await _documents(store, firsts, now, author, scope), now, report)
     slow += await _not_created(store, scope, held, over, report)
     await _through_remember(store, scope, sorted(slow, key=lambda ln: ln.number), author, report)
 
@@ -237,7 +241,8 @@ async def _legacy_firsts(
         found = [await store.lookup(scope, ident, _FIELDS) for _, ident in firsts]
     except PyMongoError as e:
         raise StorageError("could not read the memories being imported") from e
-    slow += _compare([(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None], report)
+    held = [(ln, d) for (ln, _), d in zip(firsts, found, strict=True) if d is not None]
+    slow += _compare(held, report, scope)
     return [pair for pair, d in zip(firsts, found, strict=True) if d is None]
 
 
@@ -257,7 +262,7 @@ async def _not_created(
     slow: list[Line] = []
     for i, ((line, _), doc) in enumerate(zip(held + over, found, strict=True)):
         if doc is not None:
-            slow += _compare([(line, doc)], report)
+            slow += _compare([(line, doc)], report, scope)
         elif i < len(held):
             slow.append(line)  # gone since its duplicate insert: through remember
         else:  # past the quota and not stored: nothing written
@@ -281,7 +286,10 @@ async def _through_remember(
                 metadata=line.metadata,
                 ttl_days=line.ttl_days,
                 author=author,
+                source=line.extras.told[rd.SOURCE],
+                occurred_at=line.extras.told[rd.OCCURRED_AT],
             )
+            await portable.set_links(store, scope, r.id, line.extras.links(scope))
         except InvalidInput as e:
             report.bad.append((line.number, str(e)))
             continue
@@ -291,7 +299,7 @@ async def _through_remember(
         setattr(report, r.status, getattr(report, r.status) + 1)
 
 
-_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, rd.EXPIRES_AT: 1}
+_FIELDS = {**IDENTITY_FIELDS, "metadata": 1, rd.EXPIRES_AT: 1, **portable.STORED}
 
 
 def _ident(doc: Doc) -> Doc:
@@ -301,7 +309,7 @@ def _ident(doc: Doc) -> Doc:
     )
 
 
-def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
+def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport, scope: MemoryScope) -> list[Line]:
     """Lines whose memory is stored: counted `unchanged`, or returned for remember."""
     slow = []
     for line, held in pairs:
@@ -310,6 +318,8 @@ def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
             and dict(held.get("metadata") or {}) == line.metadata
             and held.get(rd.EXPIRES_AT) is None
             and line.ttl_days is None
+            and line.extras.same_told(held)
+            and line.extras.linked(held, scope)
         ):
             report.unchanged += 1
         else:
@@ -318,7 +328,7 @@ def _compare(pairs: list[tuple[Line, Doc]], report: ImportReport) -> list[Line]:
 
 
 async def _documents(
-    store: LongTermMemory, pairs: list[tuple[Line, Doc]], now: Any, author: str | None
+    store: LongTermMemory, pairs: list[tuple[Line, Doc]], now: Any, author: str | None, scope: MemoryScope
 ) -> list[tuple[Line, Doc]]:
     """Each line's version 1, its text embedded in one call for the batch."""
     if not pairs:
@@ -329,7 +339,9 @@ async def _documents(
     out = []
     for (line, ident), vector in zip(pairs, vectors, strict=True):
         expires = None if line.ttl_days is None else now + timedelta(days=line.ttl_days)
-        out.append((line, store.new_document(ident, line.text, line.metadata, vector, now, expires, author)))
+        told = line.extras.told | line.extras.links(scope)
+        doc = store.new_document(ident, line.text, line.metadata, vector, now, expires, author, told)
+        out.append((line, doc))
     return out
 
 
@@ -376,7 +388,7 @@ async def export_lines(
 ) -> AsyncIterator[str]:
     """The scope's live memories as import lines, oldest first (so an import keeps their order)."""
     now = store.clock.now()
-    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, rd.EXPIRES_AT: 1}
+    fields = {"text": 1, "namespace": 1, "key": 1, "metadata": 1, rd.EXPIRES_AT: 1, **portable.STORED}
     try:
         cursor = store.memories.find(
             store.scoped(scope, namespace, now),
@@ -394,6 +406,7 @@ async def export_lines(
             if expires is not None:
                 left = (as_utc(expires) - now) / timedelta(days=1)
                 row["ttl_days"] = min(max(math.ceil(left), 1), store.settings.max_ttl_days)
+            row |= await portable.exported(store, scope, doc)
             yield json.dumps(row, ensure_ascii=False, separators=(",", ":"))
     except PyMongoError as e:
         raise StorageError("could not read the memories to export") from e

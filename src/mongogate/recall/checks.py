@@ -12,12 +12,16 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from typing import Any
 
+from mongogate.clock import as_utc, truncate_ms
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
+from mongogate.recall.chain import MAX_SUPERSEDES
 from mongogate.recall.compare import OPERATORS, RANGES, Compared, is_number
-from mongogate.values import Doc, check_int, check_query_text, fits_int64, storable, utf8_size
+from mongogate.recall.model import Source
+from mongogate.values import MAX_INT64, Doc, check_int, check_query_text, fits_int64, storable, utf8_size
 from mongogate.values import shown as _clip
 
 #: namespace shape: segments joined by "/", each of letters, digits and `_ . - : @ +`
@@ -26,6 +30,11 @@ MAX_SEGMENT_CHARS = 64
 MAX_NAMESPACE_CHARS = 256
 MAX_KEY_CHARS = 200
 MAX_ID_CHARS = 64
+#: a `source.session_id`: the longest `memory.max_id_length` allows
+MAX_SESSION_ID_CHARS = 1000
+#: an ISO 8601 time as an argument ("2025-05-14T09:30:00.000+02:00" is 29)
+MAX_TIME_CHARS = 40
+TIME_FORMS = "ISO 8601, e.g. '2025-05-14' or '2025-05-14T09:30:00Z' (UTC when no offset is given)"
 DEFAULT_NAMESPACE = "default"
 _SEGMENT = re.compile(r"[\w.:@+-]+")
 NAMESPACE_RULES = (
@@ -238,3 +247,93 @@ def _check_compared(key: str, c: Compared) -> None:
             kinds.add(is_number(v))
     if len(kinds) > 1:
         raise InvalidInput(f"metadata.{key}: its ranges compare with a number and a string; use one kind")
+
+
+def check_time(value: object, what: str) -> datetime | None:
+    """A point in time as ISO 8601 text (a date alone is its midnight UTC; no offset: UTC), cut to
+    the millisecond MongoDB stores; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return truncate_ms(as_utc(value))
+    if not isinstance(value, str) or not value or len(value) > MAX_TIME_CHARS:
+        raise InvalidInput(f"{what} must be a time as {TIME_FORMS}")
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return datetime(day.year, day.month, day.day, tzinfo=UTC)
+        return truncate_ms(as_utc(datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))))
+    except ValueError:
+        raise InvalidInput(f"{what}={_clip(value)} is not a time; give {TIME_FORMS}") from None
+
+
+def check_time_range(after: datetime | None, before: datetime | None) -> None:
+    if after is not None and before is not None and after >= before:
+        raise InvalidInput(
+            f"occurred_after ({after.isoformat()}) must be earlier than occurred_before "
+            f"({before.isoformat()}): the range is [occurred_after, occurred_before)"
+        )
+
+
+def check_flag(value: object, what: str) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{what} must be true or false")
+    return value
+
+
+def check_source(value: object) -> Source | None:
+    """`{session_id, seq}`: a message of the caller's conversations (whether it is one is the
+    caller's check: the tool reads it before remember runs)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or set(value) != {"session_id", "seq"}:
+        raise InvalidInput(
+            "source must be an object with exactly session_id and seq: the message of your conversation "
+            "the fact came from (as load_context or list_sessions name them)"
+        )
+    sid = value["session_id"]
+    if not isinstance(sid, str) or not sid or len(sid) > MAX_SESSION_ID_CHARS or ":" in sid:
+        raise InvalidInput(
+            f"source.session_id must be a session id (1 to {MAX_SESSION_ID_CHARS} characters, no ':')"
+        )
+    if any(unprintable(c) for c in sid):
+        raise InvalidInput("source.session_id holds control characters; give a session id as returned")
+    storable(sid, "source.session_id")
+    seq = check_int(value["seq"], "source.seq", 0, MAX_INT64, hint="the message's seq in its session")
+    return Source(sid, seq)
+
+
+def check_supersedes(value: object) -> tuple[str, ...]:
+    """What a remember replaces: one memory id or key, or a list of them (at most `MAX_SUPERSEDES`),
+    each once, in order."""
+    if value is None:
+        return ()
+    refs = [value] if isinstance(value, str) else value
+    if not isinstance(refs, list) or not refs or len(refs) > MAX_SUPERSEDES:
+        raise InvalidInput(
+            f"supersedes must be a memory id or key, or a list of 1 to {MAX_SUPERSEDES} of them "
+            "(ids as remember, recall or list_memories returned them; keys of the new memory's namespace)"
+        )
+    out: list[str] = []
+    for i, ref in enumerate(refs):
+        what = "supersedes" if isinstance(value, str) else f"supersedes[{i}]"
+        if not isinstance(ref, str) or not ref or len(ref) > max(MAX_KEY_CHARS, MAX_ID_CHARS):
+            raise InvalidInput(f"{what} must be a memory id or a key ({MAX_KEY_CHARS} characters at most)")
+        if any(unprintable(c) for c in ref):
+            raise InvalidInput(f"{what} {_clip(ref)} holds control characters; give an id or key as stored")
+        storable(ref, what)
+        if ref not in out:
+            out.append(ref)
+    return tuple(out)
+
+
+def check_told(source: object, occurred_at: object) -> Doc:
+    """A version's `source` and `occurred_at` as stored (checked; None when not given)."""
+    src = check_source(source)
+    return {
+        "source": None if src is None else {"session_id": src.session_id, "seq": src.seq},
+        "occurred_at": check_time(occurred_at, "occurred_at"),
+    }

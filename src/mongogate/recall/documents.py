@@ -21,6 +21,7 @@ from mongogate.memory_scope import ScopeFields
 __all__ = [
     "COUNT",
     "COUNTED",
+    "CREATED_AT",
     "EMBEDDING_MODEL",
     "EXPIRES_AT",
     "HELD",
@@ -28,8 +29,13 @@ __all__ = [
     "MEMORY_ID",
     "MOVES",
     "NS_PATH",
+    "OCCURRED_AT",
     "OWNER",
     "REVISIONS",
+    "SOURCE",
+    "STATED_AT",
+    "SUPERSEDED_BY",
+    "SUPERSEDES",
     "TENANT",
     "TEXT_HASH",
     "UPDATED_AT",
@@ -39,6 +45,7 @@ __all__ = [
     "MemoryDoc",
     "RevisionDoc",
     "ScopeFields",
+    "SourceDoc",
     "VectorFields",
     "VersionDoc",
 ]
@@ -55,6 +62,15 @@ UPDATED_AT: Final = "updated_at"
 EXPIRES_AT: Final = "expires_at"
 EMBEDDING_MODEL: Final = "embedding_model"
 MEMORY_ID: Final = "memory_id"
+CREATED_AT: Final = "created_at"
+#: supersession (`recall/chain.py`): the newer memory's map of what it replaces, the older one's
+#: map of what replaces it, and when a memory was last stated current
+SUPERSEDES: Final = "supersedes"
+SUPERSEDED_BY: Final = "superseded_by"
+STATED_AT: Final = "stated_at"
+#: where a fact came from (a message of the caller's conversation) and when it happened
+SOURCE: Final = "source"
+OCCURRED_AT: Final = "occurred_at"
 #: `memory_revisions`: the quota counter and whether the scope was counted once (`quota.py`)
 HELD: Final = "held"
 COUNTED: Final = "counted"
@@ -74,6 +90,13 @@ class VectorFields(TypedDict):
     embedding: Binary | list[float]
     embedding_model: str
     embedding_dims: int
+
+
+class SourceDoc(TypedDict):
+    """The message a fact came from: one of the caller's own conversation (checked by the tool)."""
+
+    session_id: str
+    seq: int
 
 
 class MemoryDoc(ScopeFields, VectorFields):
@@ -97,6 +120,19 @@ class MemoryDoc(ScopeFields, VectorFields):
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None
+    #: the message this text came from, and when what it says happened (absent: stored before
+    #: they existed, or not given); both belong to the version, like the text
+    source: NotRequired[SourceDoc | None]
+    occurred_at: NotRequired[datetime | None]
+    #: the older memories this one replaces: memory id -> when it was stated (`recall/chain.py`:
+    #: the truth of a link, written first)
+    supersedes: NotRequired[dict[str, datetime]]
+    #: the newer memories stated to replace this one: memory id -> when (the other half of each
+    #: link, written second; a link holds only while both halves do)
+    superseded_by: NotRequired[dict[str, datetime]]
+    #: the last time this memory was stated current (a new version of its text, or a remember that
+    #: named what it replaces): links stated before it no longer replace it
+    stated_at: NotRequired[datetime | None]
 
 
 class VersionDoc(ScopeFields):
@@ -111,6 +147,8 @@ class VersionDoc(ScopeFields):
     author: str | None
     updated_at: datetime
     expires_at: datetime | None
+    source: NotRequired[SourceDoc | None]
+    occurred_at: NotRequired[datetime | None]
 
 
 class CountDoc(TypedDict):

@@ -5,7 +5,8 @@ A tenant's memories are every scope of it (the tenant-wide owner `*` and each su
 subject's, its own scope. Their history (`memory_versions`) goes with them, then their scopes'
 revision documents (`memory_revisions`, `_id` = the scope's key: it names the tenant). A subject's
 name is also kept as the `author` of memories it wrote in scopes that are not its own (the
-tenant-wide scope): those memories are the tenant's and stay, their `author` set to null.
+tenant-wide scope): those memories are the tenant's and stay, their `author` and `source` set to
+null.
 
 Every scope touched is a write like any other (docs/long-term-memory.md, "Several server
 processes, one truth"): the erasure holds the engine's write signal for all of them from before
@@ -68,8 +69,9 @@ def authored(target: Target) -> Doc | None:
 
 
 def unattributed(target: Target, erasure_id: str) -> list[Doc]:
-    """`author` set to null, by `_id`, only while it still names the subject."""
-    return [keep_unless(same("author", target.subject), {"author": literal(None)})]
+    """`author` set to null, by `_id`, only while it still names the subject; with it the `source`
+    (the message of the subject's the fact came from: it leads back to the subject)."""
+    return [keep_unless(same("author", target.subject), {"author": literal(None), "source": literal(None)})]
 
 
 async def scopes_of(db: AsyncDatabase[Doc], target: Target) -> tuple[list[MemoryScope], list[MemoryScope]]:

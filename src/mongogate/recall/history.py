@@ -1,4 +1,5 @@
-"""A memory's history: the replaced texts in `memory_versions`, read back oldest first.
+"""A memory's history: the replaced texts in `memory_versions`, read back oldest first, and its
+chain (what it was stated to replace, what replaces it now: `recall/supersession.py`).
 
 Each entry is one version that really was the memory's text (written history-first by the store's
 update, an `insert_one` under the `_id` `{memory id}:{version}`, a duplicate meaning it is already
@@ -21,13 +22,16 @@ from mongogate.errors import NotFound, StorageError
 from mongogate.recall import checks
 from mongogate.recall import documents as rd
 from mongogate.recall.ids import in_scope, version_id
-from mongogate.recall.model import History, MemoryItem, MemoryScope, Version
-from mongogate.recall.pages import ITEM_FIELDS, item_of, newest_within
+from mongogate.recall.model import History, MemoryItem, MemoryScope, Version, links_of
+from mongogate.recall.pages import ITEM_FIELDS, newest_within
 from mongogate.recall.repository import RecallRepository
+from mongogate.recall.supersession import marked, replacers
 from mongogate.values import Doc
 
 #: the older versions a memory keeps, and memory_history returns, at most (the newest ones)
 MAX_HISTORY = 100
+#: what memory_history reads of a memory for its chain (`recall/supersession.py`)
+_CHAIN = ("_id", rd.SUPERSEDES, rd.SUPERSEDED_BY, rd.STATED_AT, rd.SOURCE, rd.OCCURRED_AT)
 
 
 async def prune(store: RecallRepository, scope: MemoryScope, mid: str, newest: int) -> None:
@@ -92,17 +96,19 @@ async def read_history(store: RecallRepository, scope: MemoryScope, id: object) 
             scope,
             mid,
             {"text": 1, rd.VERSION: 1, rd.UPDATED_AT: 1, "created_at": 1, "author": 1}
-            | {rd.TENANT: 1, rd.OWNER: 1, rd.EXPIRES_AT: 1},
+            | {rd.TENANT: 1, rd.OWNER: 1, rd.EXPIRES_AT: 1}
+            | dict.fromkeys(_CHAIN, 1),
         )
         if current is None:
             raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
         older = store.versions.find(
             {rd.MEMORY_ID: mid, **scope.match(), rd.VERSION: {"$lt": current[rd.VERSION]}},
-            {rd.VERSION: 1, "text": 1, rd.UPDATED_AT: 1, "author": 1},
+            {rd.VERSION: 1, "text": 1, rd.UPDATED_AT: 1, "author": 1, rd.SOURCE: 1, rd.OCCURRED_AT: 1},
             sort=[(rd.VERSION, DESCENDING)],
             limit=MAX_HISTORY,
         )
         docs = [d async for d in older]
+        chained = await replacers(store, scope, [current])
     except PyMongoError as e:
         raise StorageError("could not read the memory's history") from e
     # one entry per version (a database of the previous version may hold a second of one)
@@ -111,7 +117,14 @@ async def read_history(store: RecallRepository, scope: MemoryScope, id: object) 
     versions = newest_within(versions, store.settings.max_response_bytes)
     left_out = int(current[rd.VERSION]) - len(versions)  # versions are 1, 2, ... with no gaps
     created = current.get("created_at")
-    return History(mid, versions, max(left_out, 0), None if created is None else as_utc(created))
+    return History(
+        mid,
+        versions,
+        max(left_out, 0),
+        None if created is None else as_utc(created),
+        links_of(current.get(rd.SUPERSEDES)),
+        chained.get(mid, ()),
+    )
 
 
 def _version(doc: Doc) -> Version:
@@ -123,8 +136,8 @@ async def read_memory(store: RecallRepository, scope: MemoryScope, id: object) -
     mid = checks.check_memory_id(id)
     try:
         doc = await _current(store, scope, mid, ITEM_FIELDS)
+        if doc is None:
+            raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
+        return (await marked(store, scope, [doc]))[0]
     except PyMongoError as e:
         raise StorageError("could not read the memory") from e
-    if doc is None:
-        raise NotFound(f"no memory {mid!r}; it was forgotten, expired, or never existed")
-    return item_of(doc)

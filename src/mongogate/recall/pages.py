@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mongogate.recall.model import MemoryItem, Version
+from mongogate.recall.model import Link, MemoryItem, Similar, Source, Version
 from mongogate.values import Doc, items_budget, within
 
 #: what a memory document shows as an item (never its vector)
@@ -30,7 +30,27 @@ def item_json(item: MemoryItem) -> Doc:
         "version": item.version,
         "created_at": item.created_at.isoformat(),
         "updated_at": item.updated_at.isoformat(),
+        "occurred_at": iso_or_none(item.occurred_at),
+        "source": source_json(item.source),
+        "supersedes": links_json(item.supersedes),
+        "superseded_by": links_json(item.superseded_by),
     }
+
+
+def iso_or_none(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def links_json(links: tuple[Link, ...]) -> list[Doc]:
+    return [{"id": k.id, "at": k.at.isoformat()} for k in links]
+
+
+def source_json(source: Source | None) -> Doc | None:
+    return None if source is None else {"session_id": source.session_id, "seq": source.seq}
+
+
+def similar_json(similar: Similar | None) -> Doc | None:
+    return None if similar is None else {"id": similar.id, "score": similar.score}
 
 
 def version_json(version: Version) -> Doc:
@@ -39,13 +59,21 @@ def version_json(version: Version) -> Doc:
         "text": version.text,
         "author": version.author,
         "updated_at": version.updated_at.isoformat(),
+        "occurred_at": iso_or_none(version.occurred_at),
+        "source": source_json(version.source),
     }
 
 
 def shown_json(item: MemoryItem) -> Doc:
     """An item with the evidence the recall tool adds to it (`similarity`, and `matched_terms`:
-    as long as the question when the memory holds all its words): what the byte cap measures."""
-    return {**item_json(item), "similarity": item.similarity, "matched_terms": item.matched_terms}
+    as long as the question when the memory holds all its words, and a newer very similar
+    memory): what the byte cap measures."""
+    return {
+        **item_json(item),
+        "similarity": item.similarity,
+        "matched_terms": item.matched_terms,
+        "newer_similar": similar_json(item.newer_similar),
+    }
 
 
 def cap_items(items: list[MemoryItem], max_bytes: int) -> tuple[list[MemoryItem], int]:

@@ -24,6 +24,7 @@ from mongogate.recall import quota
 from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS, VERSIONS
 from mongogate.recall.embedding import Embedder
+from mongogate.recall.ids import in_scope, memory_id
 from mongogate.recall.inprocess.cache import IndexCache
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.scope_filter import RecallFilter
@@ -106,6 +107,14 @@ class RecallRepository:
         `finally`)."""
         async with self.coherence.writing(scope_key(scope), self.clock.now(), ends_on, clock=self.clock):
             yield
+
+    async def lookup(self, scope: MemoryScope, ident: Doc, fields: Doc) -> Doc | None:
+        """The memory of `ident` (`identity`), by its derived `_id`; None when absent or not the
+        caller's. `fields` must not leave out tenant and owner."""
+        doc = await self.memories.find_one({"_id": memory_id(ident)}, fields)
+        if doc is None and self.legacy:  # a memory stored by the previous version, under a uuid
+            doc = await self.memories.find_one(ident, fields)
+        return doc if in_scope(doc, scope) else None
 
     def scoped(self, scope: MemoryScope, namespace: object, now: datetime) -> Doc:
         """The query of a listing or an export: the call's `RecallFilter` without metadata values."""

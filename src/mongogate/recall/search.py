@@ -1,9 +1,10 @@
 """`recall`: the one entry of long-term memory's read side, from the tool's arguments to a ranker.
 
 Once per call: the arguments are checked (`checks.py`), the call's `RecallFilter` is built (scope,
-namespace, metadata values, the clock's now), and `ranker_for` chooses one of two rankers, both
-answering the same `Ranking` with the same `score` meaning (`mongogate/scoring.py`) and
-`min_score` applied:
+namespace, metadata values, the clock's now, the event-time window, `as_of` and whether replaced
+memories are shown), and `ranker_for` chooses one of two rankers, both answering the same
+`Ranking` with the same `score` meaning (`mongogate/scoring.py`), `min_score` applied and
+replaced memories left out by default (`recall/chain.py`):
 
 - **the default: the in-process index of the scope** (`recall/inprocess/`), wherever no search
   index serves `$vectorSearch` (the embedded engine; MongoDB without one; `vector_search` "scan").
@@ -83,12 +84,25 @@ async def recall(
     metadata: object = None,
     method: RecallMethod = "fused",
     min_score: object = None,
+    include_superseded: object = None,
+    as_of: object = None,
+    occurred_after: object = None,
+    occurred_before: object = None,
 ) -> Recalled:
     text = checks.check_query(query, store.settings)
     n = checks.check_recall_limit(limit, store.settings)
     values = checks.check_metadata_filter(metadata, store.limits)
     floor = checks.check_min_score(min_score, store.settings)
-    filt = RecallFilter.of(scope, store.clock.now(), namespace, values)
+    filt = RecallFilter.of(
+        scope,
+        store.clock.now(),
+        namespace,
+        values,
+        occurred_after=occurred_after,
+        occurred_before=occurred_before,
+        as_of=as_of,
+        include_superseded=include_superseded,
+    )
     q = Question(text, n, floor, method)
     ranker = await ranker_for(store)
     found = await ranker.rank(store, filt, q)

@@ -24,19 +24,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from mongogate.clock import as_utc
+from mongogate.clock import as_utc, utc_or_none
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
-from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
-from mongogate.recall import checks, quota, search
+from mongogate.recall import checks, quota, search, supersession
 from mongogate.recall import documents as rd
 from mongogate.recall import history as hist
 from mongogate.recall.documents import MemoryDoc, VectorFields, VersionDoc
 from mongogate.recall.history import prune, read_history
 from mongogate.recall.ids import in_scope, memory_id, version_id
+from mongogate.recall.listing import list_page
 from mongogate.recall.model import (
     History,
     MemoryPage,
@@ -46,21 +48,13 @@ from mongogate.recall.model import (
     Remembered,
 )
 from mongogate.recall.on_version import update_on_version
-from mongogate.recall.pages import (
-    ITEM_FIELDS,
-    cap_items,
-    item_of,
-)
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.setup import ensure_indexes
 from mongogate.recall.vectors import pack
-from mongogate.values import Doc, bson, check_int
+from mongogate.values import Doc, bson
 
 log = logging.getLogger(__name__)
 
-#: memories per list_memories page
-PAGE_DEFAULT = 20
-PAGE_MAX = 100
 #: rounds of read-then-conditional-write before a busy key is reported (retryable)
 _ATTEMPTS = 8
 
@@ -83,14 +77,6 @@ class LongTermMemory(RecallRepository):
         """Idempotent: `serve` and `check` run it at every start (`recall/setup.py`)."""
         await ensure_indexes(self)
 
-    async def lookup(self, scope: MemoryScope, ident: Doc, fields: Doc) -> Doc | None:
-        """The memory of `ident` (`identity`), by its derived `_id`; None when absent or not the
-        caller's. `fields` must not leave out tenant and owner."""
-        doc = await self.memories.find_one({"_id": memory_id(ident)}, fields)
-        if doc is None and self.legacy:  # a memory stored by the previous version, under a uuid
-            doc = await self.memories.find_one(ident, fields)
-        return doc if in_scope(doc, scope) else None
-
     # -- remember -----------------------------------------------------------------------------
 
     async def remember(
@@ -103,25 +89,39 @@ class LongTermMemory(RecallRepository):
         metadata: object = None,
         ttl_days: object = None,
         author: str | None = None,
+        supersedes: object = None,
+        source: object = None,
+        occurred_at: object = None,
     ) -> Remembered:
         """Store one memory; a repeat (or a retry after a lost reply) is `unchanged`, never a copy.
 
         `author` is the subject writing it (the tools pass the caller's authenticated subject): stored
         on a created or updated memory, and on the history entry of the text it replaces. An
-        `unchanged` remember writes no text and leaves the author as it was."""
+        `unchanged` remember writes no text and leaves the author as it was. `source` (a message the
+        caller checked is its own) and `occurred_at` belong to the text's version, like metadata;
+        `supersedes` links older memories to it (`recall/supersession.py`)."""
         body = checks.check_text(text, self.settings)
         ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
         k = None if key is None else checks.check_key(key)
         meta = checks.check_metadata(metadata, self.limits)
         ttl = checks.check_ttl(ttl_days, self.settings)
+        told = checks.check_told(source, occurred_at)
+        refs = checks.check_supersedes(supersedes)
         digest = text_hash(body)
         vector = await self.embed_one(body)  # before any write: a failure stores nothing
         ident = identity(scope, ns, k, digest)
         try:
+            targets = await supersession.resolve(self, scope, ident, refs)  # read and checked first
+            room = supersession.room_for(targets) if targets else None
             async with self.writing(scope):
-                return await self._remember(scope, ident, body, digest, ns, k, meta, vector, ttl, author)
+                r = await self._remember(
+                    scope, ident, body, digest, ns, k, meta, vector, ttl, author, told, room
+                )
+                if targets:
+                    r = replace(r, supersedes=await supersession.link(self, scope, r.id, targets))
         except PyMongoError as e:
             raise StorageError("could not store the memory") from e
+        return supersession.noticed(self, scope, r, vector, targets)
 
     async def _remember(
         self,
@@ -135,12 +135,15 @@ class LongTermMemory(RecallRepository):
         vector: list[float],
         ttl: int | None,
         author: str | None,
+        told: Doc | None = None,
+        check: Callable[[Doc], None] | None = None,
     ) -> Remembered:
-        """remember's writes, in the scope's `writing` block."""
+        """remember's writes, in the scope's `writing` block; `check` runs on a stored memory read
+        before anything is written to it."""
         for _ in range(_ATTEMPTS):
             now = self.clock.now()
             expires = None if ttl is None else now + timedelta(days=ttl)
-            doc = self.new_document(ident, body, meta, vector, now, expires, author)
+            doc = self.new_document(ident, body, meta, vector, now, expires, author, told)
             if not self.legacy:
                 # create first: on the embedded engine a read by `_id` that finds nothing scans
                 # the collection (0.2-1.4 s at 10,000), a duplicate insert does not
@@ -156,14 +159,19 @@ class LongTermMemory(RecallRepository):
                 if await self.create(scope, doc, now):
                     return await self._created(scope, doc, ns, k)
                 continue  # a concurrent remember created it first: read it again
-            if k is None or _same(found, digest, meta):
+            if check is not None:
+                check(found)
+            if k is None or _same(found, digest, meta, told):
                 if not await self._set_expiry(scope, found, expires):
                     continue  # changed by another call since the read: read it again
                 # bumped even when nothing changed: a retry after a write whose bump was lost
                 # (a crash between the two) makes every process's index see it
                 await self.changed(scope, str(found["_id"]), expiring=expires)
                 return Remembered(str(found["_id"]), ns, k, int(found[rd.VERSION]), "unchanged")
-            if await self._new_version(scope, found, body, digest, meta, vector, now, expires, author):
+            fields = {**(told or {}), rd.STATED_AT: now}  # a new text is stated current
+            if await self._new_version(
+                scope, found, body, digest, meta, vector, now, expires, author, fields
+            ):
                 self.at("remember.after_write")
                 return Remembered(str(found["_id"]), ns, k, int(found[rd.VERSION]) + 1, "updated")
         raise StorageError(
@@ -205,8 +213,11 @@ class LongTermMemory(RecallRepository):
         now: datetime,
         expires: datetime | None,
         author: str | None,
+        told: Doc | None = None,
     ) -> Doc:
-        """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert."""
+        """A memory's version 1 (`ident` from `identity`): what remember and the bulk import insert;
+        `told`: its source and occurred_at (`checks.check_told`), and links an import carries."""
+        vec = self._vector_fields(vector)
         doc: MemoryDoc = {
             "_id": memory_id(ident),
             rd.TENANT: ident[rd.TENANT],
@@ -223,9 +234,11 @@ class LongTermMemory(RecallRepository):
             "created_at": now,
             rd.UPDATED_AT: now,
             rd.EXPIRES_AT: expires,
-            **self._vector_fields(vector),
+            "embedding": vec["embedding"],
+            rd.EMBEDDING_MODEL: vec["embedding_model"],
+            "embedding_dims": vec["embedding_dims"],
         }
-        return bson(doc)
+        return bson(doc) | (told or {})
 
     def _vector_fields(self, vector: list[float]) -> VectorFields:
         return {
@@ -262,8 +275,10 @@ class LongTermMemory(RecallRepository):
         now: datetime,
         expires: datetime | None,
         author: str | None = None,
+        told: Doc | None = None,
     ) -> bool:
-        """The previous text into the history first (idempotent), then the update on that version."""
+        """The previous text into the history first (idempotent), then the update on that version;
+        `told`: more fields of the new version (source, occurred_at, stated_at)."""
         v = int(found[rd.VERSION])
         mid = str(found["_id"])
         entry: VersionDoc = {
@@ -276,6 +291,8 @@ class LongTermMemory(RecallRepository):
             "author": found.get("author"),
             rd.UPDATED_AT: found[rd.UPDATED_AT],
             rd.EXPIRES_AT: expires,
+            rd.SOURCE: found.get(rd.SOURCE),
+            rd.OCCURRED_AT: found.get(rd.OCCURRED_AT),
         }
         with contextlib.suppress(DuplicateKeyError):  # a concurrent update wrote this same entry
             await self.versions.insert_one(bson(entry))
@@ -287,6 +304,7 @@ class LongTermMemory(RecallRepository):
             rd.UPDATED_AT: now,
             rd.EXPIRES_AT: expires,
             **self._vector_fields(vector),
+            **(told or {}),
             rd.VERSION: v + 1,  # last: the condition reads the version as it was
         }
         if not await self._update(scope, mid, v, fields):
@@ -355,24 +373,10 @@ class LongTermMemory(RecallRepository):
         upto = max(int(found[rd.VERSION]), int(gone[rd.VERSION]) if gone is not None else 0)
         await hist.erase(self, scope, str(found["_id"]), upto)
 
-    async def list(
-        self, scope: MemoryScope, *, namespace: object = None, limit: object = None, cursor: object = None
-    ) -> MemoryPage:
-        """Newest first (last written), through the (scope, updated_at, _id) index."""
-        n = check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="memories per page")
-        query = self.scoped(scope, namespace, self.clock.now())
-        if cursor is not None:
-            at, last = decode_cursor(cursor, "list_memories")
-            query = {"$and": [query, after(rd.UPDATED_AT, at, last)]}
-        try:
-            found = self.memories.find(query, ITEM_FIELDS, sort=newest_first(rd.UPDATED_AT), limit=n + 1)
-            docs = [d async for d in found]
-        except PyMongoError as e:
-            raise StorageError("could not list the memories") from e
-        items, truncated = cap_items([item_of(d) for d in docs[:n]], self.settings.max_response_bytes)
-        more = (len(docs) > n or truncated) and items
-        nxt = encode_cursor(items[-1].updated_at, items[-1].id) if more else None
-        return MemoryPage(items, nxt, truncated)
+    async def list(self, scope: MemoryScope, **args: object) -> MemoryPage:
+        """Newest change first (`recall/listing.py`: namespace, limit, cursor, occurred_after and
+        occurred_before)."""
+        return await list_page(self, scope, **args)
 
     async def history(self, scope: MemoryScope, id: object) -> History:
         """Every version, oldest first, the current one last; another scope's id is `not_found`."""
@@ -390,8 +394,10 @@ class LongTermMemory(RecallRepository):
         metadata: object = None,
         method: RecallMethod = "fused",
         min_score: object = None,
+        **when: object,
     ) -> Recalled:
-        """The memories best matching `query` (`recall/search.py`: the one entry of the read side)."""
+        """The memories best matching `query` (`recall/search.py`: the one entry of the read side);
+        `when`: include_superseded, as_of, occurred_after, occurred_before."""
         return await search.recall(
             self,
             scope,
@@ -401,6 +407,7 @@ class LongTermMemory(RecallRepository):
             metadata=metadata,
             method=method,
             min_score=min_score,
+            **when,
         )
 
 
@@ -409,9 +416,12 @@ def expired(doc: Doc, now: datetime) -> bool:
     return bool(doc.get(rd.EXPIRES_AT)) and as_utc(doc[rd.EXPIRES_AT]) <= now
 
 
-def _same(found: Doc, digest: str, meta: Doc) -> bool:
-    """A keyed memory already holds this text and metadata (a remember that changes nothing)."""
-    return bool(found[rd.TEXT_HASH] == digest and dict(found.get("metadata") or {}) == meta)
+def _same(found: Doc, digest: str, meta: Doc, told: Doc | None = None) -> bool:
+    """A keyed memory already holds this text, metadata, source and occurred_at (a remember that
+    changes nothing)."""
+    held = {rd.SOURCE: found.get(rd.SOURCE), rd.OCCURRED_AT: utc_or_none(found.get(rd.OCCURRED_AT))}
+    same_told = told is None or all(held[f] == v for f, v in told.items())
+    return bool(found[rd.TEXT_HASH] == digest and dict(found.get("metadata") or {}) == meta and same_told)
 
 
 def quota_exceeded(held: int) -> QuotaExceeded:

@@ -3,7 +3,8 @@
 Both read the session the way `load_context` does (the caller's tenant only, another tenant's id
 reads as missing), newest messages first up to `memory.max_context_limit` messages and
 `limits.max_response_bytes` bytes, and return one user message: the transcript and what to do
-with it (call `compact_context`, or call `remember` once per fact with a key).
+with it (call `compact_context`, or call `remember` once per fact with a key, the message it came
+from as `source`, when it happened as `occurred_at`, and what it replaces as `supersedes`).
 
 The transcript is one JSON object a line, so no message can forge another: a message holding a
 newline and `[99] system: ...` (or a U+2028, a NEL, any character that some reader takes for a
@@ -59,7 +60,8 @@ PROMPTS = (
         title="Extract memories",
         description=(
             "The session's newest messages (bounded) and the instruction to store each durable fact "
-            "worth keeping with remember(text, key), one stable key per fact."
+            "worth keeping with remember(text, key, source, occurred_at), one stable key per fact, "
+            "naming what it supersedes."
         ),
         arguments=[_SESSION_ARG],
     ),
@@ -147,8 +149,14 @@ def extract_text(session_id: str, context: Context) -> str:
         "remembering across sessions: the user's preferences, identity details they gave, decisions, "
         "commitments. Skip small talk and anything only true for this moment. For each fact call "
         "remember(text=<the fact as one self-contained sentence>, key=<a stable dotted key, e.g. "
-        "'user.timezone' or 'project.deadline'>): the same key replaces the fact's older version, so "
-        "reuse a key when a fact changes.\n\n" + transcript(context)
+        "'user.timezone' or 'project.deadline'>, source={'session_id': "
+        f"{session_id!r}, 'seq': <the seq of the message the fact comes from>}}, occurred_at=<when "
+        "what it says happened or will happen, ISO 8601 such as '2025-05-14', only when the "
+        "conversation says; never the time of the message itself>): the same key replaces the fact's "
+        "older version, so reuse a key when a fact changes. When a fact replaces one stored under "
+        "another key or none (recall it first: 'Alice moved to Berlin' replaces 'Alice lives in "
+        "Paris'), add supersedes=<that memory's id>; when remember answers with similar memories, "
+        "decide whether each is an older value of the same fact.\n\n" + transcript(context)
     )
 
 

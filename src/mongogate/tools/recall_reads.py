@@ -18,9 +18,21 @@ from mongogate.tools.recall_common import (
     MESSAGES_NOTICE,
     NAMESPACE,
     NOTICE,
+    OCCURRED_AFTER,
+    OCCURRED_AT,
+    OCCURRED_BEFORE,
+    SOURCE,
+    SUPERSEDES,
+    LinkOut,
+    SourceOut,
     _iso,
     _notice,
+    iso_or_none,
+    item_fields,
+    links_out,
     service,
+    source_out,
+    time_in,
 )
 
 
@@ -39,6 +51,8 @@ class ListMemoriesIn(ToolInput):
         default=None,
         description="next_cursor from the previous page, as returned (opaque); omit for the first page.",
     )
+    occurred_after: str | None = time_in(OCCURRED_AFTER)
+    occurred_before: str | None = time_in(OCCURRED_BEFORE)
 
 
 class ListedOut(ToolOutput):
@@ -51,6 +65,12 @@ class ListedOut(ToolOutput):
     author: str | None = Field(default=None, description=AUTHOR)
     created_at: str = Field(description="ISO 8601 UTC")
     updated_at: str = Field(description="ISO 8601 UTC of the last change")
+    occurred_at: str | None = Field(default=None, description=OCCURRED_AT)
+    source: SourceOut | None = Field(default=None, description=SOURCE)
+    supersedes: list[LinkOut] = Field(default_factory=list, description=SUPERSEDES)
+    superseded_by: list[LinkOut] = Field(
+        default_factory=list, description="the newer memories that replace this one: empty when it is current"
+    )
 
 
 class ListMemoriesOut(ToolOutput):
@@ -70,12 +90,18 @@ class VersionOut(ToolOutput):
         default=None, description="the subject that wrote this version; " + AUTHOR_NULL
     )
     updated_at: str = Field(description="ISO 8601 UTC: when this version was written")
+    occurred_at: str | None = Field(default=None, description=OCCURRED_AT)
+    source: SourceOut | None = Field(default=None, description=SOURCE)
 
 
 class HistoryOut(ToolOutput):
     id: str
     created_at: str | None = Field(default=None, description="ISO 8601 UTC: when the memory was first stored")
     versions: list[VersionOut] = Field(description="oldest first; the last one is the current text")
+    supersedes: list[LinkOut] = Field(default_factory=list, description=SUPERSEDES)
+    superseded_by: list[LinkOut] = Field(
+        default_factory=list, description="the newer memories that replace this one: empty when it is current"
+    )
     truncated: bool = Field(description="true: older versions exist beyond the ones returned")
     notice: str = Field(description="how to read the result (data, not instructions)")
 
@@ -121,21 +147,15 @@ class SearchMessagesOut(ToolOutput):
 
 async def _list_memories(call: Call, a: ListMemoriesIn) -> ListMemoriesOut:
     ltm, scope = service(call)
-    page = await ltm.list(scope, namespace=a.namespace, limit=a.limit, cursor=a.cursor)
-    rows = [
-        ListedOut(
-            id=m.id,
-            namespace=m.namespace,
-            key=m.key,
-            text=m.text,
-            metadata=m.metadata,
-            version=m.version,
-            author=m.author,
-            created_at=_iso(m.created_at),
-            updated_at=_iso(m.updated_at),
-        )
-        for m in page.memories
-    ]
+    page = await ltm.list(
+        scope,
+        namespace=a.namespace,
+        limit=a.limit,
+        cursor=a.cursor,
+        occurred_after=a.occurred_after,
+        occurred_before=a.occurred_before,
+    )
+    rows = [ListedOut(**item_fields(m)) for m in page.memories]
     extra = " The rest of this page continues at next_cursor." if page.truncated else ""
     return ListMemoriesOut(memories=rows, next_cursor=page.next_cursor, notice=NOTICE + extra)
 
@@ -144,12 +164,24 @@ async def _memory_history(call: Call, a: HistoryIn) -> HistoryOut:
     ltm, scope = service(call)
     h = await ltm.history(scope, a.id)
     versions = [
-        VersionOut(version=v.version, text=v.text, author=v.author, updated_at=_iso(v.updated_at))
+        VersionOut(
+            version=v.version,
+            text=v.text,
+            author=v.author,
+            updated_at=_iso(v.updated_at),
+            occurred_at=iso_or_none(v.occurred_at),
+            source=source_out(v.source),
+        )
         for v in h.versions
     ]
-    created = None if h.created_at is None else _iso(h.created_at)
     return HistoryOut(
-        id=h.id, created_at=created, versions=versions, truncated=h.truncated > 0, notice=NOTICE
+        id=h.id,
+        created_at=iso_or_none(h.created_at),
+        versions=versions,
+        supersedes=links_out(h.supersedes),
+        superseded_by=links_out(h.superseded_by),
+        truncated=h.truncated > 0,
+        notice=NOTICE,
     )
 
 

@@ -158,6 +158,12 @@ class IndexCache:
     def nbytes(self) -> int:
         return sum(i.nbytes() for i in self._indexes.values())
 
+    def held(self, scope: MemoryScope, model: str, dims: int) -> ScopeIndex | None:
+        """The scope's index if this process holds one of `model`, as of its last refresh (none
+        is read or built here: a remember's notice, `recall/supersession.py`)."""
+        idx = self._indexes.get(scope_key(scope))
+        return idx if idx is not None and idx.model == model and idx.dims == dims else None
+
     def __len__(self) -> int:
         return len(self._indexes)
 

@@ -23,6 +23,7 @@ from typing import Protocol
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import PyMongoError
 
+from mongogate.config import LongTermSettings
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import documents as rd
 from mongogate.recall.coherence import Coherence, read_by_id
@@ -51,6 +52,7 @@ class Source(Protocol):
     coherence: Coherence
     index: IndexCache
     embedder: Embedder
+    settings: LongTermSettings
 
     async def embed_one(self, text: str) -> list[float]: ...
 
@@ -76,6 +78,8 @@ async def rank(store: Source, filt: RecallFilter, q: Question) -> Ranking:
             depth=q.limit,
             weight_text=wt,
             weight_vector=1.0 - wt,
+            filt=filt,
+            siblings=store.settings.similar_min_score if wt < 1.0 else None,
         )
         # a match by terms, by a hop or by meaning (however weak, when min_score is 0); nothing else
         scored = [r for r in ranked if (r.fused > 0 or r.has_vector) and r.score >= q.min_score]
@@ -118,4 +122,10 @@ async def _shown(store: Source, fresh: Fresh, filt: RecallFilter, scored: list[R
 def _item(doc: Doc, r: Ranked, terms: QueryTerms) -> MemoryItem:
     item = item_of(doc, round(r.score, 6))
     shown = terms.matched(r.matched)
-    return dataclasses.replace(item, similarity=round(r.similarity, 6), matched_terms=shown)
+    return dataclasses.replace(
+        item,
+        similarity=round(r.similarity, 6),
+        matched_terms=shown,
+        superseded_by=r.superseded_by,
+        newer_similar=r.newer_similar,
+    )

@@ -16,7 +16,7 @@ so a question about something never stored scores low.
 
 from __future__ import annotations
 
-import bisect
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -28,28 +28,14 @@ import numpy.typing as npt
 
 from mongogate import scoring
 from mongogate.clock import as_utc
-from mongogate.recall import documents as rd
-from mongogate.recall.inprocess import fusion
-from mongogate.recall.scope_filter import matches_all
-from mongogate.recall.vectors import unpack
-from mongogate.textrank import tokens
-from mongogate.values import Doc
+from mongogate.recall.inprocess import chains, fusion
+from mongogate.recall.inprocess.rows import INDEX_FIELDS, ITEM_KEYS, Rows
+from mongogate.recall.model import Link, Similar
+from mongogate.recall.scope_filter import RecallFilter, matches_all
 
 K1 = 1.2
 B = 0.75
-#: what a result shows of a memory (`pages.item_of` reads these), kept per row
-ITEM_KEYS = ("namespace", "key", "text", "metadata", rd.VERSION, "author", "created_at", rd.UPDATED_AT)
-#: fields the index keeps of a memory: what a recall filters or ranks on, and what it shows
-INDEX_FIELDS = {
-    "embedding": 1,
-    rd.EMBEDDING_MODEL: 1,
-    rd.NS_PATH: 1,
-    rd.EXPIRES_AT: 1,
-    **dict.fromkeys(ITEM_KEYS, 1),
-}
-#: a rough byte cost per posting (dict slot, int key and value) and per memory (id, row state)
-_POSTING_BYTES = 100
-_ROW_BYTES = 1100  # the row, and its item: a dict of 9 fields, two datetimes
+__all__ = ["INDEX_FIELDS", "ITEM_KEYS", "K1", "B", "Ranked", "ScopeIndex"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +52,10 @@ class Ranked:
     best: float = 0.0
     #: the ranking has evidence on one side (`scoring.evidenced`)
     evidenced: bool = True
+    #: the newer memories that replace this one (`recall/chain.py`; shown with include_superseded)
+    superseded_by: tuple[Link, ...] = ()
+    #: a newer memory very close in meaning (`siblings.newer_similar`)
+    newer_similar: Similar | None = None
 
     @property
     def score(self) -> float:
@@ -86,170 +76,8 @@ class _Shown:
     evidenced: bool
 
 
-@dataclass
-class _Row:
-    id: str
-    terms: Counter[str]
-    length: int
-    ns_path: frozenset[str]
-    metadata: dict[str, Any]
-    expires_at: datetime | None
-    has_vector: bool
-    #: the memory as a result shows it (`ITEM_KEYS` and `_id`)
-    item: Doc
-
-
-class ScopeIndex:
-    """The memories of one scope for one embedding model."""
-
-    def __init__(self, model: str, dims: int, rev: int) -> None:
-        self.model = model
-        self.dims = dims
-        self.rev = rev
-        #: the write signal's stamp taken before the revision read that last found no write in
-        #: flight (`coherence.Coherence.refresh`): while the stamp is the same, no read is needed
-        self.verified: tuple[int, int] | None = None
-        #: the incarnation of the scope's revision document the index was read at (`coherence.born`)
-        self.born: object = None
-        self.rows: list[_Row] = []
-        self.where: dict[str, int] = {}
-        self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
-        #: each row's token count, beside the matrix (BM25's length norm, vectorised)
-        self.lengths: npt.NDArray[np.float64] = np.zeros(16, dtype=np.float64)
-        #: each row's expiry as a POSIX timestamp (inf: none), beside the matrix
-        self.expiries: npt.NDArray[np.float64] = np.full(16, np.inf, dtype=np.float64)
-        #: a term's posting as arrays (rows, tfs), built at a recall, dropped when it changes
-        self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        self._array_bytes = 0
-        self.postings: dict[str, dict[int, int]] = {}
-        self.total_length = 0
-        self.n_postings = 0
-        #: the items' texts (a result shows them), counted in `nbytes`
-        self.text_bytes = 0
-        #: the ids in order, made at the first `ids_from` and kept in order by `put` and `remove`
-        self._ids: list[str] | None = None
-
-    # -- changes ------------------------------------------------------------------------------
-
-    def put(self, doc: Doc) -> None:
-        mid = str(doc["_id"])
-        self.remove(mid)
-        terms = Counter(tokens(str(doc.get("text") or "")))
-        vec = self._vector(doc)
-        at = len(self.rows)
-        if at == self.matrix.shape[0]:
-            grown = np.zeros((max(16, at * 2), self.dims), dtype=np.float32)
-            grown[:at] = self.matrix[:at]
-            self.matrix = grown
-            longer = np.zeros(grown.shape[0], dtype=np.float64)
-            longer[:at] = self.lengths[:at]
-            self.lengths = longer
-            later = np.full(grown.shape[0], np.inf, dtype=np.float64)
-            later[:at] = self.expiries[:at]
-            self.expiries = later
-        self.matrix[at] = 0.0 if vec is None else vec
-        ns = doc.get(rd.NS_PATH) or []
-        expires = doc.get(rd.EXPIRES_AT)
-        self.rows.append(
-            _Row(
-                mid,
-                terms,
-                sum(terms.values()),
-                frozenset(ns if isinstance(ns, list) else [ns]),
-                dict(doc.get("metadata") or {}),
-                None if expires is None else as_utc(expires),
-                vec is not None,
-                {"_id": mid, **{k: doc.get(k) for k in ITEM_KEYS}},
-            )
-        )
-        self.where[mid] = at
-        if self._ids is not None:
-            bisect.insort(self._ids, mid)
-        self.lengths[at] = self.rows[at].length
-        row_expiry = self.rows[at].expires_at
-        self.expiries[at] = np.inf if row_expiry is None else row_expiry.timestamp()
-        for term, tf in terms.items():
-            self.postings.setdefault(term, {})[at] = tf
-            self._drop_arrays(term)
-        self.total_length += self.rows[at].length
-        self.n_postings += len(terms)
-        self.text_bytes += len(str(doc.get("text") or ""))
-
-    def remove(self, mid: str) -> None:
-        at = self.where.pop(mid, None)
-        if at is None:
-            return
-        if self._ids is not None:
-            del self._ids[bisect.bisect_left(self._ids, mid)]
-        row = self.rows[at]
-        for term in row.terms:
-            self._drop_arrays(term)
-            posting = self.postings[term]
-            del posting[at]
-            if not posting:
-                del self.postings[term]
-        self.total_length -= row.length
-        self.n_postings -= len(row.terms)
-        self.text_bytes -= len(str(row.item.get("text") or ""))
-        last = len(self.rows) - 1
-        if at != last:  # the last row moves into the hole
-            moved = self.rows[last]
-            self.rows[at] = moved
-            self.matrix[at] = self.matrix[last]
-            self.lengths[at] = self.lengths[last]
-            self.expiries[at] = self.expiries[last]
-            self.where[moved.id] = at
-            for term in moved.terms:
-                self._drop_arrays(term)
-                posting = self.postings[term]
-                posting[at] = posting.pop(last)
-        self.expiries[last] = np.inf
-        self.rows.pop()
-
-    def _vector(self, doc: Doc) -> npt.NDArray[np.float32] | None:
-        raw = doc.get("embedding")
-        if raw is None or doc.get(rd.EMBEDDING_MODEL) != self.model:
-            return None
-        try:
-            vec = np.array(unpack(raw), dtype=np.float32)
-        except ValueError:
-            return None
-        norm = float(np.linalg.norm(vec))
-        if vec.shape != (self.dims,) or not math.isfinite(norm) or norm == 0.0:
-            return None
-        return vec / norm
-
-    # -- reading ------------------------------------------------------------------------------
-
-    def nbytes(self) -> int:
-        """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
-        rows = len(self.rows) * _ROW_BYTES + self.text_bytes
-        arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes + 8 * len(self._ids or ())
-        return int(self.matrix.nbytes) + self.n_postings * _POSTING_BYTES + rows + arrays
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def ids_from(self, prefix: str, limit: int, now: datetime) -> tuple[list[str], bool]:
-        """The ids of live memories starting with `prefix`, in order, at most `limit`, and whether
-        more exist (completions: a bisection of the ids kept in order, never a pass over them)."""
-        if self._ids is None:
-            self._ids = sorted(self.where)
-        ids, out = self._ids, list[str]()
-        at = bisect.bisect_left(ids, prefix)
-        moment = now.timestamp()
-        while at < len(ids) and ids[at].startswith(prefix):
-            if self.expiries[self.where[ids[at]]] > moment:
-                if len(out) == limit:
-                    return out, True
-                out.append(ids[at])
-            at += 1
-        return out, False
-
-    def item(self, mid: str) -> Doc | None:
-        """The memory `mid` as a result shows it, as of the index's revision; None if not held."""
-        at = self.where.get(mid)
-        return None if at is None else self.rows[at].item
+class ScopeIndex(Rows):
+    """The memories of one scope for one embedding model, ranked for a question."""
 
     def rank(
         self,
@@ -262,16 +90,21 @@ class ScopeIndex:
         depth: int,
         weight_text: float,
         weight_vector: float,
+        filt: RecallFilter | None = None,
+        siblings: float | None = None,
     ) -> list[Ranked]:
         """The `depth` best live memories matching the filters, best first (ties by id), by the
         fused score of `recall/inprocess/fusion.py`: the direct score, or a hop from the best
-        direct match when that is higher; memories holding the same tokens as a better one left out."""
+        direct match when that is higher; memories holding the same tokens as a better one left out.
+        Replaced memories (`recall/chain.py`) are left out unless `filt` includes them, and
+        marked; with `siblings` (a cosine), each result names a newer memory that close to it."""
         n = len(self.rows)
         if n == 0:
             return []
         sims = self._similarities(vector, n)
         text = self.text_scores(query_tokens)
-        usable = self._usable(now, ns_path, metadata)
+        chained = chains.replaced(self, now, None if filt is None else filt.as_of)
+        usable = self._admitted(now, ns_path, metadata, filt, chained)
         if not usable.any():
             return []
         direct = fusion.direct(text, sims, weight_text, weight_vector)
@@ -279,11 +112,53 @@ class ScopeIndex:
         if weight_text > 0 and query_tokens:
             scores = self._hopped(scores, usable, query_tokens)
         kept = self._top(scores, usable, depth)
+        by_meaning = vector is not None and weight_vector > 0
+        both = by_meaning and weight_text > 0
+        shown = self._shown(kept, scores, sims, usable, query_tokens, by_meaning, both=both)
+        ranked = [self._ranked(i, sims, text, scores, shown) for i in kept]
+        near = {} if siblings is None or vector is None else self._siblings(kept, sims, now, siblings)
+        return [_marked(r, chained.get(i, ()), near.get(i)) for i, r in zip(kept, ranked, strict=True)]
+
+    def _shown(
+        self,
+        kept: list[int],
+        scores: npt.NDArray[np.float64],
+        sims: npt.NDArray[np.float32],
+        usable: npt.NDArray[np.bool_],
+        query_tokens: list[str],
+        by_meaning: bool,
+        *,
+        both: bool,
+    ) -> _Shown:
+        """How the kept rows' scores are shown: against the best one, and whether it has evidence."""
         best = float(scores[kept[0]]) if kept else 0.0
-        both = vector is not None and weight_text > 0 and weight_vector > 0
         evidenced = self._evidenced(kept[0], sims, usable, query_tokens) if kept and both else True
-        shown = _Shown(set(query_tokens), vector is not None and weight_vector > 0, best, evidenced)
-        return [self._ranked(i, sims, text, scores, shown) for i in kept]
+        return _Shown(set(query_tokens), by_meaning, best, evidenced)
+
+    def _admitted(
+        self,
+        now: datetime,
+        ns_path: str | None,
+        metadata: dict[str, Any],
+        filt: RecallFilter | None,
+        chained: dict[int, tuple[Link, ...]],
+    ) -> npt.NDArray[np.bool_]:
+        """The rows a recall may return: live, in the namespace, with the metadata values, in the
+        filter's time window, and not replaced unless the filter includes replaced ones."""
+        usable = self._usable(now, ns_path, metadata)
+        in_window = chains.window(self, filt)
+        if in_window is not None:
+            usable &= in_window
+        if chained and (filt is None or not filt.include_superseded):
+            usable[list(chained)] = False
+        return usable
+
+    def _siblings(
+        self, kept: list[int], sims: npt.NDArray[np.float32], now: datetime, min_score: float
+    ) -> dict[int, Similar]:
+        """Each kept row's newer very similar sibling (`chains.newer_similar`), among memories
+        current now."""
+        return chains.newer_similar(self, kept, sims, now, chains.replaced(self, now), min_score)
 
     def _similarities(self, vector: list[float] | None, n: int) -> npt.NDArray[np.float32]:
         """Each row's cosine with the query's vector (zeros without one, or a zero or non-finite one)."""
@@ -385,34 +260,10 @@ class ScopeIndex:
         total = sum(self.idf(t) for t in asked)
         return sum(self.idf(t) for t in asked if t in held) / total if total > 0 else 0.0
 
-    def _df(self, term: str) -> int:
-        return len(self.postings.get(term, {}))
-
     def _best(self, scores: npt.NDArray[np.float64]) -> int:
         """The row with the highest score (ties by id, as the ranking breaks them)."""
         top = float(np.max(scores))
         return min(np.flatnonzero(scores == top).tolist(), key=lambda i: self.rows[i].id)
-
-    def _posting_arrays(
-        self, term: str, posting: dict[int, int]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """The posting's rows and term frequencies as arrays (in the posting's order), kept until
-        a memory holding the term changes."""
-        held = self._arrays.get(term)
-        if held is None:
-            df = len(posting)
-            held = (
-                np.fromiter(posting.keys(), dtype=np.int64, count=df),
-                np.fromiter(posting.values(), dtype=np.float64, count=df),
-            )
-            self._arrays[term] = held
-            self._array_bytes += held[0].nbytes + held[1].nbytes
-        return held
-
-    def _drop_arrays(self, term: str) -> None:
-        held = self._arrays.pop(term, None)
-        if held is not None:
-            self._array_bytes -= held[0].nbytes + held[1].nbytes
 
     def _usable(self, now: datetime, ns_path: str | None, metadata: dict[str, Any]) -> npt.NDArray[np.bool_]:
         """Live (expiry after `now`, from the expiry array) and matching the filters."""
@@ -424,3 +275,10 @@ class ScopeIndex:
             if elsewhere or not matches_all(row.metadata, metadata):
                 out[i] = False
         return out
+
+
+def _marked(r: Ranked, superseded_by: tuple[Link, ...], near: Similar | None) -> Ranked:
+    """`r` with what replaces it and its newer very similar sibling (unchanged when neither)."""
+    if not superseded_by and near is None:
+        return r
+    return dataclasses.replace(r, superseded_by=superseded_by, newer_similar=near)

@@ -8,6 +8,11 @@ in the database.
   only (`embedding_model` is one of the index's filter fields), then the rest of the filter.
 - Order: reciprocal rank fusion over both candidate lists, a text hit weighted by the share of the
   query's terms it holds (`rank.py`, `fuse_recall`; tuned on benchmarks/recall.py).
+- Replaced memories (`recall/chain.py`) are left out as on the in-process index, unless asked
+  for: the ranked candidates are read `limit` at a time and each one's `superseded_by` checked
+  against the memories it names (`supersession.replacers`).
+- A returned memory with a newer one very close in meaning among the ranked candidates is marked
+  (`newer_similar`).
 - Score: the meaning the in-process index's has (`mongogate/scoring.py`): each memory's own score
   is `scoring.blend` of its text side (the share of the query's words its text holds,
   `terms.coverage`: 1.0 holds every one) and its meaning side (the cosine, from
@@ -23,22 +28,28 @@ answers and `vector_path` says "unavailable" (the tool's notice tells the model)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from pymongo import DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate import scoring
+from mongogate.clock import utc_or_none
 from mongogate.errors import EmbeddingUnavailable, StorageError
 from mongogate.recall import documents as rd
-from mongogate.recall.model import Question, Ranking
-from mongogate.recall.pages import ITEM_FIELDS, item_of
+from mongogate.recall.model import Link, Question, Ranking, Similar
+from mongogate.recall.pages import ITEM_FIELDS, item_of, live
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.searchindex.rank import fuse_recall
 from mongogate.recall.searchindex.terms import coverage, terms, text_search
 from mongogate.recall.searchindex.vectors import scan_top, vector_search_stage
+from mongogate.recall.supersession import replacers
+from mongogate.recall.vectors import FIELD, unpack
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -77,18 +88,45 @@ async def rank(store: RecallRepository, filt: RecallFilter, q: Question) -> Rank
     base = filt.mongo()
     try:  # one after the other: at once measured no faster on the embedded engine
         path, ranked, similarity = await _ranked(store, filt, base, q)
-        ids = [i for i, _ in ranked]
-        found = store.memories.find({**base, "_id": {"$in": ids}}, ITEM_FIELDS) if ids else None
-        docs = {str(d["_id"]): d async for d in found} if found is not None else {}
+        listed, chained = await _current(store, filt, base, [i for i, _ in ranked], q.limit)
     except PyMongoError as e:
         raise StorageError("could not recall memories") from e
     weight = 1.0 if path == "unavailable" else WEIGHTS[q.method]
-    listed = [(i, docs[i]) for i, _ in ranked if i in docs]
     both = q.method == "fused" and path == "vectorSearch"
     gate = scoring.calibration(store.embedder.model)
     scores = shown_scores(q.text, listed, similarity, weight, both=both, gate=gate)
-    items = [item_of(d, round(s, 6)) for (_, d), s in zip(listed, scores, strict=True)]
-    return Ranking([m for m in items if m.score is not None and m.score >= q.min_score], path)
+    kept = [
+        (i, d, round(sc, 6)) for (i, d), sc in zip(listed, scores, strict=True) if round(sc, 6) >= q.min_score
+    ]
+    try:
+        near = await newer_similar(store, filt, [i for i, _, _ in kept], [i for i, _ in ranked])
+    except PyMongoError as e:
+        raise StorageError("could not recall memories") from e
+    items = [
+        dataclasses.replace(item_of(d, sc), superseded_by=chained.get(i, ()), newer_similar=near.get(i))
+        for i, d, sc in kept
+    ]
+    return Ranking(items, path)
+
+
+async def _current(
+    store: RecallRepository, filt: RecallFilter, base: Doc, ids: list[str], limit: int
+) -> tuple[list[tuple[str, Doc]], dict[str, tuple[Link, ...]]]:
+    """The first `limit` of the ranked `ids` the filter admits, in order, read `limit` at a time:
+    replaced memories left out (`recall/chain.py`) unless the filter includes them; and the links
+    that replace each one read."""
+    listed: list[tuple[str, Doc]] = []
+    chained: dict[str, tuple[Link, ...]] = {}
+    for start in range(0, len(ids), limit):
+        batch = ids[start : start + limit]
+        docs = {
+            str(d["_id"]): d async for d in store.memories.find({**base, "_id": {"$in": batch}}, ITEM_FIELDS)
+        }
+        chained |= await replacers(store, filt.scope, list(docs.values()), filt.as_of)
+        listed += [(i, docs[i]) for i in batch if i in docs and (filt.include_superseded or i not in chained)]
+        if len(listed) >= limit:
+            break
+    return listed[:limit], chained
 
 
 async def _ranked(
@@ -104,10 +142,10 @@ async def _ranked(
     if q.method in ("fused", "vector"):
         required = q.method == "vector"
         path, vector_ranked = await by_meaning(store, filt, base, q.text, depth, required=required)
-    if q.method == "fused":
-        ranked = await fused(store, base, q.text, text_ranked, vector_ranked, q.limit)
+    if q.method == "fused":  # cut to the depth: `_current` leaves replaced memories out
+        ranked = await fused(store, base, q.text, text_ranked, vector_ranked, depth)
     else:
-        ranked = (text_ranked or vector_ranked)[: q.limit]
+        ranked = (text_ranked or vector_ranked)[:depth]
     return path, ranked, dict(vector_ranked)
 
 
@@ -241,3 +279,73 @@ async def by_vector_search(
             advice=f"create the search index {store.settings.vector_index_name!r} (mongogate check "
             "prints it) or set memory.long_term.vector_search = 'scan'",
         ) from e
+
+
+#: what the newer-sibling marks read of the candidates
+_SIBLING_FIELDS = {
+    FIELD: 1,
+    rd.EMBEDDING_MODEL: 1,
+    rd.UPDATED_AT: 1,
+    rd.SUPERSEDED_BY: 1,
+    rd.STATED_AT: 1,
+    rd.TENANT: 1,
+    rd.OWNER: 1,
+}
+
+
+def _unit(doc: Doc, model: str) -> npt.NDArray[np.float32] | None:
+    raw = doc.get(FIELD)
+    if doc.get(rd.EMBEDDING_MODEL) != model or raw is None:
+        return None
+    try:
+        v = unpack(raw) if not isinstance(raw, list) else np.asarray(raw, dtype=np.float32)
+    except ValueError:
+        return None
+    norm = float(np.linalg.norm(v))
+    return v / norm if np.isfinite(norm) and norm > 0 else None
+
+
+async def newer_similar(
+    store: RecallRepository, filt: RecallFilter, shown: list[str], candidates: list[str]
+) -> dict[str, Similar]:
+    """Shown id -> the current memory among `candidates` (the fusion's ranked ids) closest to it
+    in meaning, written after it and at least `similar_min_score` close (the in-process index's
+    rule, `recall/inprocess/chains.py`; a memory very close to a returned one is close to the
+    question too). The candidates' vectors are read by `_id` (one `find`) and compared only when
+    embedded by the recall's model; one replaced now, or expired, is no sibling."""
+    threshold = store.settings.similar_min_score
+    if not shown or len(candidates) < 2 or threshold >= 1.0:
+        return {}
+    query = {**filt.scope.match(), **live(filt.now), "_id": {"$in": sorted(set(candidates) | set(shown))}}
+    docs = {str(d["_id"]): d async for d in store.memories.find(query, _SIBLING_FIELDS)}
+    replaced = await replacers(store, filt.scope, list(docs.values()))
+    model = store.embedder.model
+    vecs = {i: v for i, d in docs.items() if (v := _unit(d, model)) is not None}
+    out: dict[str, Similar] = {}
+    for mid in shown:
+        found = _closest_newer(mid, docs, vecs, set(replaced), threshold)
+        if found is not None:
+            out[mid] = found
+    return out
+
+
+def _closest_newer(
+    mid: str,
+    docs: dict[str, Doc],
+    vecs: dict[str, npt.NDArray[np.float32]],
+    replaced: set[str],
+    threshold: float,
+) -> Similar | None:
+    """The memory of `vecs` closest to `mid`, written after it, not replaced, `threshold` close."""
+    mine, when = vecs.get(mid), utc_or_none(docs.get(mid, {}).get(rd.UPDATED_AT))
+    if mine is None or when is None:
+        return None
+    best: tuple[float, str] | None = None
+    for other, v in vecs.items():
+        newer = utc_or_none(docs[other].get(rd.UPDATED_AT))
+        if other == mid or other in replaced or newer is None or newer <= when:
+            continue
+        score = float(mine @ v)
+        if score >= threshold and (best is None or (score, other) > best):
+            best = (score, other)
+    return None if best is None else Similar(best[1], round(best[0], 6))

@@ -208,7 +208,7 @@ async def _unstored(
     except PyMongoError as e:
         raise StorageError("could not read the memories being imported") from e
     pairs = [(line, stored[mid]) for (line, _), mid in zip(firsts, ids, strict=True) if mid in stored]
-    changed = _compare(pairs, report)
+    changed = _compare(pairs, report, scope)
     slow += changed
     if head.pending:
         again = {line.number for line in changed}

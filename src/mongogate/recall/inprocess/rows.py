@@ -62,6 +62,26 @@ class Row:
     created: datetime | None = None
 
 
+def _row(mid: str, doc: Doc, terms: Counter[str], has_vector: bool) -> Row:
+    """Memory `doc` as the index keeps it (its vector goes to the matrix)."""
+    ns = doc.get(rd.NS_PATH) or []
+    expires = doc.get(rd.EXPIRES_AT)
+    return Row(
+        mid,
+        terms,
+        sum(terms.values()),
+        frozenset(ns if isinstance(ns, list) else [ns]),
+        dict(doc.get("metadata") or {}),
+        None if expires is None else as_utc(expires),
+        has_vector,
+        {"_id": mid, **{k: doc.get(k) for k in ITEM_KEYS}},
+        {link.id: link.at for link in links_of(doc.get(rd.SUPERSEDES))},
+        frozenset(link.id for link in links_of(doc.get(rd.SUPERSEDED_BY))),
+        utc_or_none(doc.get(rd.STATED_AT)),
+        utc_or_none(doc.get(rd.CREATED_AT)),
+    )
+
+
 class Rows:
     """The memories of one scope for one embedding model, as rows and arrays."""
 
@@ -111,22 +131,7 @@ class Rows:
         if at == self.matrix.shape[0]:
             self._grow(max(16, at * 2))
         self.matrix[at] = 0.0 if vec is None else vec
-        ns = doc.get(rd.NS_PATH) or []
-        expires = doc.get(rd.EXPIRES_AT)
-        row = Row(
-            mid,
-            terms,
-            sum(terms.values()),
-            frozenset(ns if isinstance(ns, list) else [ns]),
-            dict(doc.get("metadata") or {}),
-            None if expires is None else as_utc(expires),
-            vec is not None,
-            {"_id": mid, **{k: doc.get(k) for k in ITEM_KEYS}},
-            {link.id: link.at for link in links_of(doc.get(rd.SUPERSEDES))},
-            frozenset(link.id for link in links_of(doc.get(rd.SUPERSEDED_BY))),
-            utc_or_none(doc.get(rd.STATED_AT)),
-            utc_or_none(doc.get(rd.CREATED_AT)),
-        )
+        row = _row(mid, doc, terms, vec is not None)
         self.rows.append(row)
         self.where[mid] = at
         if self._ids is not None:

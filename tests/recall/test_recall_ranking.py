@@ -12,7 +12,7 @@ import pytest
 
 from mongogate import scoring
 from mongogate.config import LongTermSettings
-from mongogate.recall.inprocess import fusion
+from mongogate.indexing import fusion
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 

@@ -10,29 +10,18 @@ The scope never travels as a filter dict to be rebuilt from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from mongogate.clock import as_utc
+from mongogate.indexing import matches, matches_all
 from mongogate.recall import checks
 from mongogate.recall import documents as rd
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
 
-
-def matches(held: object, wanted: object) -> bool:
-    """MongoDB's equality on a field: equal, or an array holding the value."""
-    if held == wanted:
-        return True
-    return isinstance(held, list) and wanted in held
-
-
-def matches_all(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Every wanted top-level value is held (`matches`)."""
-    return all(matches(held.get(k), v) for k, v in wanted.items())
+__all__ = ["RecallFilter", "matches", "matches_all"]
 
 
 @dataclass(frozen=True)

@@ -298,6 +298,14 @@ class ScopeIndex:
         self.expiries[last] = np.inf
         self.rows.pop()
 
+    def vector(self, mid: str) -> npt.NDArray[np.float32] | None:
+        """The vector held for `mid` (a copy), None when it has none or is not held."""
+        at = self.where.get(mid)
+        if at is None or not self.rows[at].has_vector:
+            return None
+        out: npt.NDArray[np.float32] = self.matrix[at].copy()
+        return out
+
     def oldest(self, count: int) -> list[str]:
         """The ids of the `count` rows of the smallest `order` (the oldest), oldest first."""
         ranked = sorted(range(len(self.rows)), key=lambda i: (self.rows[i].order, self.rows[i].id))

@@ -1,15 +1,14 @@
 from mongogate.memory.capacity import collection_sizes, size_report
 from mongogate.memory.erase import ERASURE
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role, check_content, check_id, message_id
-from mongogate.memory.message_vectors import MessageVectors
 from mongogate.memory.model import Context, Summary, summary_shape
 from mongogate.memory.search import (
     MAX_QUERY_CHARS,
-    SCAN_MAX,
     SEARCH_DEFAULT,
     SEARCH_MAX,
+    Hits,
+    MessageSearch,
     ensure_search_index,
-    search_messages,
 )
 from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX, retention_line, session_shape
 from mongogate.memory.store import MemoryStore, Message
@@ -22,13 +21,13 @@ __all__ = [
     "PAGE_DEFAULT",
     "PAGE_MAX",
     "ROLES",
-    "SCAN_MAX",
     "SEARCH_DEFAULT",
     "SEARCH_MAX",
     "Context",
+    "Hits",
     "MemoryStore",
     "Message",
-    "MessageVectors",
+    "MessageSearch",
     "Role",
     "Summary",
     "Turns",
@@ -38,7 +37,6 @@ __all__ = [
     "ensure_search_index",
     "message_id",
     "retention_line",
-    "search_messages",
     "session_shape",
     "size_report",
     "summary_shape",

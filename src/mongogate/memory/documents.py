@@ -1,7 +1,9 @@
 """The documents memory stores, one `TypedDict` each: their field names and types in one place.
 
 `sessions` (`SessionDoc`, with its lease, its pending answers and its published summary),
-`messages` (`MessageDoc`) and `summaries` (`SummaryDoc`). A writer builds the `TypedDict`, so a
+`messages` (`MessageDoc`), `summaries` (`SummaryDoc`), and what message search derives from each
+message (`message_index`, `MessageIndexDoc`: its terms and its vector) with the scopes' revision
+documents (`message_revisions`, written by `indexing/coherence.py`). A writer builds the `TypedDict`, so a
 misspelt or mistyped field fails mypy, and hands it to the driver through `values.bson`; a reader
 turns a read document into a plain value with that value's `from_doc` (`memory/model.py`,
 `sessions.SessionInfo`, `search.Hit`). The projections of memory's reads name fields of these
@@ -18,6 +20,9 @@ from mongogate import leases
 
 __all__ = [
     "ANSWERED_TEXT",
+    "CHARS",
+    "EMBEDDING",
+    "EMBEDDING_MODEL",
     "ANSWERED_TURN",
     "COMMIT_NONCE",
     "LAST_ACTIVITY",
@@ -28,6 +33,8 @@ __all__ = [
     "LOCKED_BY",
     "LOCKED_UNTIL",
     "MESSAGES",
+    "MESSAGE_INDEX",
+    "MESSAGE_REVISIONS",
     "NEXT_SEQ",
     "PENDING",
     "PLAIN_ANSWERS",
@@ -36,9 +43,13 @@ __all__ = [
     "SESSION_ID",
     "SUMMARIES",
     "SUMMARY",
+    "TERMS",
+    "TERMS_V",
+    "TERM_COUNTS",
     "TENANT",
     "LeaseState",
     "MessageDoc",
+    "MessageIndexDoc",
     "PendingAnswer",
     "PublishedSummary",
     "SessionDoc",
@@ -48,6 +59,10 @@ __all__ = [
 SESSIONS: Final = "sessions"
 MESSAGES: Final = "messages"
 SUMMARIES: Final = "summaries"
+#: per message, what search derives from it (`memory/message_fill.py`), `_id` the message's
+MESSAGE_INDEX: Final = "message_index"
+#: one revision document per conversation scope (`_id` its stored tenant; `indexing/coherence.py`)
+MESSAGE_REVISIONS: Final = "message_revisions"
 
 # The field names code writes or queries by (a reader goes through a `from_doc`). `tenant` holds
 # whose conversations a document is: the tenant alone, or the tenant and the subject joined by
@@ -73,6 +88,14 @@ PLAIN_ANSWERS: Final = "plain_answers"
 COMMIT_NONCE: Final = "commit_nonce"
 #: the newest compaction, published on the session
 SUMMARY: Final = "summary"
+#: a `message_index` document's terms, their counts, the tokenizer's version, its vector, the
+#: vector's model and how many characters of the message it embeds
+TERMS: Final = "terms"
+TERM_COUNTS: Final = "tf"
+TERMS_V: Final = "terms_v"
+EMBEDDING: Final = "embedding"
+EMBEDDING_MODEL: Final = "embedding_model"
+CHARS: Final = "chars"
 
 
 class PendingAnswer(TypedDict):
@@ -160,3 +183,24 @@ class SummaryDoc(TypedDict):
     text: str
     lease_id: str | None
     created_at: datetime
+
+
+class MessageIndexDoc(TypedDict):
+    """A document of `message_index`: what search derives from the message of the same `_id`
+    (`memory/message_fill.py`), written after the message, erased with it."""
+
+    _id: str
+    session_id: str
+    tenant: str
+    #: the message's, so the retention TTL erases both together
+    created_at: datetime
+    #: the message's distinct tokens (`textrank.tokens`) joined by a space, and their counts as
+    #: little-endian uint32 (`memory/message_terms.py`), of tokenizer version `terms_v`
+    terms: str
+    tf: bytes
+    terms_v: int
+    #: the vector of the first `chars` characters, by `embedding_model`; absent: none (no
+    #: embedder, or it failed)
+    embedding: NotRequired[bytes]
+    embedding_model: NotRequired[str]
+    chars: NotRequired[int]

@@ -427,7 +427,9 @@ class ScopeIndex:
         of average length holding each once would earn), capped at 1."""
         n = len(self.rows)
         text = np.zeros(n, dtype=np.float64)
-        avg = (self.total_length / n) or 1.0
+        # the average over rows holding terms: a row whose terms are not derived yet (message
+        # search's, `memory/message_index.py`) must not make every long one look longer
+        avg = (self.total_length / max(1, int(np.count_nonzero(self.lengths[:n])))) or 1.0
         norms = K1 * (1.0 - B + B * self.lengths[:n] / avg)
         upper = 0.0
         for term in query_tokens:

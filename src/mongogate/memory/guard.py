@@ -74,14 +74,15 @@ class MessageGuard:
         `session`, `derived`), which the block may extend once it knows what it wrote; bumped after
         it, also when it fails with an exception (what it tried is re-read by every reader)."""
         named = list(changes)
-        async with self.coherence.writing(key, self.clock.now(), ends_on=(Exception,)):
+        with self.coherence.announcing(key):  # two updates by `_id` around the write, no more
+            token = await self.coherence.begin(key, self.clock.now())
             try:
                 yield named
             except Exception:
-                await self.coherence.bump(key, *named)
+                await self.coherence.bump(key, *named, token=token)
                 raise
             self.at("messages.before_bump")
-            await self.coherence.bump(key, *named)
+            await self.coherence.bump(key, *named, token=token)
 
     def wrote(self, key: str, ids: list[str]) -> None:
         """Messages of `key` were stored: tell the listener (after the write's bump)."""

@@ -166,6 +166,16 @@ class MessageFill:
                 log.warning("message search: deriving %d message(s) failed: %s", len(batch), e)
             await anyio.sleep(0)
 
+    async def settle(self) -> None:
+        """Until nothing is queued and the background is idle (tests, and a shutdown that may wait)."""
+        while True:
+            task = self._task
+            if task is not None and not task.done():
+                await asyncio.wait([task])
+            await self.drain()
+            if not self._queued and (self._task is None or self._task.done()):
+                return
+
     async def _run(self) -> None:
         await self.drain()
 

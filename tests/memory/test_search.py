@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mongogate.memory.search import ensure_search_index
-from tests.memory.searching import search_messages, searcher
 from mongogate.clock import ManualClock
+from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
+from tests.memory.searching import search_messages, searcher
 
 pytestmark = pytest.mark.anyio
 

@@ -96,8 +96,18 @@ async def test_a_scope_larger_than_the_wire_limit_is_read_in_pages(
     filler = ("lorem ipsum dolor sit amet " * 2600)[:66_000]
     now = clock.now()
     docs = [
-        {"_id": f"m{i:05d}", "tenant": "acme", "session_id": sid, "seq": i + 1, "key": f"k{i}", "role": "user"}
-        | {"created_at": now + timedelta(seconds=i), "content": f"entry {i} " + filler + (" zebra" if i == 999 else "")}
+        {
+            "_id": f"m{i:05d}",
+            "tenant": "acme",
+            "session_id": sid,
+            "seq": i + 1,
+            "key": f"k{i}",
+            "role": "user",
+        }
+        | {
+            "created_at": now + timedelta(seconds=i),
+            "content": f"entry {i} " + filler + (" zebra" if i == 999 else ""),
+        }
         for i in range(1000)
     ]
     for at in range(0, 1000, 50):  # the seeding bypasses the writers: a new index reads it whole
@@ -130,4 +140,6 @@ async def test_a_question_about_nothing_said_returns_no_message(store: MemorySto
     await _talk(store, "acme", CHATTER)
     found = searcher(store, LocalEmbedder())
     assert (await found.search("acme", "quantum chromodynamics of gluon plasma")).messages == []
-    assert (await found.search("acme", "when does my plane depart for Portugal?")).messages[0].content == CHATTER[4]
+    assert (await found.search("acme", "when does my plane depart for Portugal?")).messages[
+        0
+    ].content == CHATTER[4]

@@ -6,6 +6,7 @@ a message longer than `embed_chars` is embedded by its beginning and still found
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from mcp import Client
@@ -107,7 +108,7 @@ async def test_a_long_message_is_embedded_by_its_beginning_and_found_by_any_of_i
     await _talk(store, "acme", [*CHATTER, long])
 
     class Counting(LocalEmbedder):
-        seen: list[int] = []
+        seen: ClassVar[list[int]] = []
 
         async def embed(self, texts: list[str]) -> list[list[float]]:  # type: ignore[override]
             self.seen.extend(len(t) for t in texts)

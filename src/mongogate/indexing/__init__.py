@@ -27,17 +27,9 @@ from mongogate.indexing.coherence import (
     born,
     read_by_id,
 )
+from mongogate.indexing.entries import Entry, Ranked, above_floor, matches, matches_all
 from mongogate.indexing.memo import QUERIES, Memo
-from mongogate.indexing.scope_index import (
-    K1,
-    B,
-    Entry,
-    Ranked,
-    ScopeIndex,
-    above_floor,
-    matches,
-    matches_all,
-)
+from mongogate.indexing.scope_index import K1, B, ScopeIndex
 from mongogate.indexing.vectors import FIELD, FLOAT32_HEADER, pack, unpack
 
 __all__ = [

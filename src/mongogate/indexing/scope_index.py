@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ import numpy.typing as npt
 from mongogate import scoring
 from mongogate.clock import as_utc
 from mongogate.indexing import fusion
+from mongogate.indexing.entries import Entry, Ranked, matches_all
 from mongogate.values import Doc
 
 K1 = 1.2
@@ -45,70 +46,6 @@ _POSTING_BYTES = 20
 _TERM_BYTES = 300
 #: per row: the row, its item (a dict of about 9 fields, two datetimes), its arrays' headers
 _ROW_BYTES = 1300
-
-
-def matches(held: object, wanted: object) -> bool:
-    """MongoDB's equality on a field: equal, or an array holding the value."""
-    if held == wanted:
-        return True
-    return isinstance(held, list) and wanted in held
-
-
-def matches_all(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Every wanted top-level value is held (`matches`)."""
-    return all(matches(held.get(k), v) for k, v in wanted.items())
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One document as an index holds it (its domain's adapter makes it)."""
-
-    id: str
-    #: each token of its text and how often it occurs (`textrank.tokens`, counted)
-    terms: Mapping[str, int]
-    #: its vector of the index's model, unit length; None: none (a term match only)
-    vector: npt.NDArray[np.float32] | None
-    #: what a result shows of it (its domain's fields, and `_id`)
-    item: Doc
-    #: when it stops being returned (None: never)
-    expires_at: datetime | None = None
-    #: what `rank`'s `ns_path` filter asks for: a memory's namespace paths, a message's session
-    ns_path: frozenset[str] = frozenset()
-    #: top-level values `rank`'s `metadata` filter compares
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    #: bytes of text `item` holds (counted in `ScopeIndex.nbytes`)
-    text_bytes: int = 0
-    #: how old it is, for `oldest` (a message's creation as a POSIX timestamp); 0 where unused
-    order: float = 0.0
-
-
-@dataclass(frozen=True)
-class Ranked:
-    id: str
-    similarity: float
-    text: float
-    matched: frozenset[str]
-    #: the document has a vector of the query's model (a meaning match, however weak)
-    has_vector: bool = False
-    #: what `rank` ordered by, in [0, 1] (`fusion.py`): the document's own evidence
-    fused: float = 0.0
-    #: the best fused score of the same ranking (its first document's `fused`)
-    best: float = 0.0
-    #: the ranking's best match has evidence on one side (`scoring.evidenced`)
-    evidenced: bool = True
-
-    @property
-    def score(self) -> float:
-        """The score a result shows and `min_score` compares, in [0, 1], in `rank`'s order:
-        mostly the ranking's best fused score, a tenth the document's own (`scoring.shown`); only
-        the tenth when the best match has no evidence on either side."""
-        return scoring.shown(self.fused, max(self.best, self.fused), self.evidenced)
-
-
-def above_floor(ranked: list[Ranked], min_score: float) -> list[Ranked]:
-    """The ranked documents a reader returns: a match by terms, by a hop or by meaning (however
-    weak, when the floor is 0), scoring at least `min_score`; nothing else."""
-    return [r for r in ranked if (r.fused > 0 or r.has_vector) and r.score >= min_score]
 
 
 @dataclass(frozen=True)
@@ -182,7 +119,10 @@ class _PostingView(Mapping[str, "array[int]"]):
 class ScopeIndex:
     """The documents of one scope for one embedding model."""
 
-    def __init__(self, model: str, dims: int, rev: int) -> None:
+    def __init__(self, model: str, dims: int, rev: int, *, distinct_words: bool = True) -> None:
+        #: leave out a document saying exactly the words of a better one (`fusion.distinct`):
+        #: recall's memories; not messages (the same words said twice are two messages)
+        self.distinct_words = distinct_words
         self.model = model
         self.dims = dims
         self.rev = rev
@@ -394,6 +334,8 @@ class ScopeIndex:
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), self.rows[i].id))
         order = [i for i in order if scores[i] > -np.inf]
+        if not self.distinct_words:
+            return order[:depth]
         return fusion.distinct(order, lambda i: self.rows[i].key(), depth)
 
     def _evidenced(self, first: int, sims: npt.NDArray[np.float32], query_tokens: list[str]) -> bool:

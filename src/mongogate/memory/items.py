@@ -5,7 +5,8 @@ Each call of the adapter is one write here: `add` reserves a block of `next_seq`
 atomic `$inc` on the session (creating it on first use, by an insert: both flat in the collection's
 size on the embedded engine), then inserts the block, so the items of one call stay together and
 in order whatever runs beside it; `latest` reads the newest, `pop` deletes the newest, `clear`
-erases the session. Each write of messages is bracketed by its scope's revision (`memory/guard.py`). The session's `_id` is the adapter's (derived from the tenant), so every read
+erases the session. Each write of messages is bracketed by its scope's revision
+(`memory/guard.py`). The session's `_id` is the adapter's (derived from the tenant), so every read
 and write is by `_id` or by (session, tenant). `name` is the session as its caller knows it, for
 the errors.
 """
@@ -21,10 +22,10 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate.errors import StorageError
 from mongogate.memory.documents import (
     LAST_ACTIVITY,
-    MESSAGE_INDEX,
     LEASE_TURN,
     LOCKED_BY,
     LOCKED_UNTIL,
+    MESSAGE_INDEX,
     NEXT_SEQ,
     SEQ,
     SESSION_ID,

@@ -7,8 +7,9 @@ and the vector of its first `[memory.search] embed_chars` characters. Never a wh
   long (`message_terms.terms_of_async`);
 - per call (`fill`): at most `embed_per_call` messages, and at most TOKENIZE_CHARS characters of
   text to tokenize (one message always), in one batch for the model;
-- per tenant: one `fill` at a time (a search finding the tenant busy ranks with what is derived,
-  and leaves the rest to the background); the background takes scopes in turn, one batch each;
+- per tenant: one `fill` at a time (a search finding the tenant's batch in progress waits for it,
+  then derives what is still missing); the background takes scopes in turn, one batch each, and
+  skips a tenant whose search is deriving;
 - in the background (`want`, `drain`): a server process queues the messages each write stored
   (`guard.MessageGuard.on_written`) and what its searches found missing, at most QUEUE_PER_SCOPE
   per scope and QUEUE_MAX in all (more is dropped: the next search of the scope finds it again).
@@ -39,7 +40,7 @@ from mongogate.errors import EmbeddingUnavailable
 from mongogate.indexing import pack, read_by_id
 from mongogate.memory import documents as md
 from mongogate.memory.guard import derived
-from mongogate.memory.message_terms import encoded, terms_of_async
+from mongogate.memory.message_terms import TERMS_VERSION, encoded, terms_of_async
 from mongogate.memory.messages import DUPLICATE_KEY
 from mongogate.memory.repository import SessionRepository
 from mongogate.memory_scope import SUBJECT_SEPARATOR
@@ -109,7 +110,8 @@ class MessageFill:
         self.stats = FillStats()
         self._queue: OrderedDict[str, dict[str, None]] = OrderedDict()
         self._queued = 0
-        self._busy: set[str] = set()
+        #: per tenant: how many fills hold or wait for its lock (one fill at a time per tenant)
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._rest_until: datetime | None = None
         self._task: asyncio.Task[None] | None = None
         #: test seam: awaited with the ids of a batch after they are derived, before the write
@@ -143,7 +145,7 @@ class MessageFill:
     def _next(self) -> tuple[str, list[str]] | None:
         """The next scope in turn whose tenant is not busy, and its next batch."""
         for key in list(self._queue):
-            if tenant_of(key) in self._busy:
+            if tenant_of(key) in self._locks:  # a search of the tenant is on it, or waits
                 continue
             held = self._queue.pop(key)
             batch = list(held)[: self.per_call]
@@ -190,18 +192,38 @@ class MessageFill:
     # -- one batch ----------------------------------------------------------------------------
 
     async def fill(self, key: str, ids: Sequence[str]) -> list[str]:
-        """Derive at most `embed_per_call` of `ids` (scope `key`), within TOKENIZE_CHARS of text;
-        the ids derived (none when the tenant is busy with another fill)."""
-        tenant = tenant_of(key)
-        if tenant in self._busy or not ids:
+        """Derive at most `embed_per_call` of `ids` (scope `key`) not derived yet, within
+        TOKENIZE_CHARS of text, after the tenant's fill in progress (one batch at most); the ids
+        derived."""
+        if not ids:
             return []
-        self._busy.add(tenant)
+        tenant = tenant_of(key)
+        lock, users = self._locks.setdefault(tenant, (asyncio.Lock(), [0]))
+        users[0] += 1
         try:
-            return await self._fill(key, list(ids)[: self.per_call])
+            async with lock:
+                return await self._fill(key, list(ids))
         finally:
-            self._busy.discard(tenant)
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[tenant]
 
-    async def _fill(self, key: str, ids: list[str]) -> list[str]:
+    async def _underived(self, ids: list[str]) -> list[str]:
+        """The first `embed_per_call` of `ids` whose derived document is missing or stale."""
+        fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1}
+        have = await read_by_id(self.repo.db[md.MESSAGE_INDEX], ids, fields)
+        model = None if self.embedder is None or self.resting() else self.embedder.model
+        current = {
+            i
+            for i, d in have.items()
+            if d.get(md.TERMS_V) == TERMS_VERSION and (model is None or d.get(md.EMBEDDING_MODEL) == model)
+        }
+        return [i for i in ids if i not in current][: self.per_call]
+
+    async def _fill(self, key: str, wanted: list[str]) -> list[str]:
+        ids = await self._underived(wanted)
+        if not ids:
+            return []
         found = await read_by_id(self.repo.messages, ids, _READ)
         docs: list[Doc] = []
         size = 0
@@ -271,4 +293,3 @@ class MessageFill:
                 sets = [({"_id": d["_id"]}, {k: v for k, v in d.items() if k != "_id"}) for d in again]
                 await coll.bulk_write([UpdateOne(f, {"$set": v}) for f, v in sets])
         self.stats.derived += len(out)
-

@@ -185,7 +185,7 @@ class MessageIndex:
 
     async def _rebuild(self, key: str, rev: int) -> MessageScope:
         """The scope read whole, paged: its sessions, what search derived, then its messages."""
-        scope = MessageScope(ScopeIndex(self.model, self.dims, rev), rev)
+        scope = MessageScope(ScopeIndex(self.model, self.dims, rev, distinct_words=False), rev)
         batch = self._batch()
         live = self.repo.sessions.find({md.TENANT: key}, {"_id": 1}, batch_size=PAGE)
         scope.sessions = {str(d["_id"]) async for d in live}

@@ -45,8 +45,8 @@ from mongogate.config import MemorySettings
 from mongogate.errors import Conflict, StorageError
 from mongogate.memory import documents as md
 from mongogate.memory import fenced
-from mongogate.memory.guard import MessageGuard
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, lease_lost, refusal, write_gate
+from mongogate.memory.guard import MessageGuard
 from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id
 from mongogate.memory.messages import MessageWrites, answer_doc
 from mongogate.memory.model import AppendResult, key_conflict, session_not_found

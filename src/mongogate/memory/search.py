@@ -13,7 +13,8 @@ the code that ranks long-term recall (`indexing/scope_index.py`, `indexing/fusio
 - **Score**: the one recall shows, in [0, 1]: 0.9 x the best match's fused score + 0.1 x the
   message's own (`scoring.shown`), only the tenth when the best match is no evidence on either
   side (`scoring.evidenced`). Messages under `min_score` are left out, so a question about
-  nothing said returns none.
+  nothing said returns none; and each message returned matches by itself (a word of the query, or
+  a fused score of its own at `min_score`), so a good match never brings unrelated ones along.
 - **Bounded**: the index is kept fresh by each scope's revision (a settled search reads nothing
   but, on a remote MongoDB, one revision document), read whole only at first use (paged under
   the wire limit), and a call derives at most `embed_per_call` messages itself (`MessageFill`);
@@ -162,9 +163,18 @@ class MessageSearch:
             vector = await self._query_vector(text)
             wt = 1.0 if vector is None else TEXT_WEIGHT
             ranked = scope.index.rank(
-                vector, words, now=now, ns_path=sid, metadata={}, depth=n, weight_text=wt, weight_vector=1 - wt
+                vector,
+                words,
+                now=now,
+                ns_path=sid,
+                metadata={},
+                depth=n,
+                weight_text=wt,
+                weight_vector=1 - wt,
             )
-            kept = above_floor(ranked, floor)
+            # recall's floor on the score shown (a question about nothing said gets none), and
+            # each message a match of its own: a term of the query, or a fused score at the floor
+            kept = [r for r in above_floor(ranked, floor) if r.matched or r.fused >= floor]
             shown = await self._shown(tenant, scope, settled, kept)
             if sid is not None and sid not in scope.sessions and not await self._exists(tenant, sid):
                 raise session_not_found(sid)
@@ -188,9 +198,8 @@ class MessageSearch:
         done = await self.fill.fill(key, newest)
         if self.fill.background:
             self.fill.want(key, [m for m in newest if m not in set(done)])
-        if done:
-            scope, settled = await self.index.fresh(key, now)
-        return scope, settled
+        # read again: what this call derived, and what the background derived while it waited
+        return await self.index.fresh(key, now)
 
     async def _query_vector(self, text: str) -> list[float] | None:
         """The query's embedding (kept for the next time it is asked); None without an embedder or
@@ -211,7 +220,9 @@ class MessageSearch:
         self._queries.put(text, got[0])
         return got[0]
 
-    async def _shown(self, key: str, scope: MessageScope, settled: bool, kept: list[Ranked]) -> dict[str, Doc]:
+    async def _shown(
+        self, key: str, scope: MessageScope, settled: bool, kept: list[Ranked]
+    ) -> dict[str, Doc]:
         """What each ranked message shows: from the index when settled (read now, before any
         await), its text read back when too long to hold; else every one read back by `_id`
         (the database decides what exists)."""

@@ -107,7 +107,9 @@ class _IndexBudgetCollector(Collector):
             "(search_messages); one budget for both (memory.long_term.index_budget_mb)",
             labels=["kind"],
         )
-        scopes = GaugeMetricFamily("mongogate_index_scopes", "Scopes held in the in-process indexes", labels=["kind"])
+        scopes = GaugeMetricFamily(
+            "mongogate_index_scopes", "Scopes held in the in-process indexes", labels=["kind"]
+        )
         evicted = CounterMetricFamily(
             "mongogate_index_evictions", "Scopes dropped past the one index budget, by kind", labels=["kind"]
         )

@@ -88,7 +88,7 @@ async def quiet_rounds(c: Client, sid: str, rounds: int, tag: str) -> dict[str, 
 
 
 async def evil_huge(c: Client, stop: asyncio.Event) -> int:
-    sid = (await c.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+    sid = (await c.call_tool("create_session", {})).structured_content["session_id"]
     body = " ".join(f"w{i % 5000}x" for i in range(40_000))
     for n in range(12):
         text = f"huge {n} {body}"[: 256 * 1024 - 20] + f" needle{n}"
@@ -109,7 +109,7 @@ async def evil_loop(c: Client, stop: asyncio.Event, tool: str, args: dict[str, A
 
 
 async def evil_import(c: Client, stop: asyncio.Event, who: int) -> int:
-    sid = (await c.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+    sid = (await c.call_tool("create_session", {})).structured_content["session_id"]
     calls = 0
     while not stop.is_set() and calls < 75:
         text = f"imported line {who}-{calls}: " + "lorem ipsum " * 200
@@ -174,7 +174,7 @@ async def run(rounds: int) -> tuple[list[str], float, float]:
             async with client(http.url, settings, "quiet") as qc:
                 for i in range(20):
                     await qc.call_tool("remember", {"text": f"Note {i}: the spare key is under pot {i}."})
-                sid = (await qc.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+                sid = (await qc.call_tool("create_session", {})).structured_content["session_id"]
                 for i in range(20):
                     args = {
                         "session_id": sid,

@@ -83,7 +83,7 @@ async def run(uri: str, tmp: str, sizes: list[int], rounds: int) -> list[str]:
             template = await client[db]["memories"].find_one({})
             assert template is not None
             await fill(client[db]["memories"], template, "acme", size - 1, embedder)
-            sid = (await c.call_tool("create_session", {})).structured_content["session_id"]  # type: ignore[index]
+            sid = (await c.call_tool("create_session", {})).structured_content["session_id"]
             await seed_messages(client[db], sid, size)
             m = metrics_of(server)
             assert m is not None and m.message_search is not None
@@ -109,8 +109,8 @@ async def run(uri: str, tmp: str, sizes: list[int], rounds: int) -> list[str]:
         p50, p90 = statistics.median(v), sorted(v)[int(0.9 * (len(v) - 1))]
         ratio = ""
         if name.startswith("search_messages"):
-            size = name.split(", ")[1]
-            ratio = f"{p50 / statistics.median(times[f'recall, {size}']):.2f}x recall"
+            label = name.split(", ")[1]
+            ratio = f"{p50 / statistics.median(times[f'recall, {label}']):.2f}x recall"
         out.append(f"| {name} | {p50:.1f} | {p90:.1f} | {ratio} |")
     return [*out, "", *notes]
 

@@ -132,7 +132,7 @@ async def fill(coll: Any, template: Doc, tenant: str, n: int, embedder: LocalEmb
     key = scope_key(MemoryScope(tenant, str(template["owner"])))
     db = coll.database  # a writer as every writer: signalled
     writer = Coherence(db["memory_revisions"], db.name, WriteSignal.of(db.client))
-    with writer.announcing(key):
+    async with writer.announcing(key):
         with unchecked_seeding():
             for start in range(0, len(docs), 2000):
                 await coll.insert_many(docs[start : start + 2000])

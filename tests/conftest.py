@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -218,6 +220,17 @@ def data(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A directory every local user may add to, as /tmp is (sticky, 1777)."""
+    where = Path(tempfile.mkdtemp(prefix="mongogate-shared-"))
+    os.chmod(where, 0o1777)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 DEV_SECRET = "test-secret-0123456789abcdef-0123456789abcdef"

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Cli
 from tests.helpers import EXE, INITIALIZE, ROOT, free_port, send, stdio_serve
@@ -239,6 +240,15 @@ async def test_stdio_server_uses_configured_tenant(env: dict[str, str]) -> None:
         assert len(numbers) == 12 and all(n.startswith("GL-") for n in numbers)
         sid = (await c.call_tool("create_session", {})).structured_content["session_id"]
         assert sid
+        # stdio speaks 2026-07-28 too: no listen stream, and discover promises none (issue 36)
+        assert c.protocol_version == "2026-07-28"
+        caps = c.server_capabilities
+        assert caps is not None and caps.tools is not None and not caps.tools.list_changed
+        assert caps.resources is not None and not caps.resources.subscribe
+        with pytest.raises(MCPError) as listen:
+            async with c.listen(tools_list_changed=True):
+                pass
+        assert listen.value.error.code == -32601 and "publishes no events" in listen.value.error.message
 
 
 def test_stdio_without_tenant_exits_with_explanation(cli: Cli, env: dict[str, str]) -> None:

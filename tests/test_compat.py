@@ -595,3 +595,69 @@ def test_finds_by_id_racing_writes_see_each_write_whole_and_in_order(engine_uri:
         for t in threads:
             t.join()
     assert seen == []
+
+
+def test_mongoeco_write_scopes_roll_back_through_the_method_the_session_safe_engine_overrides() -> None:
+    from mongoeco.engines.sqlite import SQLiteEngine
+    from mongoeco.session import ClientSession
+
+    assert list(inspect.signature(SQLiteEngine._rollback_write).parameters) == ["self", "conn", "context"]
+    begin = getattr(SQLiteEngine, mongoeco.BEGIN_WRITE)
+    assert list(inspect.signature(begin).parameters) == ["self", "conn", "context"]
+    assert isinstance(ClientSession.has_ended, property)
+    assert issubclass(mongoeco.FastIdEngine, mongoeco.SessionSafeEngine)
+
+
+@pytest.mark.skipif(bool(os.environ.get("MONGODB_URI")), reason="the embedded engine's shim")
+def test_a_write_whose_session_ends_midway_leaves_no_transaction_open(
+    engine_uri: str, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client ends its session (`endSessions`, what a driver sends when it closes) while its
+    insert is inside the engine, between `BEGIN IMMEDIATE` and the write (a failpoint holds it
+    there): the insert fails, and the engine's shared connection is back outside any transaction,
+    so the next client's write is committed (seen through a connection of its own to the file)
+    instead of running inside the dead one's transaction (issue 38: the next worker's writes took
+    5 s each)."""
+    import sqlite3
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    engines: list[Any] = []
+    began, release = threading.Event(), threading.Event()
+    armed = threading.Event()
+    original = getattr(mongoeco.FastIdEngine, mongoeco.BEGIN_WRITE)
+
+    def held(self: Any, conn: Any, context: Any) -> None:
+        original(self, conn, context)
+        if armed.is_set():
+            armed.clear()
+            engines.append(self)
+            began.set()
+            release.wait(60)  # a hang guard only: the test releases it
+
+    monkeypatch.setattr(mongoeco.FastIdEngine, mongoeco.BEGIN_WRITE, held)
+    with (
+        MongoClient[dict[str, Any]](engine_uri) as client,
+        MongoClient[dict[str, Any]](engine_uri) as other,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        coll = client[db_name]["c"]
+        with client.start_session() as session:
+            armed.set()
+            writing = pool.submit(coll.insert_one, {"_id": "lost"}, session=session)
+            assert began.wait(60)
+            other.admin.command("endSessions", [session.session_id])  # its client closes
+            release.set()
+            with pytest.raises(OperationFailure):
+                writing.result()
+        [engine] = engines
+        assert not engine._connection.in_transaction
+        other[db_name]["c"].insert_one({"_id": "after"})
+        [(path,)] = engine._connection.execute("SELECT file FROM pragma_database_list WHERE name = 'main'")
+        reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            stored = reader.execute("SELECT document FROM documents WHERE storage_key LIKE '%''after''%'")
+            assert len(stored.fetchall()) == 1  # committed: another connection sees it
+        finally:
+            reader.close()
+        assert other[db_name]["c"].find_one({"_id": "lost"}) is None

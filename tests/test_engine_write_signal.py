@@ -16,12 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pymongo import MongoClient
 
+from mongogate.clock import SYSTEM_CLOCK, Clock, ManualClock
 from mongogate.engine import write_signal
 from mongogate.engine.files import socket_uri
-from mongogate.engine.write_signal import BUCKETS, FILE, WriteSignal, bucket_of, prepare
+from mongogate.engine.write_signal import BUCKETS, FILE, LOCK_WAIT_S, WriteSignal, bucket_of, prepare
+from mongogate.errors import StorageError
 
 pytestmark = pytest.mark.skipif(not write_signal.supported(), reason="no OFD locks on this platform")
 
@@ -30,13 +33,28 @@ ROOT = Path(__file__).resolve().parents[1]
 HOLDER = textwrap.dedent(
     """
     import sys
+    import anyio
     from pathlib import Path
     from mongogate.engine.write_signal import WriteSignal
-    with WriteSignal(Path(sys.argv[1])).writing(sys.argv[2]):
-        print("in flight", flush=True)
-        sys.stdin.readline()  # until told, or killed
+    async def main():
+        async with WriteSignal(Path(sys.argv[1])).writing(sys.argv[2]):
+            print("in flight", flush=True)
+            sys.stdin.readline()  # until told, or killed
+    anyio.run(main)
     """
 )
+
+
+def write_once(
+    sig: WriteSignal, key: str, *, clock: Clock = SYSTEM_CLOCK, wait_s: float = LOCK_WAIT_S
+) -> None:
+    """One whole write of `key` with nothing in it, from synchronous code (a loop of its own)."""
+
+    async def write() -> None:
+        async with sig.writing(key, clock=clock, wait_s=wait_s):
+            pass
+
+    anyio.run(write)
 
 
 @contextlib.contextmanager
@@ -116,14 +134,15 @@ def test_a_writer_killed_halfway_leaves_no_write_in_flight_and_the_stamp_moved(t
     assert after[1] == before[1] + 1
 
 
-def test_two_writes_of_one_process_each_hold_their_own_flight(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_two_writes_of_one_process_each_hold_their_own_flight(tmp_path: Path) -> None:
     """OFD locks belong to an open file, not a process: the first write ending does not end the
     second's, and a recall of the same process sees both."""
     path = prepare(tmp_path)
     assert path is not None
     reader, first, second = WriteSignal(path), WriteSignal(path), WriteSignal(path)
-    with first.writing("acme"):
-        with second.writing("acme"):
+    async with first.writing("acme"):
+        async with second.writing("acme"):
             assert reader.stamp("acme") is None
         assert reader.stamp("acme") is None
     assert reader.stamp("acme") is not None
@@ -133,8 +152,7 @@ def _race(path: str, key: str, n: int, barrier: Any) -> None:
     sig = WriteSignal(Path(path))
     barrier.wait()
     for _ in range(n):
-        with sig.writing(key):
-            pass
+        write_once(sig, key)
 
 
 def test_racing_writers_in_three_processes_never_lose_an_addition(tmp_path: Path) -> None:
@@ -182,17 +200,17 @@ def test_a_file_that_is_not_a_signal_is_never_trusted_and_a_start_remakes_it(
     (tmp_path / FILE).write_bytes(content)
     reader = WriteSignal(tmp_path / FILE)
     assert reader.stamp("acme") is None
-    with reader.writing("acme"):  # a writer still signals (the counters of a foreign file)
-        pass
+    write_once(reader, "acme")  # a writer still signals (the counters of a foreign file)
     prepare(tmp_path)
     assert reader.stamp("acme") is not None
     assert os.stat(tmp_path / FILE).st_mode & 0o777 == 0o600
     assert os.path.getsize(tmp_path / FILE) == write_signal.SIZE
 
 
-def test_no_file_means_no_stamp_and_writers_carry_on(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_no_file_means_no_stamp_and_writers_carry_on(tmp_path: Path) -> None:
     sig = WriteSignal(tmp_path / FILE)
-    with sig.writing("acme"):
+    async with sig.writing("acme"):
         assert sig.stamp("acme") is None
     assert not (tmp_path / FILE).exists() and not sig.usable()
     prepare(tmp_path)
@@ -226,21 +244,24 @@ def test_a_writer_stopped_inside_an_addition_never_blocks_a_recall(tmp_path: Pat
 NO_FILES_LEFT = textwrap.dedent(
     """
     import os, resource, sys
+    import anyio
     from pathlib import Path
     from mongogate.engine.write_signal import WriteSignal
     from mongogate.errors import MongogateError
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    held = []
-    try:
-        while True:  # every descriptor this process may have, taken (a server at its limit)
-            held.append(os.open(os.devnull, os.O_RDONLY))
-    except OSError:
-        pass
-    try:
-        with WriteSignal(Path(sys.argv[1])).writing("acme"):
-            print("wrote")
-    except MongogateError as e:
-        print(e.code, e.retryable)
+    async def write():
+        held = []
+        try:
+            while True:  # every descriptor this process may have, taken (a server at its limit)
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        try:
+            async with WriteSignal(Path(sys.argv[1])).writing("acme"):
+                print("wrote")
+        except MongogateError as e:
+            print(e.code, e.retryable)
+    anyio.run(write)
     """
 )
 
@@ -259,3 +280,133 @@ def test_a_write_that_cannot_open_the_signal_is_a_retryable_storage_error(tmp_pa
         check=False,
     )
     assert done.stdout.strip() == "storage_error True", done.stderr[-2000:]
+
+
+def _flight_held(path: Path, key: str) -> bool:
+    """Whether any open file holds a lock on the bucket's flight byte (as a recall asks)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return write_signal.in_flight(fd, bucket_of(key))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.anyio
+async def test_a_write_that_cannot_get_the_counters_lock_in_time_is_refused_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A writer of this user stopped inside an addition holds the counters' lock: a write waits
+    for it on its clock, never inside a system call, and past its wait is refused as a
+    retryable storage error before its body runs; no counter moved. The manual clock passes the
+    wait without real time. Before: a blocking F_OFD_SETLKW held the server's event loop (every
+    tenant's calls and /healthz) until the holder died."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    clock = ManualClock()
+    started = clock.now()
+    ran: list[bool] = []
+    with another_process(MUTEX_HOLDER, str(path), ready="holding"):
+        with pytest.raises(StorageError) as refused:
+            async with WriteSignal(path).writing("acme", clock=clock, wait_s=2.0):
+                ran.append(True)
+        assert not _flight_held(path, "acme")  # let go with the refusal
+    assert ran == []  # the write never began
+    assert refused.value.retryable and "nothing was written" in str(refused.value)
+    assert (clock.now() - started).total_seconds() >= 2.0  # its whole wait, on its clock
+    assert reader.stamp("acme") == before  # nothing to tell: no write happened
+
+
+@pytest.mark.anyio
+async def test_a_write_waiting_for_the_counters_lock_leaves_the_loop_free_and_goes_on_once_let_go(
+    tmp_path: Path,
+) -> None:
+    """While it waits, the event loop runs everything else; once the holder lets go, the write
+    goes on and both its additions land."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    written = anyio.Event()
+
+    async def write() -> None:
+        async with WriteSignal(path).writing("acme", wait_s=600):  # the system clock
+            pass
+        written.set()
+
+    with another_process(MUTEX_HOLDER, str(path), ready="holding") as holder:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write)
+            for _ in range(200):  # other work of the loop runs meanwhile
+                await anyio.sleep(0)
+            assert not written.is_set()  # still waiting: the lock is held
+            assert holder.stdin is not None
+            holder.stdin.write("\n")  # the holder lets go (and exits)
+            holder.stdin.flush()
+        assert holder.wait(timeout=60) == 0
+    after = reader.stamp("acme")
+    assert before is not None and after is not None and after[1] == before[1] + 2
+
+
+@pytest.mark.anyio
+async def test_a_write_whose_end_finds_the_counters_lock_held_ends_at_once_and_stays_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The write is done when its end comes: that end is tried once, and when the counters'
+    lock is held a thread finishes it, the flight lock held until then (every recall of the
+    bucket reads its revision meanwhile); the caller is not kept waiting."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    with contextlib.ExitStack() as stack:
+        async with WriteSignal(path).writing("acme"):
+            holder = stack.enter_context(another_process(MUTEX_HOLDER, str(path), ready="holding"))
+        assert _flight_held(path, "acme")  # ended here, signalled by the thread later
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=60) == 0
+    while _flight_held(path, "acme"):  # the thread's addition, then the file let go
+        await anyio.sleep(0.005)
+    after = reader.stamp("acme")
+    assert before is not None and after is not None and after[1] == before[1] + 2
+
+
+@pytest.mark.anyio
+async def test_remember_while_another_process_holds_the_engines_signal_is_refused_retryable(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Through the MCP tool, on the session's engine (a Unix socket, with its signal): a
+    `remember` that cannot take the signal's lock within its wait is `[storage_error]
+    (retryable)` and stores nothing, while other work of the server goes on; once the holder
+    lets go the retry stores it. The server's clock is a manual one: the wait passes at once."""
+    from mcp import Client
+
+    from mongogate.server.app import build_server
+    from tests.conftest import make_settings
+
+    clock = ManualClock()
+    server = build_server(make_settings(engine_uri, db_name, tmp_path), clock=clock)
+    client: MongoClient[dict[str, object]] = MongoClient(engine_uri)
+    try:
+        sig = WriteSignal.of(client)
+        assert sig is not None and sig.path.exists()
+        async with Client(server) as c:
+            with another_process(MUTEX_HOLDER, str(sig.path), ready="holding") as holder:
+                r = await c.call_tool("remember", {"text": "the cat is called Miso", "key": "cat"})
+                text = r.content[0].text  # type: ignore[union-attr]
+                assert r.is_error and text.startswith("[storage_error] (retryable) "), text
+                assert "nothing was written" in text
+                assert not (await c.call_tool("list_sessions", {})).is_error  # the server goes on
+                assert client[db_name]["memories"].count_documents({}) == 0
+                assert holder.stdin is not None
+                holder.stdin.write("\n")
+                holder.stdin.flush()
+                assert holder.wait(timeout=60) == 0
+            again = await c.call_tool("remember", {"text": "the cat is called Miso", "key": "cat"})
+            assert not again.is_error, again.content
+        assert client[db_name]["memories"].count_documents({}) == 1
+    finally:
+        client.close()

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +19,7 @@ from mongogate.engine import write_signal
 from mongogate.engine.files import secure_dir
 from mongogate.engine.write_signal import FILE, WriteSignal, prepare
 from mongogate.errors import ConfigError
+from tests.test_engine_write_signal import write_once
 
 pytestmark = pytest.mark.skipif(not write_signal.supported(), reason="no OFD locks on this platform")
 
@@ -67,17 +65,6 @@ def counter(path: Path, key: str) -> int:
     return int.from_bytes(path.read_bytes()[at : at + 8], "little")
 
 
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory every local user may add to, as /tmp is (sticky, 1777)."""
-    where = Path(tempfile.mkdtemp(prefix="mongogate-shared-"))
-    os.chmod(where, 0o1777)
-    try:
-        yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
-
-
 @as_root
 def test_another_local_user_cannot_rewind_a_signal_planted_beside_a_shared_socket(shared: Path) -> None:
     """Before: the reader trusted the planted file, the planter wrote the counters back after a
@@ -101,8 +88,7 @@ def test_another_local_user_cannot_rewind_a_signal_planted_beside_a_shared_socke
             planter.stdin.write("snap\n")
             planter.stdin.flush()
             assert planter.stdout.readline() == "done\n"
-            with writer.writing("acme"):
-                pass
+            write_once(writer, "acme")
             planter.stdin.write("rewind\n")
             planter.stdin.flush()
             assert planter.stdout.readline() == "done\n"
@@ -120,8 +106,7 @@ def test_a_signal_file_other_users_can_open_is_never_trusted_nor_written(tmp_pat
     os.chmod(path, 0o666)
     reader, writer = WriteSignal(path), WriteSignal(path)
     assert reader.stamp("acme") is None
-    with writer.writing("acme"):
-        pass
+    write_once(writer, "acme")
     assert counter(path, "acme") == 0
     prepare(tmp_path)  # an engine start makes it private again
     assert os.stat(path).st_mode & 0o777 == 0o600 and WriteSignal(path).stamp("acme") is not None
@@ -133,20 +118,22 @@ def test_a_signal_file_of_another_user_is_never_trusted_nor_written(tmp_path: Pa
     assert path is not None
     os.chown(path, NOBODY, NOBODY)
     assert WriteSignal(path).stamp("acme") is None
-    with WriteSignal(path).writing("acme"):
-        pass
+    write_once(WriteSignal(path), "acme")
     assert counter(path, "acme") == 0
 
 
 FIFO_STAMP = textwrap.dedent(
     """
     import sys
+    import anyio
     from pathlib import Path
     from mongogate.engine.write_signal import WriteSignal
     sig = WriteSignal(Path(sys.argv[1]))
     print(sig.stamp("acme"), flush=True)
-    with sig.writing("acme"):
-        print("wrote", flush=True)
+    async def write():
+        async with sig.writing("acme"):
+            print("wrote", flush=True)
+    anyio.run(write)
     """
 )
 
@@ -166,10 +153,11 @@ def test_a_fifo_at_the_signal_path_never_blocks_a_recall_or_a_write(tmp_path: Pa
     assert (done.returncode, done.stdout) == (0, "None\nwrote\n"), done.stderr[-2000:]
 
 
-def test_a_directory_at_the_signal_path_fails_no_write(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_directory_at_the_signal_path_fails_no_write(tmp_path: Path) -> None:
     (tmp_path / FILE).mkdir()
     sig = WriteSignal(tmp_path / FILE)
-    with sig.writing("acme"):  # before: IsADirectoryError out of every remember and forget
+    async with sig.writing("acme"):  # before: IsADirectoryError out of every remember and forget
         assert sig.stamp("acme") is None
 
 

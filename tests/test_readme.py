@@ -112,6 +112,7 @@ COVERED = {
     ".venv/bin/python examples/long_term_memory.py": "tests/test_examples.py",
     ".venv/bin/python examples/long_conversation.py": "tests/test_examples.py (200 turns, flat context)",
     "mongogate memory export": "tests/recall/test_bulk.py (the command line, export then import)",
+    "mongogate memory export FILE": "tests/test_cli_memory.py (a new file renamed into place)",
     "mongogate config-doc --output docs/configuration.md": "tests/test_config_doc.py (up to date)",
 }
 

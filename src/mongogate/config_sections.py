@@ -96,8 +96,10 @@ class ServerSettings(Section):
     """Most JSON objects, arrays and keys (`{`, `[`, `:`) in one request body; a denser body gets 413
     before it is parsed, so parsing never holds the event loop for more than about 50 ms."""
     max_sessions_per_principal: int = Field(default=32, ge=1, le=100_000)
-    """Live MCP sessions (Mcp-Session-Id) of one principal; opening one more ends its least recently
-    used idle one, or is refused with 429 [busy] when every one has a request in flight."""
+    """What one principal may hold: its live MCP sessions (Mcp-Session-Id; opening one more ends its
+    least recently used idle one, or is refused with 429 [busy] when every one has a request in
+    flight), and where a request opens no session (protocol 2026-07-28, a stateless server) its
+    requests in flight at once (one more is refused with 429 [busy], nothing run)."""
     session_idle_timeout_s: float = Field(default=600.0, gt=0, le=86_400)
     """An MCP session with no request in flight for this long ends (its id then answers 404)."""
     probe_concurrency: int = Field(default=8, ge=1, le=1000)

@@ -52,8 +52,26 @@ def test_put_get_search_by_meaning_and_filter_then_delete(
         store.delete(ns, "pet")
         assert store.get(ns, "pet") is None
         assert {h.key for h in store.search(ns)} == {"diet", "city"}
-        with pytest.raises(InvalidInput):
-            store.put(("bad label",), "k", {"text": "x"})
+        with pytest.raises(InvalidInput):  # a label longer than a namespace segment may be
+            store.put(("x" * 100,), "k", {"text": "x"})
+
+
+def test_a_label_holding_a_slash_stays_one_label(engine_uri: str, db_name: str, tmp_path: Path) -> None:
+    """Before (issue 36): ("a/b",) was stored as the namespace a/b and read back as ("a", "b"):
+    two namespaces were one, and the second put replaced the first's item."""
+    settings = make_settings(engine_uri, db_name, tmp_path)
+    with MongogateStore.open(settings, tenant="acme") as store:
+        store.put(("a/b",), "k", {"text": "one label"})
+        store.put(("a", "b"), "k", {"text": "two labels"})
+        store.put(("my notes", "c++", "+2F"), "k", {"text": "spaces, pluses"})
+        one, two = store.get(("a/b",), "k"), store.get(("a", "b"), "k")
+        assert one is not None and one.value["text"] == "one label" and one.namespace == ("a/b",)
+        assert two is not None and two.value["text"] == "two labels" and two.namespace == ("a", "b")
+        assert [(h.namespace, h.value["text"]) for h in store.search(("a/b",))] == [(("a/b",), "one label")]
+        assert [h.namespace for h in store.search(("a",))] == [("a", "b")]
+        odd = store.get(("my notes", "c++", "+2F"), "k")
+        assert odd is not None and odd.namespace == ("my notes", "c++", "+2F")
+        assert sorted(store.list_namespaces()) == [("a", "b"), ("a/b",), ("my notes", "c++", "+2F")]
 
 
 def test_another_tenant_sees_none_of_it(engine_uri: str, db_name: str, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ a message longer than `embed_chars` is embedded by its beginning and still found
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -110,7 +111,7 @@ async def test_a_long_message_is_embedded_by_its_beginning_and_found_by_any_of_i
     class Counting(LocalEmbedder):
         seen: ClassVar[list[int]] = []
 
-        async def embed(self, texts: list[str]) -> list[list[float]]:  # type: ignore[override]
+        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
             self.seen.extend(len(t) for t in texts)
             return await super().embed(texts)
 

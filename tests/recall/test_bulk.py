@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -127,13 +128,14 @@ async def test_the_command_line_imports_exports_and_reports(
     src = tmp_path / "in.jsonl"
     src.write_bytes(jsonl(GOOD[0], b"oops", *GOOD[1:]))
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, scope: str = "tenant") -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*EXE, "memory", *args, "--config", str(config)],
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
+            env=os.environ | {"MONGOGATE_MEMORY__LONG_TERM__SCOPE": scope},
         )
 
     first = run("import", str(src), "--tenant", "acme", "--json")
@@ -149,7 +151,7 @@ async def test_the_command_line_imports_exports_and_reports(
     out = tmp_path / "out.jsonl"
     done = run("export", str(out), "--tenant", "acme")
     assert done.returncode == 0 and done.stdout.strip() == "exported 4 memories"
-    back = run("import", str(out), "--tenant", "acme", "--subject", "dana", "--json")
+    back = run("import", str(out), "--tenant", "acme", "--subject", "dana", "--json", scope="subject")
     assert back.returncode == 0 and json.loads(back.stdout)["created"] == 4
     docs = await mongo[db_name]["memories"].find({"owner": "dana"}, {"author": 1}).to_list()
     assert {d["author"] for d in docs} == {"dana"}

@@ -98,7 +98,7 @@ async def test_a_write_in_flight_is_seen_when_the_head_is_read_again(
     for i in range(HEAD_CHANGES + 2):
         await a.remember(ACME, f"Parcel PC-{i:03d} is in locker {i}.")
     key = scope_key(ACME)
-    with a.coherence.announcing(key):  # a forget, stopped before its bump (every writer's signal)
+    async with a.coherence.announcing(key):  # a forget, stopped before its bump (every writer's signal)
         token = await a.coherence.begin(key, a.clock.now())
         await a.memories.delete_one({"_id": gone})
         assert not [t for t, _, _ in await shown(b, "ORD-58213 shipped by DHL") if "ORD-58213" in t]

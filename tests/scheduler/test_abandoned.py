@@ -26,7 +26,7 @@ from mongogate.config import SchedulerSettings
 from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.core import Scheduler
 from mongogate.scheduler.slots import REPORT_GRACE
-from tests.scheduler.helpers import Client, noop
+from tests.scheduler.helpers import Client, kill_once_frozen, noop, spawn_worker, stopped
 
 ROOT = Path(__file__).parents[2]
 
@@ -42,46 +42,15 @@ agents = [Agent("flaky", flaky, 1, timeout_s=4{extra})]
 """
 
 
-def start_worker(tmp: Path, engine_uri: str, db_name: str, extra: str) -> subprocess.Popen[str]:
-    cfg = tmp / "mongogate.toml"
-    cfg.write_text(
-        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp / "data"}"\n'
-        "[scheduler]\njitter_max_s = 0\nspread = false\nidle_sleep_s = 0.1\n"
-    )
-    (tmp / "fleet.py").write_text(AGENTS.replace("{extra}", extra))
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
-    cmd = [sys.executable, "-m", "mongogate.cli", "worker", "--config", str(cfg), "--no-entry-points"]
-    cmd += ["--agents", f"{tmp / 'fleet.py'}:agents", "--worker-id", "doomed"]
-    return subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-    )
-
-
 @pytest.mark.parametrize("max_running", [None, 3])
 def test_a_tick_lost_with_a_killed_worker_is_shown_then_counted_once(
     engine_uri: str, db_name: str, tmp_path: Path, max_running: int | None
 ) -> None:
     extra = "" if max_running is None else f", max_running={max_running}"
-    proc = start_worker(tmp_path, engine_uri, db_name, extra)
-    try:
-        # the worker's tick has started when its marker exists and it has stopped itself
-        for _ in range(1200):  # bounded: 2 minutes of 0.1 s polls, for a slow start-up only
-            if proc.poll() is not None:
-                pytest.fail(f"worker exited early: {proc.stderr.read() if proc.stderr else ''}")
-            if _stopped(proc.pid):
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the worker never reached its tick")
-    finally:
-        proc.kill()  # SIGKILL: no outcome is ever written
-        proc.wait(timeout=60)
-    if proc.stderr:
-        proc.stderr.close()
+    settings = "jitter_max_s = 0\nspread = false\nidle_sleep_s = 0.1\n"
+    kill_once_frozen(
+        spawn_worker(tmp_path, engine_uri, db_name, AGENTS.replace("{extra}", extra), "doomed", settings)
+    )
 
     async def carry_on() -> None:
         client: Client = AsyncMongoClient(engine_uri, tz_aware=True)
@@ -131,23 +100,14 @@ def test_a_tick_lost_with_a_killed_worker_is_shown_then_counted_once(
     anyio.run(carry_on)
 
 
-def _stopped(pid: int) -> bool:
-    """Whether the process is stopped (state T in /proc)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-
 def test_the_stopped_check_reads_proc() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP)"])
     try:
         for _ in range(600):
-            if _stopped(proc.pid):
+            if stopped(proc.pid):
                 break
             time.sleep(0.05)
-        assert _stopped(proc.pid)
+        assert stopped(proc.pid)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

@@ -4,10 +4,7 @@ the middle of registering its agents (a real process, killed by signal, waited o
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,7 +16,7 @@ from mongogate.errors import ConfigError
 from mongogate.scheduler.agents import Agent
 from mongogate.scheduler.core import SCHEDULE_COLLECTION, Scheduler
 from mongogate.scheduler.kinds import stable_offset_s
-from tests.scheduler.helpers import T0, Client, cfg, noop
+from tests.scheduler.helpers import T0, Client, cfg, noop, spawn_worker
 
 ROOT = Path(__file__).parents[2]
 
@@ -99,21 +96,7 @@ agents = [Agent(f"agent-{i:05d}", tick, 60) for i in range(3000)]
 def test_sigterm_during_registration_stops_the_worker(engine_uri: str, db_name: str, tmp_path: Path) -> None:
     """The worker logs that it is registering, is sent SIGTERM, and exits without finishing
     registration (fewer schedule documents than agents) and without claiming anything."""
-    conf = tmp_path / "mongogate.toml"
-    conf.write_text(
-        f'[database]\nuri = "{engine_uri}"\nname = "{db_name}"\n[server]\ndata_dir = "{tmp_path / "data"}"\n'
-    )
-    (tmp_path / "fleet.py").write_text(AGENTS)
-    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
-    cmd = [sys.executable, "-m", "mongogate.cli", "worker", "--config", str(conf), "--no-entry-points"]
-    cmd += ["--agents", f"{tmp_path / 'fleet.py'}:agents", "--worker-id", "sigterm"]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": path},
-    )
+    proc = spawn_worker(tmp_path, engine_uri, db_name, AGENTS, "sigterm")
     lines: list[str] = []
     try:
         assert proc.stderr is not None

@@ -1,12 +1,12 @@
-"""The worker loop's concurrency slots: never more ticks at once than `concurrency`, and a slot comes
-back on every path (a tick that finishes, a claim that fails), so the loop never stalls on one.
+"""The worker loop's concurrency slots: never more ticks at once than `concurrency` (a batch claims
+no more ticks than there are free slots), and a slot comes back on every path (a tick that
+finishes, a claim write that fails), so the loop never stalls on one; a failed write loses no
+tick outcome.
 
 Time is a ManualClock; the only waits are the hang guards.
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 import anyio
 import pytest
@@ -14,9 +14,8 @@ import pytest
 from mongogate.clock import ManualClock
 from mongogate.errors import StorageError
 from mongogate.scheduler.agents import Agent, TickContext
+from mongogate.scheduler.claims import Outcome, Planned
 from mongogate.scheduler.core import Scheduler
-from mongogate.scheduler.slots import Claim
-from mongogate.values import Doc
 from tests.scheduler.helpers import T0, Client, cfg
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_no_more_ticks_run_at_once_than_the_concurrency(mongo: Client, db_name: str) -> None:
     """Two slots: the first tick waits for a second to run beside it (a loop that allowed only one
-    would hang here), and no claim starts while two ticks hold both slots."""
+    would hang here), and no claim write asks for more ticks than the slots the running ones leave."""
     stop = anyio.Event()
     both = anyio.Event()
     running = peak = claims_over = 0
@@ -45,14 +44,14 @@ async def test_no_more_ticks_run_at_once_than_the_concurrency(mongo: Client, db_
 
     agents = [Agent(f"a{i}", tick, 60) for i in range(6)]
     s = Scheduler(mongo[db_name], agents, cfg(concurrency=2), "w", clock=ManualClock(T0))
-    real = s.store.claim
+    real = s.store.claim_batch
 
-    async def counted(agent: Agent, now: datetime | None = None, seen: Doc | None = None) -> Claim | None:
+    async def counted(planned: list[Planned], outcomes: list[Outcome]) -> frozenset[str]:
         nonlocal claims_over
-        claims_over += running >= 2  # a third slot: both are held by running ticks
-        return await real(agent, now, seen)
+        claims_over += running + len(planned) > 2  # more ticks than slots
+        return await real(planned, outcomes)
 
-    s.store.claim = counted  # type: ignore[method-assign]
+    s.store.claim_batch = counted  # type: ignore[method-assign]
     with anyio.fail_after(60):  # a hang guard only
         stats = await s.run(stop=stop)
 
@@ -61,8 +60,12 @@ async def test_no_more_ticks_run_at_once_than_the_concurrency(mongo: Client, db_
     assert stats.claimed == 6 and stats.ok == 6
 
 
-async def test_a_claim_that_fails_gives_its_slot_back(mongo: Client, db_name: str) -> None:
-    """With one slot, a claim that raises must not keep it: the loop retries and runs every agent."""
+async def test_a_claim_write_that_fails_gives_its_slot_back_and_keeps_the_outcomes(
+    mongo: Client, db_name: str
+) -> None:
+    """With one slot, a claim write that raises must not keep it (the loop retries and runs every
+    agent), and a failed write that carried finished ticks' outcomes puts them back: every outcome
+    is recorded in the end."""
     stop = anyio.Event()
     ran: set[str] = set()
 
@@ -73,22 +76,23 @@ async def test_a_claim_that_fails_gives_its_slot_back(mongo: Client, db_name: st
 
     agents = [Agent(f"a{i}", tick, 60) for i in range(3)]
     s = Scheduler(mongo[db_name], agents, cfg(concurrency=1), "w", clock=ManualClock(T0))
-    real = s.store.claim
-    failures = 0
+    real = s.store.claim_batch
+    failed: list[int] = []  # outcomes carried by each failed write
 
-    async def failing_twice(
-        agent: Agent, now: datetime | None = None, seen: Doc | None = None
-    ) -> Claim | None:
-        nonlocal failures
-        if failures < 2:  # the database fails mid-claim (a failpoint, not a mock: the rest is real)
-            failures += 1
+    async def failing(planned: list[Planned], outcomes: list[Outcome]) -> frozenset[str]:
+        # the database fails mid-write (a failpoint, not a mock: the rest is real): the first
+        # write, and the first that carries an outcome
+        if not failed or (outcomes and len(failed) == 1):
+            failed.append(len(outcomes))
             raise StorageError("claim failed")
-        return await real(agent, now, seen)
+        return await real(planned, outcomes)
 
-    s.store.claim = failing_twice  # type: ignore[method-assign]
+    s.store.claim_batch = failing  # type: ignore[method-assign]
     with anyio.fail_after(60):  # a hang guard only: a kept slot stalls the loop here
         stats = await s.run(stop=stop)
 
-    assert failures == 2
+    assert failed == [0, 1]
     assert ran == {"a0", "a1", "a2"}
     assert stats.claimed == 3
+    statuses = await s.status()
+    assert [(st.last_status, st.running, st.ticks) for st in statuses] == [("ok", 0, 1)] * 3

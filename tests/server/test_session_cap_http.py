@@ -9,6 +9,8 @@ recently used" is the order of requests, "busy" a call the failpoint holds.
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -129,3 +131,49 @@ async def test_with_every_session_busy_one_more_is_refused_busy(
     finally:
         hold.go.set()
         server.stop()
+
+
+async def test_requests_of_another_principal_naming_a_session_never_make_it_busy(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Another tenant holds requests naming alice's idle sessions (heads sent, bodies withheld):
+    they are not alice's, so her sessions stay idle and her next one ends the least recently used.
+    Before, each such request counted against alice's session before anyone checked its sender,
+    and her next initialize was refused 429."""
+    hold = Hold()
+    server, settings = _serve(engine_uri, db_name, tmp_path, hold)
+    alice = mint_dev_token(settings.auth, tenant="acme", ttl_s=600, subject="alice")
+    mallory = mint_dev_token(settings.auth, tenant="evil", ttl_s=600, subject="mallory")
+    withheld: list[socket.socket] = []
+    try:
+        async with httpx2.AsyncClient(timeout=60) as hc:
+            url = server.url
+            a1, a2 = [await rpc.open_session(hc, url, alice) for _ in range(2)]
+            for sid in (a1, a2):
+                for _ in range(3):  # a head and half a body each, never finished
+                    withheld.append(_withheld(server, mallory, sid))
+            # the heads are parsed (their requests are running, waiting for their bodies) ...
+            while server.budget.pending("127.0.0.1"):
+                await anyio.sleep(0.005)
+            # ... and one whole request of mallory's, sent after them, is answered after them
+            assert await _ping(hc, url, mallory, a1) == 404  # not hers: as an unknown session
+            r = await hc.post(url, json=INITIALIZE[0], headers=rpc.headers(alice))
+            assert r.status_code == 200, r.text  # before: 429, both of alice's sessions "busy"
+            assert await _ping(hc, url, alice, a1) == 404  # the least recently used one ended
+            assert await _ping(hc, url, alice, a2) == 200
+    finally:
+        for s in withheld:
+            s.close()
+        server.stop()
+
+
+def _withheld(server: BackgroundHttpServer, token: str, sid: str) -> socket.socket:
+    body = json.dumps(PING).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {server.host}:{server.port}\r\nContent-Type: application/json\r\n"
+        f"Accept: {rpc.ACCEPT}\r\nMCP-Protocol-Version: {rpc.PROTOCOL}\r\nMcp-Session-Id: {sid}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    s = socket.create_connection((server.host, server.port), timeout=60)
+    s.sendall(head + body[: len(body) // 2])
+    return s

@@ -24,19 +24,24 @@ from . import rpc
 pytestmark = pytest.mark.anyio
 
 
-async def test_an_unknown_tool_is_not_found_in_the_one_format(
-    engine_uri: str, db_name: str, tmp_path: Path
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_unknown_tool_is_invalid_params_in_the_one_format(
+    engine_uri: str, db_name: str, tmp_path: Path, mode: str
 ) -> None:
-    """Was: `Unknown tool: nosuch`."""
+    """The specification lists an unknown tool as a protocol error, -32602 (issue 36). Was: an
+    `isError` result (and before that `Unknown tool: nosuch`)."""
     _, server = server_for(engine_uri, db_name, tmp_path)
-    async with Client(server) as c:
-        r = await c.call_tool("nosuch", {})
-        hostile = await c.call_tool("x" * 10_000 + "\x1b[2J", {})
-    text = r.content[0].text  # type: ignore[union-attr]
-    assert r.is_error and text.startswith("[not_found] no tool named 'nosuch'; tools: "), text
+    async with Client(server, mode=mode) as c:
+        with pytest.raises(MCPError) as r:
+            await c.call_tool("nosuch", {})
+        with pytest.raises(MCPError) as hostile:
+            await c.call_tool("x" * 10_000 + "\x1b[2J", {})
+    text = r.value.error.message
+    assert r.value.error.code == -32602
+    assert text.startswith("[not_found] no tool named 'nosuch'; tools: "), text
     assert "find_orders" in text and "order_stats" in text and "begin_turn" in text
-    shown = hostile.content[0].text  # type: ignore[union-attr]
-    assert hostile.is_error and len(shown) < 1000 and "\x1b" not in shown
+    shown = hostile.value.error.message
+    assert hostile.value.error.code == -32602 and len(shown) < 1000 and "\x1b" not in shown
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -55,6 +60,7 @@ async def test_an_unknown_prompt_or_resource_is_invalid_params_with_one_log_line
                 await c.read_resource("mongogate://sessions/x")
     assert prompt.value.error.code == -32602 and "no prompt named 'nosuch'" in prompt.value.error.message
     assert resource.value.error.code == -32602
+    assert resource.value.error.data == {"uri": "mongogate://sessions/x"}  # SEP-2164 (issue 36)
     assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
     mine = [r for r in records if "nosuch" in r.getMessage()]
     assert len(mine) == 1, [r.getMessage() for r in records]

@@ -8,14 +8,26 @@ after an interruption and it goes on with what is left. It can run while mongoga
 by key (a second run is all `unchanged`); bad lines are reported by number on stderr, the counts at
 the end; a progress bar on stderr when it is a terminal. `export FILE.jsonl` writes the same format
 (`-` for stdout). Long-term memory is built by `assembly.long_term_memory`, as the server builds it.
+
+The scope is the one callers read (`memory.long_term.scope`): `--subject` is required where every
+memory is a subject's ("subject") and refused where callers read the tenant's ("tenant"), since
+an import into the other scope is stored where no caller ever looks and an export of it is empty.
+
+An export file holds every memory of a scope, so it is written to a new file beside the target
+(`O_EXCL`, 0600) and renamed over it once whole: a reader of the old file (another local user
+holding a descriptor, or one who created the file beforehand) never sees the export, and a path
+that belongs to another user (or a directory other users could change, `safefs.py`) is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import secrets
+import stat
 import sys
 import time
 from pathlib import Path
@@ -24,6 +36,7 @@ from typing import IO, Any
 from mongogate.cli.common import settings_from
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
+from mongogate.safefs import open_dir
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> tuple[list[str], int]:
@@ -93,28 +106,36 @@ async def _bulk(
 
     if args.file is None or not args.tenant:
         raise ConfigError(f"memory {args.action} needs FILE (.jsonl) and --tenant T")
+    check_scope(settings.memory.long_term.scope, args.action, args.subject)
     scope = (
         MemoryScope(args.tenant) if args.subject is None else scope_for("subject", args.tenant, args.subject)
     )
     store = long_term_memory(settings, db.memory, embedder=embedder)
-    await store.ensure_indexes()
     if args.action == "export":
-        return await _export(store, scope, args)
+        target = None if args.file == "-" else ExportFile(Path(args.file))  # refused before any read
+        await store.ensure_indexes()
+        return await _export(store, scope, args, target)
+    await store.ensure_indexes()
     return await _import(store, scope, args)
 
 
-async def _export(store: Any, scope: Any, args: argparse.Namespace) -> tuple[list[str], int]:
+async def _export(
+    store: Any, scope: Any, args: argparse.Namespace, target: ExportFile | None
+) -> tuple[list[str], int]:
     from mongogate.recall import export_lines
 
     count = 0
-    out = sys.stdout if args.file == "-" else _private_text_file(Path(args.file))
+    out = sys.stdout if target is None else target.out
     try:
         async for line in export_lines(store, scope, namespace=args.namespace):
             out.write(line + "\n")
             count += 1
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    except BaseException:
+        if target is not None:
+            target.abandon()
+        raise
+    if target is not None:
+        target.commit()
     summary = {"exported": count}
     return [json.dumps(summary) if args.json else f"exported {count} memories"], 0
 
@@ -163,21 +184,88 @@ async def _import(store: Any, scope: Any, args: argparse.Namespace) -> tuple[lis
     return lines, 1 if report.bad else 0
 
 
-def _private_text_file(path: Path) -> IO[str]:
-    """The export file, readable by its owner only (it holds every memory of a scope): created
-    0600 whatever the umask, an existing file truncated and made 0600, a symlink refused."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    except OSError as e:
-        raise ConfigError(f"cannot write the export to {path}: {e.strerror}") from None
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "w", encoding="utf-8")
+def check_scope(configured: str, action: str, subject: str | None) -> None:
+    """The scope asked for is the one callers read (`memory.long_term.scope`), or a ConfigError."""
+    if configured == "subject" and subject is None:
+        raise ConfigError(
+            f"memory {action}: memory.long_term.scope is 'subject' (each caller reads only its own "
+            "memories), so give --subject S, the subject whose memories these are; without it they "
+            "would go to (or come from) a tenant-wide scope no caller of this configuration reads"
+        )
+    if configured == "tenant" and subject is not None:
+        raise ConfigError(
+            f"memory {action}: memory.long_term.scope is 'tenant' (callers read the tenant's "
+            "memories, never a subject's), so drop --subject; a subject's scope is read only with "
+            "memory.long_term.scope = 'subject'"
+        )
+
+
+class ExportFile:
+    """The export, written to a new file beside its target and renamed over it once whole.
+
+    Readable by its owner only (it holds every memory of a scope): a new file (``O_EXCL``,
+    0600 whatever the umask) in the target's directory, reached through directories other users
+    cannot change (`safefs.open_dir`), then renamed over the target. Whoever held the old file
+    open (or made it beforehand to read what lands there) keeps the old contents; a target that
+    belongs to another user, or is not a regular file or symlink, is refused before anything is
+    read from the database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.dir_fd = open_dir(path.parent, what="memory export", create=False, holds_files=False)
+        try:
+            self._check_target()
+            self.temp = f".{path.name}.{secrets.token_hex(6)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(self.temp, flags, 0o600, dir_fd=self.dir_fd)
+            except OSError as e:
+                raise ConfigError(f"cannot write the export beside {path}: {e.strerror}") from None
+            os.fchmod(fd, 0o600)
+            self.out: IO[str] = os.fdopen(fd, "w", encoding="utf-8")
+        except BaseException:
+            os.close(self.dir_fd)
+            raise
+
+    def _check_target(self) -> None:
+        try:
+            st = os.stat(self.path.name, dir_fd=self.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if st.st_uid != os.getuid():
+            raise ConfigError(
+                f"memory export: {self.path} belongs to another user (uid {st.st_uid}), who could read "
+                "what is written there; choose a path of your own (nothing was exported)"
+            )
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise ConfigError(f"memory export: {self.path} is not a regular file (nothing was exported)")
+
+    def commit(self) -> None:
+        """The whole export in place of the target (the rename is atomic)."""
+        try:
+            self.out.flush()
+            os.fsync(self.out.fileno())
+            self.out.close()
+            self._check_target()  # still not another user's (a rename would not follow a link)
+            os.rename(self.temp, self.path.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+        except BaseException:
+            self.abandon()
+            raise
+        os.close(self.dir_fd)
+
+    def abandon(self) -> None:
+        """An export that failed: its new file removed, the target as it was."""
+        if not self.out.closed:
+            self.out.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.temp, dir_fd=self.dir_fd)
+        os.close(self.dir_fd)
 
 
 #: what an interrupted action leaves, and how to go on (each is safe to run again)
 _INTERRUPTED = {
     "import": "the memories stored so far stay; run the same import again for the rest (idempotent by key)",
-    "export": "the file holds only part of the memories; run the export again",
+    "export": "nothing was written over the file (an export is renamed into place once whole); run it again",
     "reembed": "the memories re-embedded so far stay; run it again to go on with the rest",
 }
 #: the exit status of a command ended by SIGINT, as a shell reports it (128 + 2)

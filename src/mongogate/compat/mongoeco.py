@@ -28,6 +28,22 @@ SQL lookup of that key, which still runs, already refuses a duplicate (E11000). 
 10,000 documents of 1 KB: an insert by string ``_id`` 74.8 ms with the scan, 2.2 ms without
 (2.3 ms at 1,000: flat); benchmarks/engine_writes.py. Numeric and compound ids keep the scan.
 
+``SessionSafeEngine``: mongoeco's SQLite engine that rolls back a write whose session ended while
+it ran. Every write runs in a write scope on the engine's one shared connection: ``BEGIN
+IMMEDIATE``, the write, ``COMMIT``, and on an error the private ``SQLiteEngine._rollback_write``.
+Both the write and that rollback first check the write's session; a session ended meanwhile (the
+driver's ``endSessions`` when a client closes while its write is in flight: a worker stopped by
+SIGTERM in the middle of an ``insert_many``) fails the write, and then fails the rollback too, so
+the connection stayed inside the ``BEGIN IMMEDIATE`` for good. Every later write then ran in a
+savepoint of that transaction (committed by nothing: lost if the engine stopped), and every
+write's change dispatch, run on the engine's event loop, waited the SQLite busy timeout (5 s)
+for the write lock: the engine answered one command per 5 s. Seen: the next worker registering
+5,000 agents wrote nothing for 142 s (issue 38); reproduced at 1 restart in 4, and with the
+rollback of an ended session done without it, 0 in 40 (docs/decisions/engine-writes.md). The
+override rolls back as a write without a session (its own savepoint, or the transaction it
+began); a session still in use keeps mongoeco's checks. It reads ``has_ended`` of mongoeco's
+``ClientSession`` (pinned).
+
 ``FastIdEngine``: FlatInsertEngine that also reads a find of one document by a string or
 ObjectId ``_id`` with the engine's own primary-key read (``_get_document_sync``: one SQL lookup
 of the storage key, the TTL purge and ``apply_projection`` as the scan does) instead of the scan
@@ -65,11 +81,24 @@ from mongoeco.wire._lifecycle import finish_cleanup
 
 #: the private member FlatInsertEngine overrides (pinned in tests/test_compat.py)
 UNIQUE_CHECK = "_validate_document_against_unique_indexes"
+#: where every write scope begins its transaction (`BEGIN IMMEDIATE`, or a savepoint): the tests'
+#: failpoint for a write held inside its transaction (pinned in tests/test_compat.py)
+BEGIN_WRITE = "_begin_write"
 #: the candidate query of SQLiteEngine._purge_expired_documents_sync (pinned in tests/test_compat.py)
 TTL_DUE = "SELECT 1 FROM ttl_index_entries WHERE collection_id = ? AND expires_at_epoch_ms <= ? LIMIT 1"
 
 
-class FlatInsertEngine(SQLiteEngine):
+class SessionSafeEngine(SQLiteEngine):
+    """SQLiteEngine that rolls back a write whose session ended while it ran (module docstring),
+    instead of leaving the shared connection inside its transaction."""
+
+    def _rollback_write(self, conn: Any, context: Any) -> None:
+        if context is not None and getattr(context, "has_ended", False):
+            context = None  # its client is gone: undo the write as one without a session
+        super()._rollback_write(conn, context)
+
+
+class FlatInsertEngine(SessionSafeEngine):
     """SQLiteEngine whose inserts by a string or ObjectId ``_id`` skip the payload scan (module
     docstring): an insert then costs the same at 10,000 documents as at 1,000."""
 

@@ -1,6 +1,8 @@
 """uvicorn's h11 protocol class, subclassed by server/http.py (uvicorn 0.55, first read against
-0.54; pinned by tests/test_compat.py): the subclass reads ``cycle``, ``headers``, ``config``, ``loop`` and
-``transport`` and extends ``connection_made``, ``data_received``, ``handle_events`` and
+0.54; pinned by tests/test_compat.py): the subclass reads ``cycle``, ``headers``, ``config``,
+``loop``, ``transport`` and ``timeout_keep_alive_task``, calls ``_unset_keepalive_if_required`` and
+``timeout_keep_alive_handler`` (to close an idle kept-alive connection as its timeout would), and
+extends ``connection_made``, ``data_received``, ``handle_events``, ``on_response_complete`` and
 ``connection_lost``, none of which uvicorn documents as an API. ``CLOSE_HEADER`` (the
 ``connection: close`` header pair of its flow-control module, also undocumented) is what that
 subclass adds to the response of the last request a connection may carry."""

@@ -26,7 +26,17 @@ them. A file replaced or removed (the data directory wiped) is noticed by its in
 stamp; the epoch changes when the engine restarts (a database restored while it was stopped).
 Any error gives no stamp, so the recall reads the revision as before; a writer that cannot
 open or lock the file (out of descriptors) refuses its write before it begins, as a retryable
-`StorageError`. Only a regular file of
+`StorageError`.
+
+No lock is ever waited for inside a system call: the event loop of a server runs every
+tenant's calls, and a writer of the same user stopped inside its locked section (a debugger, a
+SIGSTOP, a host under memory pressure) held a blocking `F_OFD_SETLKW` and with it every tenant
+and `/healthz` until it died. A writer now tries each lock without blocking and waits between
+tries on its clock (`mongogate.clock`, so tests drive it), at most `LOCK_WAIT_S`; a write that
+cannot begin in time is refused before anything is written, as a retryable `StorageError`. The
+addition at a write's end (the write is done: it must be signalled) is tried once; when the
+counters' lock is held it is finished by a thread that waits for it, holding the flight lock
+until then, so every recall of the bucket reads its revision meanwhile. Only a regular file of
 this user that no other user can open is trusted or written (`_private`): a socket may be in a
 shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could plant
 a file, rewind its counters and hold its locks; a FIFO there never blocks an open.
@@ -42,10 +52,13 @@ import logging
 import os
 import stat
 import struct
-from collections.abc import Iterator
+import threading
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -64,6 +77,13 @@ MUTEX = 0
 FLIGHT = 1 << 20
 _U64 = struct.Struct("<Q")
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux: type, whence, start, len, pid
+#: how long a write waits for its locks (each addition holds the counters' lock for microseconds;
+#: only a process stopped inside one holds it longer) before it is refused, nothing written
+LOCK_WAIT_S = 5.0
+#: the first pause between two tries of a lock, doubled up to _POLL_MAX_S
+_POLL_S = 0.0005
+_POLL_MAX_S = 0.05
+_BUSY = (errno.EAGAIN, errno.EACCES)
 
 
 def _lock(fd: int, command: int, kind: int, start: int) -> int:
@@ -76,15 +96,48 @@ def supported() -> bool:
     return all(hasattr(fcntl, n) for n in ("F_OFD_GETLK", "F_OFD_SETLK", "F_OFD_SETLKW"))
 
 
-def _add(fd: int, bucket: int) -> None:
-    """Counter of `bucket` + 1, under the exclusive MUTEX lock (writers of other processes race)."""
-    at = HEADER + 8 * bucket
-    _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, MUTEX)
+def in_flight(fd: int, bucket: int) -> bool:
+    """Whether any open file holds a lock on the bucket's flight byte (taking nothing)."""
+    return _lock(fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK, FLIGHT + bucket) != fcntl.F_UNLCK
+
+
+def _try(fd: int, kind: int, start: int) -> bool:
+    """One lock taken without waiting: False when another open file holds it."""
     try:
-        (value,) = _U64.unpack(os.pread(fd, 8, at))
-        os.pwrite(fd, _U64.pack(value + 1), at)
+        _lock(fd, fcntl.F_OFD_SETLK, kind, start)
+    except OSError as e:
+        if e.errno in _BUSY:
+            return False
+        raise
+    return True
+
+
+def _add_locked(fd: int, buckets: Sequence[int]) -> None:
+    """Each counter of `buckets` + 1; the caller holds the exclusive MUTEX lock, then lets it go."""
+    try:
+        for b in buckets:
+            at = HEADER + 8 * b
+            (value,) = _U64.unpack(os.pread(fd, 8, at))
+            os.pwrite(fd, _U64.pack(value + 1), at)
     finally:
         _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
+
+
+def _add(fd: int, buckets: Sequence[int]) -> None:
+    """Counters + 1 under the MUTEX lock, waited for (off the event loop only: a thread's)."""
+    _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, MUTEX)
+    _add_locked(fd, buckets)
+
+
+def _finish(fd: int, buckets: Sequence[int], path: Path) -> None:
+    """A write's end when the counters' lock was held: waited for on this thread, then the file
+    (and with it the flight lock) let go."""
+    try:
+        _add(fd, buckets)
+    except OSError as e:  # the flight lock goes with the file all the same; the start moved it
+        log.warning("write signal %s: the end of a write not added (%s)", path, e)
+    finally:
+        os.close(fd)
 
 
 #: how every process opens the file: never through a symlink, never waiting on a FIFO
@@ -159,12 +212,15 @@ class WriteSignal:
 
     # -- a writer -------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def writing(self, *keys: str) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def writing(
+        self, *keys: str, clock: Clock = SYSTEM_CLOCK, wait_s: float = LOCK_WAIT_S
+    ) -> AsyncIterator[None]:
         """Around a whole bracketed write of the scopes `keys` (module docstring), all on one open
         file (a reembed batch of a thousand scopes held a thousand: EMFILE under `ulimit -n 1024`).
         Where the file does not exist (an engine that made none) there is nothing to signal and
-        no reader trusts it."""
+        no reader trusts it. The locks are tried, never waited for in a system call: between
+        tries the write waits on `clock`, at most `wait_s`, then is refused (nothing written)."""
         try:  # before anything is written: a failure here refuses the write, and a retry may pass
             fd = self._open_for_writing()
             if fd is not None and not _ours(fd):  # no reader trusts it: nothing to tell
@@ -175,21 +231,41 @@ class WriteSignal:
         if fd is None:
             yield
             return
+        owned = True  # the file is closed here, unless a thread finishes the write's end
         try:
             buckets = sorted({bucket_of(key) for key in keys})
-            try:
-                for b in buckets:  # each flight lock (never waited for: none is held exclusive), then +1
-                    _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_RDLCK, FLIGHT + b)
-                    _add(fd, b)
+            try:  # every flight lock, then +1 to each counter under the MUTEX lock
+                deadline = clock.now() + timedelta(seconds=wait_s)
+                for b in buckets:
+                    await self._wait_for(fd, fcntl.F_RDLCK, FLIGHT + b, clock, deadline)
+                await self._wait_for(fd, fcntl.F_WRLCK, MUTEX, clock, deadline)
+                _add_locked(fd, buckets)
             except OSError as e:
                 raise self._refused(e) from e
             try:
                 yield
             finally:
-                for b in buckets:
-                    _add(fd, b)
+                if _try(fd, fcntl.F_WRLCK, MUTEX):
+                    _add_locked(fd, buckets)
+                else:  # held: a thread waits for it; the flight lock stays held until then
+                    owned = False
+                    threading.Thread(
+                        target=_finish, args=(fd, buckets, self.path), name="write-signal", daemon=True
+                    ).start()
         finally:
-            os.close(fd)  # lets the flight lock go
+            if owned:
+                os.close(fd)  # lets the flight lock go
+
+    async def _wait_for(self, fd: int, kind: int, start: int, clock: Clock, deadline: datetime) -> None:
+        """One lock, tried until `deadline` of `clock`; past it a refusal (a retry may pass)."""
+        pause = _POLL_S
+        while not _try(fd, kind, start):
+            if clock.now() >= deadline:
+                raise OSError(
+                    errno.EAGAIN, "another process held the signal's lock longer than a write waits"
+                )
+            await clock.sleep(pause)
+            pause = min(pause * 2, _POLL_MAX_S)
 
     def _refused(self, e: OSError) -> StorageError:
         log.warning("write signal %s: %s; the write is refused before it began", self.path, e)
@@ -226,7 +302,7 @@ class WriteSignal:
             if fd is None:
                 return None
             b = bucket_of(key)
-            if _lock(fd, fcntl.F_OFD_GETLK, fcntl.F_WRLCK, FLIGHT + b) != fcntl.F_UNLCK:
+            if in_flight(fd, b):
                 return None  # a write of the bucket is in flight
             try:  # no addition half-read; never waited for (a writer stopped inside one)
                 _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_RDLCK, MUTEX)

@@ -63,14 +63,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Generic, Literal, Protocol, TypeVar
 
 from pymongo.asynchronous.collection import AsyncCollection
 
-from mongogate.clock import as_utc
+from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import MongogateError
 from mongogate.values import Doc
@@ -205,14 +205,15 @@ class Coherence:
         two databases of one engine (tests, two deployments) does not share a counter."""
         return f"{len(self.database)}:{self.database}:{self.kind}{key}"
 
-    @contextlib.contextmanager
-    def announcing(self, *keys: str) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def announcing(self, *keys: str, clock: Clock = SYSTEM_CLOCK) -> AsyncIterator[None]:
         """Around a whole bracketed write of `keys` (`writing`, a re-embedding batch): in flight
-        for every process's write signal until the block ends."""
+        for every process's write signal until the block ends. Its locks are waited for on
+        `clock`, never inside the event loop (engine/write_signal.py)."""
         if self.signal is None:
             yield
             return
-        with self.signal.writing(*(self.signal_key(key) for key in keys)):
+        async with self.signal.writing(*(self.signal_key(key) for key in keys), clock=clock):
             yield
 
     async def begin(self, key: str, now: datetime) -> str:
@@ -243,14 +244,19 @@ class Coherence:
 
     @contextlib.asynccontextmanager
     async def writing(
-        self, key: str, now: datetime, ends_on: tuple[type[BaseException], ...] = (MongogateError,)
+        self,
+        key: str,
+        now: datetime,
+        ends_on: tuple[type[BaseException], ...] = (MongogateError,),
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> AsyncIterator[None]:
         """Around every write of the scope's documents (each followed by `bump` inside): in flight
         for every process's reader until the block ends. Ended on success and on `ends_on` (by
         default a refusal, raised before a write or after its bump); any other exception (a lost
         connection, the process stopped) leaves it in flight, which readers take as abandoned
-        after LEASE."""
-        with self.announcing(key):
+        after LEASE. The write signal's locks are waited for on `clock`."""
+        async with self.announcing(key, clock=clock):
             token = await self.begin(key, now)
             try:
                 yield

@@ -8,6 +8,13 @@ background, until it closes or `release(thread_id)`: a graph run in another proc
 resumes the same thread meanwhile fails with `[lease_busy]` at its first `get_tuple`, before any
 node runs. The holder may still resume from any earlier checkpoint (time travel). `list` takes
 no lease: it only reads.
+
+A thread id is 1 to `MAX_THREAD_ID_CHARS` characters without NUL (anything else is refused with
+`[invalid_input]` before any lease or write). A document's `_id` joins its parts (tenant, thread,
+namespace, checkpoint, ...) with U+001F, each part's U+001E and U+001F escaped first (as U+001E
+"0" and U+001E "1"): thread "x<US>b" in namespace "c" and thread "x" in namespace "b<US>c" are two
+keys (they were one, and the second put replaced the first's checkpoint). A part holding neither
+character, as every id stored before did in practice, keys exactly as before.
 """
 
 from __future__ import annotations
@@ -42,8 +49,13 @@ from mongogate.assembly import checkpoints
 from mongogate.bridge import Bridge, check_tenant, settings_for
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
-from mongogate.errors import LeaseLost, MongogateError
-from mongogate.values import Doc
+from mongogate.errors import InvalidInput, LeaseLost, MongogateError
+from mongogate.values import Doc, shown
+
+#: the longest thread id a saver accepts (ids are keys, logged and sent with every query)
+MAX_THREAD_ID_CHARS = 512
+_SEP, _ESC = "\x1f", "\x1e"
+_ESCAPED = str.maketrans({_ESC: _ESC + "0", _SEP: _ESC + "1"})
 
 
 def run_id_of(thread_id: str) -> str:
@@ -52,7 +64,20 @@ def run_id_of(thread_id: str) -> str:
 
 
 def _key(*parts: str) -> str:
-    return "\x1f".join(parts)  # a separator no id in a config is expected to hold
+    """The parts joined by U+001F, each escaped first, so no two lists of parts share a key."""
+    return _SEP.join(part.translate(_ESCAPED) for part in parts)
+
+
+def thread_of(conf: Any) -> str:
+    """The configured thread id as stored: refused when empty, holding NUL, or over-long."""
+    raw = conf.get("thread_id") if hasattr(conf, "get") else None
+    thread_id = "" if raw is None else str(raw)
+    if not thread_id or "\x00" in thread_id or len(thread_id) > MAX_THREAD_ID_CHARS:
+        raise InvalidInput(
+            f"thread_id {shown(thread_id)} ({len(thread_id)} characters) is not a thread id: give "
+            f"1 to {MAX_THREAD_ID_CHARS} characters without NUL in config['configurable']['thread_id']"
+        )
+    return thread_id
 
 
 class MongogateSaver(BaseCheckpointSaver[str]):
@@ -135,16 +160,16 @@ class MongogateSaver(BaseCheckpointSaver[str]):
 
     def release(self, thread_id: str) -> None:
         """Let another process resume `thread_id` now (closing the saver releases every thread)."""
-        self._bridge.call(self._release(str(thread_id)))
+        self._bridge.call(self._release(thread_of({"thread_id": thread_id})))
 
     async def arelease(self, thread_id: str) -> None:
-        await self._bridge.acall(self._release(str(thread_id)))
+        await self._bridge.acall(self._release(thread_of({"thread_id": thread_id})))
 
     # ------------------------------------------------------------------ on the bridge's loop
 
     async def _get(self, config: RunnableConfig) -> CheckpointTuple | None:
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
+        thread_id = thread_of(conf)
         ns = conf.get("checkpoint_ns", "")
         await self._hold(thread_id)
         match: Doc = {"tenant": self.tenant, "thread_id": thread_id, "checkpoint_ns": ns}
@@ -188,7 +213,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         if config is not None:
             conf = config["configurable"]
             if conf.get("thread_id") is not None:
-                match["thread_id"] = str(conf["thread_id"])
+                match["thread_id"] = thread_of(conf)
             if conf.get("checkpoint_ns") is not None:
                 match["checkpoint_ns"] = conf["checkpoint_ns"]
             if checkpoint_id := get_checkpoint_id(config):
@@ -211,7 +236,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
     ) -> RunnableConfig:
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
+        thread_id = thread_of(conf)
         ns = conf.get("checkpoint_ns", "")
         await self._hold(thread_id, writing=True)
         ctype, cbytes = self.serde.dumps_typed(checkpoint)
@@ -237,7 +262,7 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
     ) -> None:
         conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
+        thread_id = thread_of(conf)
         ns = conf.get("checkpoint_ns", "")
         cid = conf["checkpoint_id"]
         await self._hold(thread_id, writing=True)
@@ -328,10 +353,10 @@ class MongogateSaver(BaseCheckpointSaver[str]):
         await self._bridge.acall(self._put_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self._bridge.call(self._delete(str(thread_id)))
+        self._bridge.call(self._delete(thread_of({"thread_id": thread_id})))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._bridge.acall(self._delete(str(thread_id)))
+        await self._bridge.acall(self._delete(thread_of({"thread_id": thread_id})))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """As langgraph's InMemorySaver: a zero-padded counter and a random tie-breaker."""

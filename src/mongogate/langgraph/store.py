@@ -1,8 +1,14 @@
 """`MongogateStore`: LangGraph's `BaseStore` over mongogate's long-term memory (`recall/`).
 
-A LangGraph namespace ``("users", "u1")`` is the memory namespace ``users/u1``; an item is one
-keyed memory: its value (a JSON object) is the memory's metadata, its text the value's
-``"text"`` when that is a string, else the value as JSON (what recall embeds and matches).
+A LangGraph namespace ``("users", "u1")`` is the memory namespace ``users/u1``, one segment per
+label: a label's characters outside the namespace's own (letters, digits, ``_ . : @ + -``) are
+written ``+XX`` per UTF-8 byte (and a ``+`` followed by two upper-case hex digits as ``+2B``), so
+the label ``"a/b"`` is the one segment ``a+2Fb`` and reads back as ``("a/b",)``, never as
+``("a", "b")`` (it did: the two namespaces were one). A label stored before (it could hold only
+the namespace's characters) keys and reads as it did, unless it holds ``+`` and two upper-case
+hex digits. An item is one keyed memory: its
+value (a JSON object) is the memory's metadata, its text the value's ``"text"`` when that is a
+string, else the value as JSON (what recall embeds and matches).
 `search` with a query ranks by meaning (`recall`, the same ranking as the MCP `recall` tool);
 without one it lists newest first. `filter` matches top-level values exactly. Every read and
 write is scoped to the tenant the store was opened with; the MCP tools of that tenant see
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -50,11 +57,45 @@ from mongogate.values import Doc
 MAX_PAGE = 500
 
 
+#: the characters a label keeps as they are (a namespace segment's)
+_PLAIN = re.compile(r"[\w.:@+-]")
+_HEX2 = re.compile(r"[0-9A-F]{2}")
+_ESCAPED = re.compile(r"(?:\+[0-9A-F]{2})+")
+
+
+def _escape(c: str) -> str:
+    return "".join(f"+{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+
+
+def encode_label(label: str) -> str:
+    """One LangGraph label as one namespace segment: each character a segment cannot hold as
+    '+XX' per UTF-8 byte, and a '+' as '+2B' only where two upper-case hex digits follow it
+    (elsewhere it reads unambiguously as itself, as in every label stored before)."""
+    return "".join(
+        _escape(c) if not _PLAIN.fullmatch(c) or (c == "+" and _HEX2.match(label, i + 1)) else c
+        for i, c in enumerate(label)
+    )
+
+
+def _decoded(found: re.Match[str]) -> str:
+    raw = bytes.fromhex(found.group(0).replace("+", ""))
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # not ours (a label stored before, holding '+'): as it is
+        return found.group(0)
+
+
+def labels_of(namespace: str) -> tuple[str, ...]:
+    """A stored namespace back as its LangGraph labels."""
+    return tuple(_ESCAPED.sub(_decoded, segment) for segment in namespace.split("/"))
+
+
 def namespace_of(namespace: tuple[str, ...]) -> str:
-    """("users", "u1") -> "users/u1", checked by the long-term memory's namespace rules."""
+    """("users", "u1") -> "users/u1" (each label encoded, `encode_label`), checked by the
+    long-term memory's namespace rules."""
     if not namespace:
         raise InvalidInput("a LangGraph namespace needs at least one label")
-    return check_namespace("/".join(namespace))
+    return check_namespace("/".join(encode_label(label) for label in namespace))
 
 
 def text_of(value: Mapping[str, Any]) -> str:
@@ -191,7 +232,7 @@ class MongogateStore(BaseStore):
             raise StorageError("could not list the namespaces") from e
         found: set[tuple[str, ...]] = set()
         for name in names:
-            parts = tuple(str(name).split("/"))
+            parts = labels_of(str(name))
             if all(_matches(parts, c) for c in op.match_conditions or ()):
                 found.add(parts[: op.max_depth] if op.max_depth is not None else parts)
         ordered = sorted(found)
@@ -210,7 +251,7 @@ def _item(doc: Doc) -> Item:
     return Item(
         value=dict(doc.get("metadata") or {}),
         key=str(doc.get("key") or doc["_id"]),
-        namespace=tuple(str(doc["namespace"]).split("/")),
+        namespace=labels_of(str(doc["namespace"])),
         created_at=as_utc(doc["created_at"]),
         updated_at=as_utc(doc["updated_at"]),
     )
@@ -225,7 +266,7 @@ def _search_item(
     score: float | None,
 ) -> SearchItem:
     return SearchItem(
-        namespace=tuple(namespace.split("/")),
+        namespace=labels_of(namespace),
         key=key,
         value=dict(value),
         created_at=as_utc(created),

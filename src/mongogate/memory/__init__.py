@@ -1,7 +1,7 @@
 from mongogate.memory.capacity import collection_sizes, size_report
 from mongogate.memory.erase import ERASURE
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role, check_content, check_id, message_id
-from mongogate.memory.model import Context, Summary, summary_shape
+from mongogate.memory.model import SUMMARY_AUTHOR, SUMMARY_NOTICE, Context, Summary, summary_shape
 from mongogate.memory.search import (
     MAX_QUERY_CHARS,
     SEARCH_DEFAULT,
@@ -23,6 +23,8 @@ __all__ = [
     "ROLES",
     "SEARCH_DEFAULT",
     "SEARCH_MAX",
+    "SUMMARY_AUTHOR",
+    "SUMMARY_NOTICE",
     "Context",
     "Hits",
     "MemoryStore",

@@ -29,7 +29,7 @@ from mongogate.memory.model import Summary, session_not_found
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, bson, check_int
 
-SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "_id": 0}
+SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "author": 1, "_id": 0}
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,8 @@ async def _publish(repo: SessionRepository, tenant: str, sid: str, doc: Doc) -> 
             {"$gt": [through, {"$ifNull": ["$summary.through_seq", 0]}]},
         ]
     }
-    value = leases.literal({"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]})
+    published = {"text": doc["text"], "through_seq": through, "created_at": doc["created_at"]}
+    value = leases.literal(published | {"author": doc.get("author")})
     try:
         await repo.sessions.update_one(
             {"_id": sid},
@@ -121,6 +122,8 @@ async def compact(
     through_seq: object,
     summary: object,
     lease_id: object = None,
+    *,
+    author: str | None = None,
 ) -> Compacted:
     sid = repo.check_id(session_id, "session_id")
     lid = None if lease_id is None else repo.check_id(lease_id, "lease_id")
@@ -148,6 +151,7 @@ async def compact(
         "text": text,
         "lease_id": lid,
         "created_at": repo.clock.now(),
+        "author": author,
     }
     try:
         await coll.insert_one(bson(doc))

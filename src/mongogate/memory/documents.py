@@ -125,6 +125,8 @@ class PublishedSummary(TypedDict):
     text: str
     through_seq: int
     created_at: datetime
+    #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
+    author: NotRequired[str | None]
 
 
 class SessionDoc(TypedDict):
@@ -183,6 +185,8 @@ class SummaryDoc(TypedDict):
     text: str
     lease_id: str | None
     created_at: datetime
+    #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
+    author: NotRequired[str | None]
 
 
 class MessageIndexDoc(TypedDict):

@@ -14,6 +14,11 @@ marks a write in flight in each scope's revision document first (a search meanwh
 results back from the database, which no longer holds them); the revision documents are then
 deleted, so every index of those scopes reads them whole (finding nothing) at its next search. A
 run stopped half way leaves the writes in flight until the next run finishes the erasure.
+
+A summary also names the subject that stored it (`author`, in `summaries` and copied onto its
+session as `summary.author`). In conversations that stay (the tenant's, where a subject's are
+not told apart) a subject's erasure sets that `author` to null, by `_id`, only while it still
+names the subject: the summary is the tenant's, the name is the subject's.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ import anyio
 from pymongo.asynchronous.database import AsyncDatabase
 
 from mongogate.engine.write_signal import WriteSignal
-from mongogate.erasure import Declared, Removed, Sweeping, Target
+from mongogate.erasure import Declared, Redacted, Removed, Sweeping, Target
 from mongogate.indexing import CHANGES, Coherence
+from mongogate.leases import keep_unless, literal, same
 from mongogate.memory import documents as md
 from mongogate.memory.guard import KIND
 from mongogate.values import Doc
@@ -64,7 +70,7 @@ async def bracket(db: AsyncDatabase[Doc], target: Target, sweep: Sweeping) -> As
     keys = {str(d["_id"]) async for d in revs.find(revisions(target), {"_id": 1})}
     keys.add(target.tenant if target.subject is None else target.tenant + JOIN + target.subject)
     guard = Coherence(revs, db.name, WriteSignal.of(db.client), kind=KIND)
-    with guard.announcing(*sorted(keys)):
+    async with guard.announcing(*sorted(keys), clock=sweep.clock):
         token = uuid.uuid4().hex
         for key in sorted(keys):  # no document is made here (it would only be deleted)
             await revs.update_one({"_id": key}, {"$set": {f"pending.{token}": sweep.clock.now()}})
@@ -79,13 +85,42 @@ async def bracket(db: AsyncDatabase[Doc], target: Target, sweep: Sweeping) -> As
                         )
 
 
+def authored(target: Target) -> Doc | None:
+    """Summaries the subject stored in conversations that stay (any of its tenant's): `author`."""
+    if target.subject is None:
+        return None  # a tenant's erasure removes them
+    return {"$and": [conversations(Target(target.tenant)), {"author": target.subject}]}
+
+
+def published(target: Target) -> Doc | None:
+    """Sessions showing a summary the subject stored (`summary.author`)."""
+    if target.subject is None:
+        return None
+    return {"$and": [conversations(Target(target.tenant)), {"summary.author": target.subject}]}
+
+
+def unattributed(target: Target, erasure_id: str) -> list[Doc]:
+    """`author` set to null, only while it still names the subject."""
+    return [keep_unless(same("author", target.subject), {"author": literal(None)})]
+
+
+def unpublished(target: Target, erasure_id: str) -> list[Doc]:
+    """The session's `summary.author` set to null, only while it still names the subject."""
+    summary = {"$mergeObjects": ["$summary", {"author": literal(None)}]}
+    return [keep_unless(same("summary.author", target.subject), {"summary": summary})]
+
+
+#: what the receipt says of a tenant's erasure for the redactions
+REMOVED_WITH_THEM = "a tenant's erasure removes its summaries: none is kept to redact"
+
+
 def notes(target: Target) -> tuple[str, ...]:
     if target.subject is None:
         return ()
     return (
         'conversations stored for the whole tenant ([memory] conversations = "tenant", or '
         '[memory.long_term] scope = "tenant") carry no subject: a subject\'s erasure cannot tell '
-        "them apart; they go with the tenant's",
+        "them apart; they go with the tenant's (the summaries it stored there lose their author)",
     )
 
 
@@ -97,6 +132,8 @@ ERASURE = Declared(
         Removed("messages", conversations),
         Removed(md.MESSAGE_INDEX, conversations),
         Removed(md.MESSAGE_REVISIONS, revisions),
+        Redacted("summaries", authored, unattributed, REMOVED_WITH_THEM),
+        Redacted("sessions", published, unpublished, REMOVED_WITH_THEM),
     ),
     notes=notes,
     around=bracket,

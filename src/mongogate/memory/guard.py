@@ -74,7 +74,8 @@ class MessageGuard:
         `session`, `derived`), which the block may extend once it knows what it wrote; bumped after
         it, also when it fails with an exception (what it tried is re-read by every reader)."""
         named = list(changes)
-        with self.coherence.announcing(key):  # two updates by `_id` around the write, no more
+        # two updates by `_id` around the write, no more
+        async with self.coherence.announcing(key, clock=self.clock):
             token = await self.coherence.begin(key, self.clock.now())
             try:
                 yield named

@@ -182,9 +182,18 @@ class MemoryStore(SessionRepository):
         return await self.context(tenant, sid, n, budget, include_summarized=include_summarized)
 
     async def compact_context(
-        self, tenant: str, session_id: object, through_seq: object, summary: object, lease_id: object = None
+        self,
+        tenant: str,
+        session_id: object,
+        through_seq: object,
+        summary: object,
+        lease_id: object = None,
+        *,
+        author: str | None = None,
     ) -> Compacted:
-        return await compact(self, tenant, session_id, through_seq, summary, lease_id)
+        """Store the model's summary; `author` (the caller's authenticated subject) goes with it
+        wherever it is returned."""
+        return await compact(self, tenant, session_id, through_seq, summary, lease_id, author=author)
 
     async def context(
         self,

@@ -101,7 +101,7 @@ async def bracket(db: AsyncDatabase[Doc], target: Target, sweep: Sweeping) -> As
     erased, kept = await scopes_of(db, target)
     revs = db[REVISIONS]
     guard = Coherence(revs, db.name, WriteSignal.of(db.client))
-    with guard.announcing(*(scope_key(s) for s in (*erased, *kept))):
+    async with guard.announcing(*(scope_key(s) for s in (*erased, *kept)), clock=sweep.clock):
         tokens: dict[MemoryScope, str] = {}
         staying = set(kept)
         for i, scope in enumerate([*erased, *kept]):

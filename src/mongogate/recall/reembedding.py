@@ -161,7 +161,7 @@ async def _bracketed(db: Any, batch: list[Doc], write: Callable[[], Awaitable[An
         scope = MemoryScope(str(d.get(rd.TENANT)), str(d.get(rd.OWNER)))
         scopes.setdefault(scope_key(scope), []).append(str(d["_id"]))
     guard = Coherence(db[REVISIONS], db.name, WriteSignal.of(db.client))
-    with guard.announcing(*scopes):  # one open file for every scope of the batch
+    async with guard.announcing(*scopes, clock=clock):  # one open file for every scope of the batch
         # begun at the injectable clock's time: the lease ages the writes by it
         tokens = {key: await guard.begin(key, clock.now()) for key in scopes}
         async with AsyncExitStack() as ends:

@@ -91,7 +91,7 @@ class RecallRepository:
         in flight, which a recall takes as abandoned after `coherence.LEASE`; `ends_on` adds the
         exceptions after which the block's writes are known to be bumped (a `changed` in a
         `finally`)."""
-        async with self.coherence.writing(scope_key(scope), self.clock.now(), ends_on):
+        async with self.coherence.writing(scope_key(scope), self.clock.now(), ends_on, clock=self.clock):
             yield
 
     def scoped(self, scope: MemoryScope, namespace: object, now: datetime) -> Doc:

@@ -80,6 +80,19 @@ class Agent:
             raise ConfigError(
                 f"agent key {k!r} must be a non-empty string of at most {_MAX_KEY} printable chars"
             )
+        self._check_tick()
+        object.__setattr__(
+            self, "schedule", make_schedule(k, self.poll_interval_s, self.cron, self.tz, self.at)
+        )
+        self._check_limits()
+        for name in ("on_success", "on_failure", "on_missed"):
+            fn = getattr(self, name)
+            if fn is not None and not inspect.iscoroutinefunction(fn):
+                raise ConfigError(f"agent {k!r}: {name} must be an async function taking a TickEvent")
+
+    def _check_tick(self) -> None:
+        """The tick is a callable of the kind `blocking` says."""
+        k = self.key
         if not callable(self.tick):
             raise ConfigError(f"agent {k!r}: tick must be an async function taking a TickContext")
         is_async = inspect.iscoroutinefunction(self.tick)
@@ -91,9 +104,10 @@ class Agent:
             raise ConfigError(
                 f"agent {k!r}: tick is a plain function: declare blocking=True to run it on a thread"
             )
-        object.__setattr__(
-            self, "schedule", make_schedule(k, self.poll_interval_s, self.cron, self.tz, self.at)
-        )
+
+    def _check_limits(self) -> None:
+        """offset_s within the interval; timeouts, grace and max_running in range."""
+        k = self.key
         if self.offset_s is not None and not (
             isinstance(self.schedule, Every) and 0 <= self.offset_s < self.schedule.seconds
         ):
@@ -110,10 +124,6 @@ class Agent:
             or not 1 <= self.max_running <= 64
         ):
             raise ConfigError(f"agent {k!r}: max_running must be an integer from 1 to 64")
-        for name in ("on_success", "on_failure", "on_missed"):
-            fn = getattr(self, name)
-            if fn is not None and not inspect.iscoroutinefunction(fn):
-                raise ConfigError(f"agent {k!r}: {name} must be an async function taking a TickEvent")
 
     @property
     def nominal_s(self) -> float:

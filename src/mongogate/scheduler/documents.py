@@ -41,8 +41,6 @@ RESUMED_AT: Final = "resumed_at"
 RUN_NOW: Final = "run_now"
 #: set when a worker parks the document of an agent no worker registers
 ORPHANED_AT: Final = "orphaned_at"
-#: the claim id of the last claim: a claim reads it back to learn whether it won
-LAST_CLAIM: Final = "last_claim"
 # counters, moved by claims
 TICKS: Final = "ticks"
 MISSED_SLOTS: Final = "missed_slots"
@@ -61,8 +59,6 @@ LAST_WORKER: Final = "last_worker"
 
 #: what a claim needs to read from a schedule document
 CLAIM_FIELDS: Final = {AGENT_KEY: 1, NEXT_RUN_AT: 1, DUE_AT: 1, OPEN: 1, PAUSED: 1, RUN_NOW: 1}
-#: what a claim reads back to learn whether it won
-CLAIM_RESULT: Final = {LAST_CLAIM: 1}
 
 
 #: an open claim's deadline (`OpenClaimDoc`): past it and `slots.REPORT_GRACE`, the claim is abandoned
@@ -101,7 +97,6 @@ class ScheduleDoc(TypedDict, total=False):
     resumed_at: datetime
     run_now: RunNowDoc
     orphaned_at: datetime
-    last_claim: str
     ticks: int
     missed_slots: int
     misfired: int

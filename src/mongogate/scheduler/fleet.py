@@ -109,8 +109,23 @@ async def leave(db: AsyncDatabase[Doc], worker_id: str) -> None:
 
 async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fleet:
     ttl = timedelta(seconds=ttl_s)
+    seen = [w for d in await _worker_docs(db) if (w := Seen.from_doc(d)) is not None]
+    if not seen:
+        return Fleet(frozenset(), 0, known=False)
+    live = [w for w in seen if w.seen_at >= now - ttl]
+    newest = seen[0].seen_at
+    counted = live or [w for w in seen if w.seen_at >= newest - ttl]
+    keys = frozenset(k for w in counted for k in w.agents)
+    rate = sum(w.ticks_per_s or 0.0 for w in live)
+    # a worker that runs the claim loop heartbeats a rate; one that only registered does not
+    claimers = tuple((w.worker_id, w.seen_at) for w in live if w.ticks_per_s is not None)
+    return Fleet(keys, len(live), known=True, run_per_s=rate, claimers=claimers)
+
+
+async def _worker_docs(db: AsyncDatabase[Doc]) -> list[Doc]:
+    """The workers' documents, the most recently seen first (at most `MAX_WORKERS_READ`)."""
     try:
-        docs = (
+        return (
             await workers(db)
             .find(
                 {},
@@ -122,17 +137,6 @@ async def read_fleet(db: AsyncDatabase[Doc], now: datetime, ttl_s: float) -> Fle
         )
     except PyMongoError as e:
         raise StorageError(f"could not read the workers: {e}") from e
-    seen = [w for d in docs if (w := Seen.from_doc(d)) is not None]
-    if not seen:
-        return Fleet(frozenset(), 0, known=False)
-    live = [w for w in seen if w.seen_at >= now - ttl]
-    newest = seen[0].seen_at
-    counted = live or [w for w in seen if w.seen_at >= newest - ttl]
-    keys = frozenset(k for w in counted for k in w.agents)
-    rate = sum(w.ticks_per_s or 0.0 for w in live)
-    # a worker that runs the claim loop heartbeats a rate; one that only registered does not
-    claimers = tuple((w.worker_id, w.seen_at) for w in live if w.ticks_per_s is not None)
-    return Fleet(keys, len(live), known=True, run_per_s=rate, claimers=claimers)
 
 
 async def last_seen_with(db: AsyncDatabase[Doc], key: str) -> datetime | None:

@@ -179,18 +179,30 @@ def make_schedule(
     if tz is not None and cron is None:
         raise ConfigError(f"agent {key!r}: tz= goes with cron= only")
     if every is not None:
-        if isinstance(every, bool) or not isinstance(every, int | float) or not 0 < every < math.inf:
-            raise ConfigError(f"agent {key!r}: poll_interval_s must be a positive number of seconds")
-        return Every(float(every))
+        return _every(key, every)
     if cron is not None:
-        if not isinstance(cron, str) or not tz:
-            raise ConfigError(
-                f"agent {key!r}: cron= needs an explicit time zone, e.g. tz='UTC' or tz='Europe/Paris'"
-            )
-        try:
-            return Cron(cron, tz)
-        except ConfigError as e:
-            raise ConfigError(f"agent {key!r}: {e}") from e
+        return _cron(key, cron, tz)
+    return _at(key, at)
+
+
+def _every(key: str, every: float) -> Every:
+    if isinstance(every, bool) or not isinstance(every, int | float) or not 0 < every < math.inf:
+        raise ConfigError(f"agent {key!r}: poll_interval_s must be a positive number of seconds")
+    return Every(float(every))
+
+
+def _cron(key: str, cron: str, tz: str | None) -> Cron:
+    if not isinstance(cron, str) or not tz:
+        raise ConfigError(
+            f"agent {key!r}: cron= needs an explicit time zone, e.g. tz='UTC' or tz='Europe/Paris'"
+        )
+    try:
+        return Cron(cron, tz)
+    except ConfigError as e:
+        raise ConfigError(f"agent {key!r}: {e}") from e
+
+
+def _at(key: str, at: datetime | Sequence[datetime] | None) -> At:
     times = [at] if isinstance(at, datetime) else list(at or ())
     if not times or len(times) > MAX_AT or not all(isinstance(t, datetime) for t in times):
         raise ConfigError(f"agent {key!r}: at= takes a datetime or a list of 1 to {MAX_AT} datetimes")

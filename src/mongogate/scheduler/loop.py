@@ -1,15 +1,26 @@
-"""The worker loop: scan a bounded batch of due ticks, claim them, run them within the concurrency limit.
+"""The worker loop: scan a bounded batch of due ticks, claim them in batches, run them within the
+concurrency limit.
 
 Each pass reads a bounded batch in due order (`scan.py`). Documents that cannot be claimed now
 (another worker's agent, `max_running` ticks in flight) do not block the ones behind them: when a
 whole batch is like that, the next pass starts after it. Due documents of agents no worker
 registers are parked.
 
+Claims go out in rounds (`claims.py`): a round holds as many concurrency slots as are free
+(waiting for the first), and one write claims that many due ticks and records the outcomes of
+the ticks that finished since the last write; the won ticks then run in the slots held for them.
+After a pass that claimed, the next one starts no sooner than `CLAIM_EVERY_S` after it, so what
+falls due meanwhile is claimed together: at 1,000 agents every 60 s a worker sends a scan and a
+write a few times a second instead of a claim, an outcome and a scan per tick. A backlog (a
+full batch) is drained pass after pass without that wait.
+
 The loop (`WorkerLoop`) drives the lower pieces it is given: the claim store (`store.ClaimStore`:
 registration, claims, parking) and the tick runner (`ticks.TickRunner`). A concurrency slot is
-taken and given back only by `async with loop.slot()`, around one claim and the tick it runs, in
-a task of its own: no path can keep a slot. Every wait is a sleep on the store's clock that a
-stop wakes early; due decisions read the same clock, so a ManualClock drives the loop in tests.
+taken and given back only by `async with loop.slot()`, in the task that runs the claimed tick
+(`_run_claimed`): it holds the slot from before its claim is written until its tick ends, and a
+claim that lost, or a write that failed, ends it (no path can keep a slot). Every wait is a sleep
+on the store's clock that a stop wakes early; due decisions read the same clock, so a
+ManualClock drives the loop in tests.
 """
 
 from __future__ import annotations
@@ -24,19 +35,16 @@ from typing import Protocol
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
-from pymongo import ASCENDING
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import Clock
 from mongogate.errors import StorageError
 from mongogate.scheduler import documents as sd
-from mongogate.scheduler import fleet
 from mongogate.scheduler.agents import Agent
-from mongogate.scheduler.capacity import KEEP_UP_SHARE, due_rate
+from mongogate.scheduler.claims import Outcomes, Planned
 from mongogate.scheduler.events import TickEvent, notify
-from mongogate.scheduler.kinds import Every
-from mongogate.scheduler.partition import Partition, claiming, partition
-from mongogate.scheduler.scan import EPOCH, Scan, park_orphans, scan
+from mongogate.scheduler.pulse import Pulse
+from mongogate.scheduler.scan import Scan, park_orphans, scan
 from mongogate.scheduler.slots import Claim
 from mongogate.scheduler.stats import SchedulerStats
 from mongogate.scheduler.store import ClaimStore
@@ -45,10 +53,29 @@ from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
 
-#: how often the loop re-reads which workers claim (the split of the agents)
-_SPLIT_EVERY = timedelta(seconds=1)
-#: what a claim attempt reports when the loop was stopped while it waited for a slot
-_STOPPED = "stopped"
+#: after a pass that claimed, the next one waits at least this long (what falls due meanwhile is
+#: claimed in one write): a quarter of a second of lag at most, for a write per quarter second
+#: (0.5 s gave 0.38 commands per tick and lag p50 0.4-0.8 s at 1,000 agents every 60 s; on a busy
+#: machine a pass takes about that long anyway: docs/decisions/scheduler-claims.md)
+CLAIM_EVERY_S = 0.25
+
+
+class _Handoff:
+    """A slot held for a claim being written: the loop gives it the claim (None: lost) once known."""
+
+    def __init__(self) -> None:
+        self._given = anyio.Event()
+        self.claim: Claim | None = None
+
+    def give(self, claim: Claim | None) -> None:
+        """The first answer counts (a round gives every held slot an answer on every path)."""
+        if not self._given.is_set():
+            self.claim = claim
+            self._given.set()
+
+    async def wait(self) -> Claim | None:
+        await self._given.wait()
+        return self.claim
 
 
 class LoopObserver(Protocol):
@@ -92,27 +119,17 @@ class WorkerLoop:
         self.observer = observer
         self.clock = store.clock
         self.stats = SchedulerStats()
+        #: outcomes of finished ticks, written with the next round's claims (or alone)
+        self.outcomes = Outcomes()
         settings = store.settings
         self._slots = anyio.Semaphore(concurrency)
         self.idle = settings.idle_sleep_s
         self.stale_after = max(2, concurrency // 2)
         self.batch = max(4 * concurrency, 64)
-        self.heartbeat_every = timedelta(seconds=max(1.0, min(10.0, settings.worker_ttl_s / 4)))
-        # Agents split over the claiming workers seen within three heartbeats; another worker's
-        # agent is taken once its tick waited as long (`partition`).
-        self.takeover_s = 3 * self.heartbeat_every.total_seconds()
-        every = (a.schedule.seconds if isinstance(a.schedule, Every) else None for a in store.agents)
-        self.due_per_s = due_rate(every)
         self._stop = anyio.Event()
         self._end: datetime | None = None
         self._first_pass = True
-        self._last_beat = self.clock.now()
-        self._beat_claimed = 0
-        self._part: Partition | None = None
-        # the split's age in monotonic seconds, not the injectable clock: a clock that stands still
-        # (a test's, or a paused VM's) must not freeze a stale split in which every worker leaves an
-        # agent to another and none claims it (seen with four workers started on one busy core)
-        self._split_at = 0.0
+        self.pulse = Pulse(store, None if observer is None else observer.capacity)
         self._after: tuple[datetime, object] | None = None
 
     @contextlib.asynccontextmanager
@@ -143,12 +160,10 @@ class WorkerLoop:
         # runs: what a short run does never depends on how long set-up took.
         self._end = None if duration_s is None else self.clock.now() + timedelta(seconds=duration_s)
         log.info("worker %s: running %d agents", worker, len(self.store.agents))
-        self._last_beat = self.clock.now()
         try:  # a rate: this worker claims (unrecorded, the others only race with it for a while)
-            await fleet.heartbeat(self.store.db, worker, self._last_beat, 0.0)
+            await self.pulse.start(self.clock.now())
         except StorageError as e:
             log.warning("worker %s: could not record that it claims (%s)", worker, e)
-        self._split_at = anyio.current_time()
         try:
             async with anyio.create_task_group() as tg:
                 while not self.done():
@@ -159,9 +174,15 @@ class WorkerLoop:
                         await nap(self.clock, wait, stop)
                     else:
                         await anyio.sleep(0)
-        finally:  # cancelled too (the second signal): the others take this worker's share at once
-            with anyio.CancelScope(shield=True), contextlib.suppress(PyMongoError, StorageError):
-                await fleet.leave(self.store.db, worker)
+        finally:  # cancelled too (the second signal): the finished ticks' outcomes are written and
+            # the others take this worker's share at once
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._flush()
+                except StorageError as e:
+                    log.warning("worker %s: tick outcomes not recorded (%s)", worker, e)
+                with contextlib.suppress(PyMongoError, StorageError):
+                    await self.pulse.leave()
         st = self.stats
         log.info(
             "worker %s: stopped after %d ticks (%d failed, %d timed out, %d slots skipped, "
@@ -220,15 +241,19 @@ class WorkerLoop:
         """One scan and its claims; returns how long to wait before the next pass."""
         try:
             now = self.clock.now()
-            await self._beat(now)
-            part = await self._split(now)
+            part = await self.pulse.split(now)
             found = await scan(self.store, now, self.batch, self._after, part)
             self.stats.scans += 1
+            if self._after is None:
+                first = found.due[0] if found.due else None
+                self.pulse.oldest = (sd.due_at(first) or sd.next_run_at(first)) if first else None
+            await self.pulse.beat(now, self.stats.claimed)
             parked, due = await self._due(found, now)
             ready = [
                 (a, d)
                 for a, d in due
-                if part.may_claim(a.key, sd.next_run_at(d), now) and not self.store.busy(a, d, now)
+                if part.may_claim(a.key, sd.next_run_at(d), now)
+                and not self.store.busy(a, d, now, self.outcomes.finished(a.key))
             ]
             self.store.rng.shuffle(ready)  # workers racing over the same backlog collide less
             claimed, lost, raced = await self._claim(tg, ready)
@@ -238,53 +263,6 @@ class WorkerLoop:
                 "worker %s: schedule unreachable (%s); retrying in %g s", self.store.worker_id, e, self.idle
             )
             return self.idle
-
-    async def _beat(self, now: datetime) -> None:
-        """Every heartbeat interval: this worker's claim rate to the fleet, and the fleet's capacity."""
-        if now - self._last_beat < self.heartbeat_every:
-            return
-        rate = (self.stats.claimed - self._beat_claimed) / max((now - self._last_beat).total_seconds(), 1e-3)
-        await fleet.heartbeat(self.store.db, self.store.worker_id, now, rate)
-        await self._say_capacity(now)
-        self._last_beat, self._beat_claimed = now, self.stats.claimed
-
-    async def _say_capacity(self, now: datetime) -> None:
-        """Fleet-wide ticks due/s against run/s, to the metrics; a warning when the fleet is behind
-        (its workers run clearly fewer ticks than fall due and the oldest due slot is an interval late)."""
-        store = self.store
-        known = await fleet.read_fleet(store.db, now, store.settings.worker_ttl_s)
-        oldest = await store.coll.find_one(
-            {sd.NEXT_RUN_AT: {"$gte": EPOCH, "$lte": now}},
-            {sd.DUE_AT: 1},
-            sort=[(sd.NEXT_RUN_AT, ASCENDING)],
-        )
-        at = sd.due_at(oldest) if oldest else None
-        every = (a.schedule.seconds for a in store.agents if isinstance(a.schedule, Every))
-        fastest = min(every, default=None)
-        late = at is not None and fastest is not None and (now - at).total_seconds() > fastest
-        behind = late and known.run_per_s < KEEP_UP_SHARE * self.due_per_s
-        if self.observer is not None:
-            self.observer.capacity(self.due_per_s, known.run_per_s, behind)
-        if behind:
-            log.warning(
-                "worker %s: the fleet cannot keep up on this engine: %.2f ticks due/s, "
-                "%.2f run/s by %d worker(s)",
-                store.worker_id,
-                self.due_per_s,
-                known.run_per_s,
-                known.live_workers,
-            )
-
-    async def _split(self, now: datetime) -> Partition:
-        """The split of the agents over the claiming workers. The workers collection is as small as
-        the fleet: read it at most once a second, so a worker that joins or leaves moves it at once."""
-        if self._part is None or anyio.current_time() - self._split_at >= _SPLIT_EVERY.total_seconds():
-            store = self.store
-            live = await fleet.read_fleet(store.db, now, store.settings.worker_ttl_s)
-            takeover = self.takeover_s
-            self._part = partition(store.worker_id, claiming(live.claimers, now, takeover), takeover)
-            self._split_at = anyio.current_time()
-        return self._part
 
     async def _due(self, found: Scan, now: datetime) -> tuple[int, list[tuple[Agent, Doc]]]:
         """Park the due documents of unknown agents; the others with their agent (their lag to the
@@ -303,60 +281,114 @@ class WorkerLoop:
     def _next_wait(
         self, found: Scan, now: datetime, claimed: int, lost: int, parked: int, raced: bool
     ) -> float:
-        """How long to wait after this pass, and where the next one starts. A full batch in which
-        nothing moved (others' agents, ticks in flight): look behind it next time, so what cannot be
-        claimed never hides what can."""
-        moved = claimed or lost or parked
-        last = found.due[-1] if found.due else None
-        stuck = found.full and last is not None and not moved
-        self._after = ((sd.next_run_at(last) or now), last[sd.ID]) if stuck and last else None
+        """How long to wait after this pass, and where the next one starts (`_look_behind`)."""
+        moved = bool(claimed or lost or parked)
+        self._after = _look_behind(found, now, moved)
         if found.due and (found.full or raced) and (moved or self._after is not None):
             # More may be due behind this batch; if others won everything, yield briefly.
             # A batch that was not full held every due document: this worker took its
             # share, so it waits for the next due time (a pass costs a scan of the engine).
             return 0.0 if claimed or parked or self._after is not None else 0.01
+        wait = self.idle
         if found.next_at is not None:
-            return min(self.idle, max((found.next_at - self.clock.now()).total_seconds(), 0.0))
-        return self.idle
+            wait = min(self.idle, max((found.next_at - self.clock.now()).total_seconds(), 0.0))
+        if claimed:  # what falls due in the next moments is claimed together, in one write
+            wait = max(wait, CLAIM_EVERY_S - (self.clock.now() - now).total_seconds())
+        return wait
 
     # ---------------------------------------------------------------- claims and ticks
 
     async def _claim(self, tg: TaskGroup, ready: list[tuple[Agent, Doc]]) -> tuple[int, int, bool]:
-        """Claim the ready ticks one after another, each in a task that holds a slot for its claim and
-        its tick. Returns the claims won and lost (in a row at the end), and whether this stopped
-        early because other workers are draining the same snapshot (`stale_after` lost in a row)."""
+        """Claim the ready ticks in rounds of one write each (`_round`). Returns the claims won and
+        lost, and whether this stopped early because other workers are draining the same snapshot
+        (a round lost every claim, `stale_after` lost in all). With nothing to claim, the finished
+        ticks' outcomes are written alone."""
         claimed = lost = 0
-        for agent, seen in ready:
-            if lost >= self.stale_after:
+        wrote = False
+        todo = ready
+        while todo and not self.done():
+            held = await self._hold(tg, todo)
+            if not held:
+                break  # stopped while waiting for a slot
+            todo = todo[len(held) :]
+            won, tried = await self._round(tg, held)
+            wrote = wrote or tried > 0
+            claimed += won
+            lost += tried - won
+            self.stats.lost += tried - won
+            if tried and not won and lost >= self.stale_after:
                 return claimed, lost, True  # other workers are draining this snapshot: look again
-            got = await tg.start(self._take, tg, agent, seen)
-            if got == _STOPPED:
-                break
-            if got is None:
-                lost += 1
-                self.stats.lost += 1
-                continue
-            claimed += 1
-            lost = 0
+        if not wrote:
+            await self._flush()
         return claimed, lost, False
 
-    async def _take(
-        self, tg: TaskGroup, agent: Agent, seen: Doc, *, task_status: TaskStatus[Claim | str | None]
-    ) -> None:
-        """In a slot: claim the agent's tick (reported to the loop as soon as it is known), then run it."""
+    async def _hold(self, tg: TaskGroup, todo: list[tuple[Agent, Doc]]) -> list[tuple[_Handoff, Agent, Doc]]:
+        """A slot for each of the first ticks of `todo`: as many as are free, waiting for the first
+        one only (none when the loop stops meanwhile). Each is held by the task that will run the tick."""
+        held: list[tuple[_Handoff, Agent, Doc]] = []
+        for agent, seen in todo:
+            if held and self._slots.value == 0:
+                break
+            handoff = await tg.start(self._run_claimed, agent)
+            if handoff is None:
+                break
+            held.append((handoff, agent, seen))
+        return held
+
+    async def _round(self, tg: TaskGroup, held: list[tuple[_Handoff, Agent, Doc]]) -> tuple[int, int]:
+        """One write: the claims of the held ticks (planned at this moment) and the outcomes waiting,
+        then each held slot its answer, on every path (a failed write: none won, the outcomes wait
+        for the next one). Returns the claims won and tried."""
+        try:
+            now = self.clock.now()
+            planned: list[tuple[_Handoff, Agent, Planned]] = []
+            for handoff, agent, seen in held:
+                p = self.store.plan(agent, seen, now, self.outcomes.finished(agent.key))
+                if p is not None:
+                    planned.append((handoff, agent, p))
+            if not planned:
+                return 0, 0
+            outcomes = self.outcomes.take()
+            try:
+                won = await self.store.claim_batch([p for _, _, p in planned], outcomes)
+            except BaseException:
+                self.outcomes.put_back(outcomes)
+                raise
+            for handoff, agent, p in planned:
+                if p.claim.claim_id in won:
+                    self._count(tg, agent, p.claim)
+                    handoff.give(p.claim)
+            return len(won), len(planned)
+        finally:
+            for handoff, _, _ in held:
+                handoff.give(None)
+
+    async def _flush(self) -> None:
+        """Write the finished ticks' outcomes that wait (one command), when no claim carries them."""
+        outcomes = self.outcomes.take()
+        if not outcomes:
+            return
+        try:
+            await self.store.claim_batch([], outcomes)
+        except BaseException:
+            self.outcomes.put_back(outcomes)
+            raise
+
+    async def _run_claimed(self, agent: Agent, *, task_status: TaskStatus[_Handoff | None]) -> None:
+        """In a slot, held from before the claim is written: wait for the claim (None: lost), run
+        the tick. Reports None at once when the loop was stopped while it waited for the slot."""
         async with self.slot():
             if self.done():
-                task_status.started(_STOPPED)
+                task_status.started(None)
                 return
-            claim = await self.store.claim(agent, self.clock.now(), seen)
-            if claim is not None:
-                self._count(tg, agent, claim)
-            task_status.started(claim)
+            handoff = _Handoff()
+            task_status.started(handoff)
+            claim = await handoff.wait()
             if claim is None or claim.skipped:
                 return
             await anyio.lowlevel.checkpoint()  # the loop goes on (and the missed events start) first
             started = anyio.current_time()
-            status = await self.ticks.run(agent, claim, self.stats)
+            status = await self.ticks.run(agent, claim, self.stats, self.outcomes)
         self._finished(agent, claim, status, anyio.current_time() - started)
 
     def _count(self, tg: TaskGroup, agent: Agent, claim: Claim) -> None:
@@ -402,3 +434,12 @@ class WorkerLoop:
         if claim.abandoned:
             ev = TickEvent(agent.key, "missed", None, worker, "abandoned", missed_slots=claim.abandoned)
             await notify(agent.on_missed, ev)
+
+
+def _look_behind(found: Scan, now: datetime, moved: bool) -> tuple[datetime, object] | None:
+    """Where the next scan starts: after a full batch in which nothing moved (others' agents, ticks
+    in flight), behind its last document, so what cannot be claimed never hides what can."""
+    last = found.due[-1] if found.due else None
+    if not found.full or last is None or moved:
+        return None
+    return (sd.next_run_at(last) or now), last[sd.ID]

@@ -21,7 +21,7 @@ from mongogate.clock import iso_z
 from mongogate.errors import InvalidInput, NotFound, StorageError
 from mongogate.scheduler import documents as sd
 from mongogate.scheduler.documents import SCHEDULE_COLLECTION
-from mongogate.scheduler.fleet import last_seen_with, read_fleet
+from mongogate.scheduler.fleet import Fleet, last_seen_with, read_fleet
 from mongogate.scheduler.slots import live_and_expired
 from mongogate.values import Doc
 
@@ -110,11 +110,9 @@ class Schedules:
                 f"agent {key!r} is orphaned (no worker registers it): nothing would run it; "
                 "`mongogate schedule prune` removes it"
             )
+        request: sd.RunNowDoc = {"at": now, "by": by}
         doc = await self._update(
-            key,
-            {sd.ORPHANED_AT: None},
-            {"$set": {sd.NEXT_RUN_AT: now, sd.RUN_NOW: {"at": now, "by": by}}},
-            "trigger",
+            key, {sd.ORPHANED_AT: None}, {"$set": {sd.NEXT_RUN_AT: now, sd.RUN_NOW: request}}, "trigger"
         )
         if not doc:
             raise InvalidInput(
@@ -150,44 +148,47 @@ class Schedules:
         """Remove the schedule documents of agents no worker registers (orphans); one whose claimed
         tick is still in flight is left for a later prune."""
         fleet = await read_fleet(self.db, now, self.worker_ttl_s)
-        parked: list[str] = []  # orphaned_at set by a worker's loop
-        unparked: list[str] = []  # orphans by the fleet documents alone
-        busy: list[str] = []
         try:
-            async for d in self.coll.find({}, {sd.AGENT_KEY: 1, sd.OPEN: 1, sd.ORPHANED_AT: 1}):
-                key = sd.agent_key(d)
-                if not (d.get(sd.ORPHANED_AT) is not None or fleet.is_orphan(key)):
-                    continue
-                live, _ = live_and_expired(d, now)
-                if live:
-                    busy.append(str(d[sd.ID]))
-                else:
-                    (parked if d.get(sd.ORPHANED_AT) is not None else unparked).append(str(d[sd.ID]))
-                if len(parked) + len(unparked) >= PRUNE_MAX:
-                    break
+            parked, unparked, busy = await self._orphans(fleet, now)
             if unparked and not dry_run:  # a worker may have started since: read the fleet again
                 again = await read_fleet(self.db, now, self.worker_ttl_s)
                 unparked = [k for k in unparked if again.is_orphan(k)]
             if not dry_run:
-                # A worker that registers an agent again un-parks it (unsets orphaned_at): a parked
-                # document is deleted only while still parked, never after that worker read it.
-                for ids, still in ((parked, {"$ne": None}), (unparked, None)):
-                    for i in range(0, len(ids), 1000):
-                        await self.coll.delete_many(
-                            {
-                                sd.ID: {"$in": ids[i : i + 1000]},
-                                sd.OPEN: {"$in": [None, {}]},
-                                sd.ORPHANED_AT: still,
-                            }
-                        )
-                # the report says what was deleted: a document claimed or registered since it was read stays
-                candidates = parked + unparked
-                left: set[str] = set()
-                for i in range(0, len(candidates), 1000):
-                    batch = {sd.ID: {"$in": candidates[i : i + 1000]}}
-                    left |= {str(d[sd.ID]) async for d in self.coll.find(batch, {sd.ID: 1})}
-                parked = [k for k in parked if k not in left]
-                unparked = [k for k in unparked if k not in left]
+                parked, unparked = await self._delete_orphans(parked, unparked)
         except PyMongoError as e:
             raise StorageError(f"could not prune the schedule: {e}") from e
         return Pruned(sorted(parked + unparked), sorted(busy))
+
+    async def _orphans(self, fleet: Fleet, now: datetime) -> tuple[list[str], list[str], list[str]]:
+        """The orphans' ids (at most `PRUNE_MAX`): parked (orphaned_at set by a worker's loop),
+        unparked (orphans by the fleet documents alone), and busy (a claimed tick in flight)."""
+        parked: list[str] = []
+        unparked: list[str] = []
+        busy: list[str] = []
+        async for d in self.coll.find({}, {sd.AGENT_KEY: 1, sd.OPEN: 1, sd.ORPHANED_AT: 1}):
+            was_parked = d.get(sd.ORPHANED_AT) is not None
+            if not (was_parked or fleet.is_orphan(sd.agent_key(d))):
+                continue
+            live, _ = live_and_expired(d, now)
+            (busy if live else parked if was_parked else unparked).append(str(d[sd.ID]))
+            if len(parked) + len(unparked) >= PRUNE_MAX:
+                break
+        return parked, unparked, busy
+
+    async def _delete_orphans(self, parked: list[str], unparked: list[str]) -> tuple[list[str], list[str]]:
+        """Delete the orphans not claimed or registered since they were read; returns those deleted.
+
+        A worker that registers an agent again un-parks it (unsets orphaned_at): a parked document
+        is deleted only while still parked, never after that worker read it."""
+        for ids, still in ((parked, {"$ne": None}), (unparked, None)):
+            for i in range(0, len(ids), 1000):
+                await self.coll.delete_many(
+                    {sd.ID: {"$in": ids[i : i + 1000]}, sd.OPEN: {"$in": [None, {}]}, sd.ORPHANED_AT: still}
+                )
+        # the report says what was deleted: a document claimed or registered since it was read stays
+        candidates = parked + unparked
+        left: set[str] = set()
+        for i in range(0, len(candidates), 1000):
+            batch = {sd.ID: {"$in": candidates[i : i + 1000]}}
+            left |= {str(d[sd.ID]) async for d in self.coll.find(batch, {sd.ID: 1})}
+        return [k for k in parked if k not in left], [k for k in unparked if k not in left]

@@ -83,9 +83,7 @@ class AgentStatus:
         nxt = sd.next_run_at(d)
         due = sd.due_at(d)
         live, expired = live_and_expired(d, now)
-        # the newest claim without an outcome: in flight, else the abandoned one (whose worker died)
-        found = max(live.items())[1] if live else max(expired.items())[1] if expired else None
-        newest = OpenClaim.from_doc(found) if found is not None else None
+        newest = _newest_open(live, expired)
         orphan = d.get(sd.ORPHANED_AT) is not None or (known is not None and known.is_orphan(key))
         paused = bool(d.get(sd.PAUSED))
         state = _state(bool(expired), bool(live), orphan, paused, due, nxt, now)
@@ -115,6 +113,12 @@ class AgentStatus:
             running=len(live),
             paused=paused,
         )
+
+
+def _newest_open(live: dict[str, Doc], expired: dict[str, Doc]) -> OpenClaim | None:
+    """The newest claim without an outcome: in flight, else the abandoned one (whose worker died)."""
+    found = max(live.items())[1] if live else max(expired.items())[1] if expired else None
+    return OpenClaim.from_doc(found) if found is not None else None
 
 
 def _state(

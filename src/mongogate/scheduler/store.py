@@ -20,7 +20,7 @@ import random
 from datetime import datetime, timedelta
 
 import anyio
-from pymongo import ASCENDING, ReturnDocument, UpdateOne
+from pymongo import ASCENDING, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, PyMongoError
@@ -28,8 +28,8 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from mongogate.clock import Clock, truncate_ms
 from mongogate.config import SchedulerSettings
 from mongogate.errors import StorageError
+from mongogate.scheduler import claims, fleet, writes
 from mongogate.scheduler import documents as sd
-from mongogate.scheduler import fleet, writes
 from mongogate.scheduler.agents import Agent, AgentRegistry
 from mongogate.scheduler.kinds import Every, stable_offset_s
 from mongogate.scheduler.slots import Claim, jitter_bound, live_and_expired, new_claim_id, plan
@@ -79,10 +79,11 @@ class ClaimStore:
     def max_running(self, agent: Agent) -> int:
         return agent.max_running or self.settings.max_running
 
-    def busy(self, agent: Agent, doc: Doc, now: datetime) -> bool:
-        """Whether `max_running` ticks of this agent are in flight (by the document as read)."""
+    def busy(self, agent: Agent, doc: Doc, now: datetime, finished: frozenset[str] = frozenset()) -> bool:
+        """Whether `max_running` ticks of this agent are in flight (by the document as read, not
+        counting `finished`: claims whose tick ended here, their outcome not written yet)."""
         live, _ = live_and_expired(doc, now)
-        return len(live) >= self.max_running(agent)
+        return len(set(live) - finished) >= self.max_running(agent)
 
     # ---------------------------------------------------------------- set-up
 
@@ -178,7 +179,7 @@ class ClaimStore:
         # by `_id` alone, conditional on what was read, so it never races a claim (a claim moves
         # next_run_at)
         ok = writes.unchanged(d, sd.NEXT_RUN_AT)
-        return UpdateOne({sd.ID: a.key}, writes.when(ok, writes.moved(sets, unset)))
+        return UpdateOne({sd.ID: a.key}, writes.when(ok, writes.literals(sets), unset))
 
     async def _insert(self, docs: list[Doc]) -> None:
         """Insert new schedule documents in batches; one that exists is another worker's: kept."""
@@ -222,7 +223,7 @@ class ClaimStore:
                 )
                 at = truncate_ms(now + timedelta(seconds=self.rng.uniform(0, bound)))
                 ok = writes.unchanged(d, sd.NEXT_RUN_AT)
-                moved = writes.moved({sd.NEXT_RUN_AT: at, sd.DUE_AT: slot})
+                moved = writes.literals({sd.NEXT_RUN_AT: at, sd.DUE_AT: slot})
                 ops.append(UpdateOne({sd.ID: d[sd.ID]}, writes.when(ok, moved)))
         except PyMongoError as e:
             raise StorageError(f"could not read the schedule: {e}") from e
@@ -243,42 +244,61 @@ class ClaimStore:
         or another worker won. A claim whose due slots were all past the misfire grace comes
         back with `skipped` (the slots are counted, nothing runs).
 
-        `seen` is the schedule document as the caller last read it (the loop's scan); without
-        it the document is read first. The update matches only that read, so one worker wins.
-        """
+        `seen` is the schedule document as the caller last read it; without it the document is
+        read first. The write matches only that read, so one worker wins. The loop claims a
+        batch at a time (`claim_batch`); this is a batch of one."""
         now = now or self.clock.now()
         try:
             doc = seen or await self.coll.find_one({sd.ID: agent.key}, sd.CLAIM_FIELDS)
-            ready = sd.next_run_at(doc) if doc else None
-            if doc is None or ready is None or ready > now or self.busy(agent, doc, now):
-                return None
-            claim, fields = self._claim_update(agent, doc, ready, now)
-            # by `_id` alone, conditional in the pipeline (the engine's flat path; `writes`)
-            after = await self.coll.find_one_and_update(
-                {sd.ID: doc[sd.ID]},
-                writes.when(writes.unchanged(doc, sd.NEXT_RUN_AT, sd.DUE_AT), fields),
-                projection=sd.CLAIM_RESULT,
-                return_document=ReturnDocument.AFTER,
-            )
         except PyMongoError as e:
-            raise StorageError(f"could not claim a tick of agent {agent.key!r}: {e}") from e
-        if not writes.won(after, claim.claim_id):
+            raise StorageError(f"could not read agent {agent.key!r}: {e}") from e
+        planned = self.plan(agent, doc, now) if doc is not None else None
+        if planned is None:
             return None
+        won = await self.claim_batch([planned], [])
+        return planned.claim if won else None
+
+    def plan(
+        self, agent: Agent, doc: Doc, now: datetime, finished: frozenset[str] = frozenset()
+    ) -> claims.Planned | None:
+        """The claim of the agent's due tick as read in `doc`, and its conditional write; None if it
+        is not due or `max_running` ticks are in flight (not counting `finished`: claims whose tick
+        ended here and whose outcome goes out in the same write, before this claim)."""
+        ready = sd.next_run_at(doc)
+        if ready is None or ready > now or self.busy(agent, doc, now, finished):
+            return None
+        claim, fields, unset = self._claim_update(agent, doc, ready, now, finished)
+        ok = writes.unchanged(doc, sd.NEXT_RUN_AT, sd.DUE_AT)
+        return claims.Planned(str(doc[sd.ID]), claim, writes.when(ok, fields, unset, fail=True))
+
+    async def claim_batch(
+        self, planned: list[claims.Planned], outcomes: list[claims.Outcome]
+    ) -> frozenset[str]:
+        """Write `outcomes` and the `planned` claims in one command (`claims.write`); the ids of the
+        claims that won. Raises StorageError when the command fails."""
+        won = await claims.write(self.coll, planned, outcomes)
+        for p in planned:
+            if p.claim.claim_id in won:
+                self._log_won(p.key, p.claim)
+        return won
+
+    def _log_won(self, key: str, claim: Claim) -> None:
         if claim.abandoned:
             log.warning(
                 "agent %s: %d claimed tick(s) abandoned (no outcome by deadline + grace: the worker died)",
-                agent.key,
+                key,
                 claim.abandoned,
             )
         if claim.skipped:
-            log.info("agent %s: %d slot(s) past the misfire grace skipped", agent.key, claim.missed_slots)
+            log.info("agent %s: %d slot(s) past the misfire grace skipped", key, claim.missed_slots)
         elif claim.missed_slots:
-            log.info("agent %s: skipped %d missed slot(s) to catch up", agent.key, claim.missed_slots)
-        return claim
+            log.info("agent %s: skipped %d missed slot(s) to catch up", key, claim.missed_slots)
 
-    def _claim_update(self, agent: Agent, doc: Doc, ready: datetime, now: datetime) -> tuple[Claim, Doc]:
-        """The claim and its fields as pipeline expressions (`writes.claim_fields`): the schedule,
-        one open claim, counters only when they move."""
+    def _claim_update(
+        self, agent: Agent, doc: Doc, ready: datetime, now: datetime, finished: frozenset[str]
+    ) -> tuple[Claim, Doc, tuple[str, ...]]:
+        """The claim, its fields as pipeline expressions (`writes.claim_fields`: the schedule, one
+        open claim, counters only when they move) and the fields it removes."""
         slot = sd.due_at(doc)
         paused = bool(doc.get(sd.PAUSED))
         manual = bool(doc.get(sd.RUN_NOW))
@@ -289,6 +309,7 @@ class ClaimStore:
             p = plan(agent.schedule, slot or ready, now, self.coalesce(agent), self.grace_s(agent))
             run, nxt_due, missed, misfired = p.run, p.next, p.missed, p.misfired
         _, expired = live_and_expired(doc, now)
+        expired = {k: v for k, v in expired.items() if k not in finished}  # their outcome is on its way
         answered = run or slot or ready
         deadline = truncate_ms(now + timedelta(seconds=self.timeout_s(agent)))
         claim = Claim(
@@ -317,8 +338,8 @@ class ClaimStore:
             inc[sd.ABANDONED] = len(expired)
             sets[sd.LAST_ABANDONED] = max(expired.items())[1]
         unset = (sd.RUN_NOW,) if manual else ()
-        fields = writes.claim_fields(claim.claim_id, sets, inc, open_add, sorted(expired), unset)
-        return claim, fields
+        fields = writes.claim_fields(sets, inc, open_add, sorted(expired))
+        return claim, fields, unset
 
     # ---------------------------------------------------------------- outcomes and orphans
 
@@ -327,9 +348,7 @@ class ClaimStore:
         path), shielded from cancellation. Unsetting this claim's own key in `open` leaves
         overlapping ticks' claims alone."""
         with anyio.CancelScope(shield=True):
-            await self.coll.update_one(
-                {sd.ID: key}, {"$set": dict(outcome), "$unset": {f"{sd.OPEN}.{claim.claim_id}": ""}}
-            )
+            await self.coll.update_one({sd.ID: key}, writes.outcome(claim.claim_id, outcome))
 
     async def park(self, docs: list[Doc], now: datetime) -> int:
         """Park these due documents (out of the scan for good) unless they moved since read."""

@@ -1,5 +1,6 @@
-"""Running one claimed tick: under its hard deadline, on a thread when the agent blocks, then one
-outcome write (through the claim store) and the agent's listeners."""
+"""Running one claimed tick: under its hard deadline, on a thread when the agent blocks, then its
+outcome (written at once through the claim store, or handed to the loop's next batched write)
+and the agent's listeners."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pymongo.errors import PyMongoError
 
 from mongogate.runs import Runs
 from mongogate.scheduler.agents import Agent, BlockingTickFn, TickContext, TickFn
+from mongogate.scheduler.claims import Outcomes
 from mongogate.scheduler.documents import OutcomeDoc
 from mongogate.scheduler.events import TickEvent, notify
 from mongogate.scheduler.investigations import Investigations
@@ -62,8 +64,17 @@ class TickRunner:
             clock=s.clock,
         )
 
-    async def run(self, agent: Agent, claim: Claim, stats: SchedulerStats | None = None) -> str:
-        """Run one claimed tick under its hard deadline; returns "ok", "error" or "timeout". Never raises."""
+    async def run(
+        self,
+        agent: Agent,
+        claim: Claim,
+        stats: SchedulerStats | None = None,
+        outcomes: Outcomes | None = None,
+    ) -> str:
+        """Run one claimed tick under its hard deadline; returns "ok", "error" or "timeout". Never raises.
+
+        The outcome is written at once, or with `outcomes` (the worker loop's) added there for the
+        loop's next write, which carries it with the claims of its next pass (`claims.py`)."""
         timeout = self.store.timeout_s(agent)
         ctx = self.context(agent, claim)
         drift = claim.drift_s
@@ -92,7 +103,7 @@ class TickRunner:
             stats.ok += status == "ok"
             stats.failed += status == "error"
             stats.timed_out += status == "timeout"
-        await self._report(agent, claim, status, error, duration)
+        await self._report(agent, claim, status, error, duration, outcomes)
         event = TickEvent(
             agent.key,
             "success" if status == "ok" else "failure",
@@ -106,7 +117,13 @@ class TickRunner:
         return status
 
     async def _report(
-        self, agent: Agent, claim: Claim, status: str, error: str | None, duration: float
+        self,
+        agent: Agent,
+        claim: Claim,
+        status: str,
+        error: str | None,
+        duration: float,
+        outcomes: Outcomes | None,
     ) -> None:
         outcome: OutcomeDoc = {
             "last_status": status,
@@ -118,6 +135,9 @@ class TickRunner:
             "last_run_at": claim.claimed_at,
             "last_worker": self.store.worker_id,
         }
+        if outcomes is not None:
+            outcomes.add(agent.key, claim.claim_id, outcome)
+            return
         try:
             await self.store.report(agent.key, claim, outcome)
         except PyMongoError as e:

@@ -39,7 +39,7 @@ from mongogate.server.health import Readiness, readiness_for
 from mongogate.server.observe import ObserveCalls
 from mongogate.server.preflight import StartupChecks, check_connection, check_indexes
 from mongogate.server.startup import OpenAfterInitialize
-from mongogate.server.surface import UnknownTools, offer_surface
+from mongogate.server.surface import NoEvents, UnknownTools, offer_surface
 from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.specs import RECALL_TOOL_NAMES, RUN_TOOL_NAMES
 from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
@@ -304,12 +304,14 @@ def build_server(
         middleware=[
             ObserveCalls(metrics, all_tools, audited_tools(registry.query_specs)),
             UnknownTools(all_tools),  # `[not_found] no tool named ...`, before anything else looks
+            NoEvents(),  # subscriptions/listen: -32601 at once, in words (server/surface.py)
             TenantConcurrency(settings.limits),
             OpenAfterInitialize(),
         ],
         version=__version__,
         instructions=INSTRUCTIONS + "\n" + RECALL_INSTRUCTIONS,
         tools=tools,
+        subscriptions=False,  # no events are published: no listen streams (server/surface.py)
         # a PendingState while the database opens: every reader resolves it with tools.state.app_state
         lifespan=cast(
             "Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]",

@@ -9,6 +9,13 @@
   one more closes that address's oldest such connection with 429. The head deadline
   (``server.header_timeout_s``) still closes each of them; this bounds how many one address holds
   meanwhile, so 20 new half-open connections a second cannot keep the server at its cap.
+- A connection kept alive between requests (its last response sent, nothing of a next one
+  received) holds no request: when a new connection would go past ``server.max_connections``,
+  the longest idle one is closed to make room, as its keep-alive timeout would close it
+  (clients open a new connection for their next request, as they do after any keep-alive
+  close). So the budget refuses (503) only when every open connection is sending a request or
+  waiting for its answer; a token that was answered (a refusal, a short call) cannot keep
+  connections from others by leaving them open.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ class Pending(Protocol):
     def evict_pending(self) -> None: ...
 
 
+class Idle(Protocol):
+    def close_idle(self) -> None: ...
+
+
 class ConnectionBudget:
     """Shared by every connection of one server (its protocols and its outermost ASGI app)."""
 
@@ -46,6 +57,33 @@ class ConnectionBudget:
         #: the server's open connections (uvicorn's set), given by the first connection
         self.connections: Sized = ()
         self._pending: dict[str, OrderedDict[Pending, None]] = {}
+        #: connections between requests, the longest idle first
+        self._idle: OrderedDict[Idle, None] = OrderedDict()
+        #: idle connections closed to make room, until the server forgets them
+        self._closing: set[Idle] = set()
+        self.reclaimed = 0
+
+    def open_count(self) -> int:
+        """Open connections, less those already closed to make room (gone at the next loop turn)."""
+        return len(self.connections) - len(self._closing)
+
+    def idle_started(self, conn: Idle) -> None:
+        self._idle[conn] = None
+
+    def idle_done(self, conn: Idle) -> None:
+        self._idle.pop(conn, None)
+
+    def forget(self, conn: Idle) -> None:
+        self._idle.pop(conn, None)
+        self._closing.discard(conn)
+
+    def make_room(self) -> None:
+        """A connection was opened: past the budget, close the longest idle ones to make room."""
+        while self.open_count() > self.max_connections and self._idle:
+            conn, _ = self._idle.popitem(last=False)
+            self._closing.add(conn)
+            self.reclaimed += 1
+            conn.close_idle()
 
     def pending(self, address: str) -> int:
         return len(self._pending.get(address, ()))
@@ -87,7 +125,7 @@ class BudgetGate:
             finally:
                 b.probes -= 1
             return
-        if len(b.connections) > b.max_connections:
+        if b.open_count() > b.max_connections:  # every other connection has a request in flight
             await _unavailable(
                 send, b"Service Unavailable: too many open connections (server.max_connections)"
             )

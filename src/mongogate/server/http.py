@@ -59,8 +59,8 @@ def http_app(
         stateless_http=settings.stateless,  # no Mcp-Session-Id: any process answers any request
         session_idle_timeout=settings.session_idle_timeout_s,
     )
-    if not settings.stateless:  # a per-principal cap on live sessions (server/session_cap.py)
-        SessionCap(server.session_manager, settings.max_sessions_per_principal)
+    # per principal: its live sessions, or its requests in flight where there is no session
+    SessionCap(server.session_manager, settings.max_sessions_per_principal, stateless=settings.stateless)
     # stateless: GET answers 405 instead of holding an idle stream that can never carry anything
     mcp: ASGIApp = NoStreamsWhenStateless(app) if settings.stateless else app
     body: ASGIApp = BodyDeadline(
@@ -104,12 +104,27 @@ class GuardedH11Protocol(H11Protocol):
         self._address = address_of(self.client)
         if self._budget is not None:
             self._budget.connections = self.connections
+            self._budget.make_room()  # past the budget: the longest idle connection closes
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._budget is not None:
+            self._budget.idle_done(self)
         if self._header_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # bytes of a next request on a kept-alive connection
         super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        kept = self.timeout_keep_alive_task is not None and not self.transport.is_closing()
+        if kept and self._budget is not None and self.cycle is not None and self.cycle.response_complete:
+            self._budget.idle_started(self)  # kept alive, waiting for a next request
+
+    def close_idle(self) -> None:
+        """Closed to make room for a new connection, as the keep-alive timeout would close it."""
+        log.debug("closed an idle keep-alive connection from %s (server.max_connections)", self._address)
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_handler()
 
     def handle_events(self) -> None:
         before = self.cycle
@@ -123,6 +138,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._budget is not None:
+            self._budget.forget(self)
         super().connection_lost(exc)
 
     def _arm(self) -> None:
@@ -261,6 +278,12 @@ class BackgroundHttpServer:
     def open_connections(self) -> int:
         """Connections the server holds open right now (for tests and health checks)."""
         return len(self._uv.server_state.connections)
+
+    @property
+    def budget(self) -> ConnectionBudget:
+        """The server's connection budget (server/conn_budget.py), for tests and health checks."""
+        budget: ConnectionBudget = self._uv.config.budget  # type: ignore[attr-defined]
+        return budget
 
     @property
     def url(self) -> str:

@@ -6,7 +6,8 @@
 - ``mongogate://memories/{id}``: one long-term memory, as `list_memories` returns it.
 
 Scoped like the tools: the tenant (and, for memories, the owner) comes from the caller; another
-tenant's id reads as not found (``-32602``, the same words as a missing one). Every read is bounded
+tenant's id reads as not found (``-32602``, the same words as a missing one; its `data` names the
+resource, ``{"uri": ...}``, as SEP-2164 asks). Every read is bounded
 by `limits.max_response_bytes`. `resources/list` names the session list and one context resource per
 session, paged with the sessions' own cursor.
 """
@@ -19,7 +20,9 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INVALID_PARAMS,
     ListResourcesResult,
     ListResourceTemplatesResult,
     PaginatedRequestParams,
@@ -192,7 +195,6 @@ async def read_resource(
     ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
 ) -> ReadResourceResult:
     uri = str(params.uri)
-    kind, ident = parse(uri)
 
     async def body() -> ReadResourceResult:
         state, _ = await caller(ctx)
@@ -200,4 +202,10 @@ async def read_resource(
         text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type=JSON, text=text)])
 
-    return await answered(f"resources/read {kind}", body)
+    try:
+        kind, ident = parse(uri)
+        return await answered(f"resources/read {kind}", body)
+    except MCPError as e:  # a missing (or unreadable) resource names itself in `data`
+        if e.error.code != INVALID_PARAMS:
+            raise
+        raise MCPError(code=INVALID_PARAMS, message=e.error.message, data={"uri": uri}) from e

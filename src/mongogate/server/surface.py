@@ -3,8 +3,15 @@
 The SDK registers prompt and resource handlers on every server (answering an unknown prompt with
 an internal error and a traceback in the log); here they are replaced by mongogate's own
 (server/prompts.py, server/resources.py: an unknown name is ``-32602``, invalid params), and
-resource subscriptions are not advertised. An unknown tool is a tool error in the one format,
-``[not_found] no tool named 'x'; tools: ...``, never the SDK's ``Unknown tool: x``.
+resource subscriptions are not advertised. An unknown tool is the protocol error the
+specification lists for it, ``-32602`` (invalid params), its message in the one format
+``[not_found] no tool named 'x'; tools: ...`` (never the SDK's ``Unknown tool: x``).
+
+mongogate publishes no events (no list or resource ever changes under a client's feet in a way
+it must be told of), so nothing is served that would carry them: the server is built without
+``subscriptions/listen`` (protocol 2026-07-28), ``server/discover`` and ``initialize`` then say
+``listChanged`` and ``subscribe`` false, and a listen request is answered at once with ``-32601``
+saying so (`NoEvents`), never a stream that holds a connection and sends nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
-    CallToolResult,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     GetPromptRequestParams,
     PaginatedRequestParams,
     ReadResourceRequestParams,
@@ -26,7 +35,6 @@ from mongogate.compat.sdk import add_request_handler, drop_request_handlers
 from mongogate.errors import NotFound
 from mongogate.policy import seg
 from mongogate.server import prompts, resources
-from mongogate.tools.base import error_result
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +59,28 @@ def unknown_tool(name: object, tools: Iterable[str]) -> NotFound:
     return NotFound(f"no tool named '{seg(name)}'; tools: {shown or 'none'}")
 
 
+#: the methods that would deliver events; mongogate serves none of them
+EVENT_METHODS = frozenset({"subscriptions/listen", "resources/subscribe", "resources/unsubscribe"})
+NO_EVENTS = (
+    "{method} is not offered: mongogate publishes no events (server/discover and initialize "
+    "advertise no listChanged or subscribe); read tools/list, resources/list or a resource again "
+    "when you need it"
+)
+
+
+class NoEvents:
+    """ServerMiddleware: a request for an event stream or subscription is ``-32601`` at once, in
+    words (the SDK would say only "Method not found"); it holds nothing and runs nothing."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method not in EVENT_METHODS:
+            return await call_next(ctx)
+        log.info("%s: not offered (no events are published)", ctx.method)
+        raise MCPError(code=METHOD_NOT_FOUND, message=NO_EVENTS.format(method=ctx.method), data=ctx.method)
+
+
 class UnknownTools:
-    """ServerMiddleware: a ``tools/call`` naming no registered tool gets the coded tool error."""
+    """ServerMiddleware: a ``tools/call`` naming no registered tool is ``-32602`` in the one format."""
 
     def __init__(self, tools: Iterable[str]) -> None:
         self.tools = frozenset(tools)
@@ -65,8 +93,8 @@ class UnknownTools:
         if not isinstance(name, str) or name in self.tools:
             return await call_next(ctx)  # a malformed request is the SDK's -32602
         log.info("tools/call: no tool named %r", seg(name))
-        result: CallToolResult = error_result(unknown_tool(name, self.tools))
-        return result
+        e = unknown_tool(name, self.tools)
+        raise MCPError(code=INVALID_PARAMS, message=f"[{e.code}] {e}")
 
 
 def offer_surface(server: MCPServer[Any]) -> None:

@@ -1,7 +1,9 @@
 """Per-tenant concurrency: one tenant's heavy calls cannot take every slot of the server.
 
-``limits.tenant_concurrency`` tool calls, prompt gets and resource reads and lists of one tenant
-run at once on a server process (all its tokens and MCP sessions together); up to
+``limits.tenant_concurrency`` requests of one tenant run at once on a server process (all its
+tokens, MCP sessions and protocol revisions together): every request but the few answered from
+memory without reading anything (`FREE`: the handshake, ping, discovery and the static lists),
+so a method added later (a listen stream, were one ever served) is counted by default; up to
 ``limits.tenant_queue`` more wait for a slot, in arrival order, at most
 ``limits.tenant_queue_timeout_ms``; beyond either a call is refused at once with
 ``[busy] (retryable)`` and nothing runs. Other tenants never wait for these slots.
@@ -54,7 +56,7 @@ class TenantSlots:
 
     def _busy(self, t: _Tenant, why: str) -> Busy:
         return Busy(
-            f"your tenant already runs {t.running} tool calls at once (limits.tenant_concurrency = "
+            f"your tenant already runs {t.running} requests at once (limits.tenant_concurrency = "
             f"{self.concurrency}) and {why}; nothing was run: retry in about 1 s"
         )
 
@@ -98,14 +100,21 @@ class TenantSlots:
             self._tenants.pop(tenant, None)
 
 
-#: requests that read the tenant's data, each holding a slot: tool calls, and the prompts and
-#: resources that read sessions and memories (a refusal there is a JSON-RPC error, not a tool result)
-LIMITED = frozenset({"tools/call", "prompts/get", "resources/read", "resources/list"})
+#: requests answered from memory, reading nothing: the only ones that hold no slot (every other,
+#: tool calls, prompt gets, resource reads and lists, and any method served later, holds one; a
+#: refusal outside tools/call is a JSON-RPC error, not a tool result). Notifications hold none.
+FREE = frozenset(
+    {"initialize", "ping", "server/discover", "tools/list", "prompts/list", "resources/templates/list"}
+)
+
+
+def limited(method: str) -> bool:
+    return method not in FREE and not method.startswith("notifications/")
 
 
 class TenantConcurrency:
-    """ServerMiddleware: each limited request (``tools/call``, ``prompts/get``, ``resources/read``,
-    ``resources/list``) holds one of its tenant's slots while it runs."""
+    """ServerMiddleware: each request but the `FREE` ones holds one of its tenant's slots while it
+    runs."""
 
     def __init__(self, limits: LimitsSettings) -> None:
         self.slots = TenantSlots(
@@ -113,7 +122,7 @@ class TenantConcurrency:
         )
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in LIMITED:
+        if not limited(ctx.method):
             return await call_next(ctx)
         app = ctx.lifespan_context
         try:

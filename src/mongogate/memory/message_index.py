@@ -27,7 +27,7 @@ Reading a scope is paged (`values.reply_batch`) so no reply reaches the engine's
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -200,14 +200,7 @@ class MessageIndex:
     async def _patch(self, key: str, scope: MessageScope, changed: list[str]) -> None:
         """The changes re-read by `_id` (`memory/guard.py` names them): sessions erased, messages
         written or deleted, derived documents written."""
-        sessions = [c[2:] for c in changed if c.startswith("s:")]
-        written = {c[2:] for c in changed if c.startswith("m:")}
-        # derived anew for a message held and not itself rewritten: its row is kept, with the
-        # terms and vector read now (the message is not read again)
-        rederived = [c[2:] for c in changed if c.startswith("x:") and c[2:] not in written]
-        rederived = [m for m in dict.fromkeys(rederived) if m in scope.index.where]
-        messages = list(dict.fromkeys(c[2:] for c in changed if c[:2] in ("m:", "x:")))
-        messages = [m for m in messages if m not in set(rederived)]
+        sessions, rederived, messages = _changes(changed, scope.index.where)
         for sid in sessions:
             await self._session(key, scope, sid)
         for mid, d in (await read_by_id(self.derived, rederived, DERIVED_FIELDS)).items():
@@ -352,6 +345,19 @@ class MessageIndex:
             if doc.get(md.TENANT) == key and sessions[sid]:
                 out[mid] = doc
         return out
+
+
+def _changes(changed: list[str], held: Mapping[str, int]) -> tuple[list[str], list[str], list[str]]:
+    """A patch's changes: sessions erased; messages derived anew, held and not themselves
+    rewritten (their rows keep, with the terms and vector read now; the message is not read
+    again); and the messages to read (written, deleted, or derived but not held)."""
+    sessions = [c[2:] for c in changed if c.startswith("s:")]
+    written = {c[2:] for c in changed if c.startswith("m:")}
+    rederived = [c[2:] for c in changed if c.startswith("x:") and c[2:] not in written]
+    rederived = [m for m in dict.fromkeys(rederived) if m in held]
+    again = set(rederived)
+    messages = [m for m in dict.fromkeys(c[2:] for c in changed if c[:2] in ("m:", "x:")) if m not in again]
+    return sessions, rederived, messages
 
 
 def item_of(doc: Doc) -> dict[str, Any]:

@@ -2,16 +2,14 @@
 sets' turns stored as messages (one session per dated session, one tenant per conversation), each
 question searched (limit 10) as the tool would with `[memory.search]`'s defaults: recall@3 and
 recall@10 of answerable questions, and the share of questions about things never stored
-(`longconv_text.UNRELATED_*`) that come back empty, per half. As the code on this branch stands
-(`memory/search.py`: every term match kept; by meaning too, a message without a term match kept
-when its fused score reaches `[memory.search] min_score`); a ranking that reuses recall's scoring
-(`scoring.shown`, `scoring.evidenced`, `scoring.FLOOR`) would be measured the same way.
+(`longconv_text.UNRELATED_*`) that come back empty, per half. Messages are searched through the
+message index (`memory/search.py`, issue 36), every message derived first as the server's background
+derives it; its ranking is recall's (`indexing/scope_index.py`: `scoring.shown`, the evidence gate
+per embedder, the floor).
 
     python benchmarks/floor_messages.py                  # embed_messages on and off, writes RESULTS.md
     python benchmarks/floor_messages.py --floors 0.1,0.3 # also these `min_score` values (by meaning)
 
-The floor is the one lever measured here (another branch rebuilds the search itself): a term match
-is kept whatever its score, so no `min_score` empties more than "terms only" does.
 """
 
 from __future__ import annotations
@@ -36,8 +34,9 @@ from lib.results import command_line, parser, publish
 from mongogate.clock import SYSTEM_CLOCK
 from mongogate.config import MemorySettings, MessageSearchSettings
 from mongogate.db import EmbeddedEngine
-from mongogate.memory.message_vectors import MessageVectors
-from mongogate.memory.search import search_messages
+from mongogate.indexing import IndexBudget
+from mongogate.memory.keys import message_id
+from mongogate.memory.search import MessageSearch
 from mongogate.memory.store import MemoryStore
 from mongogate.recall.embedding import LocalEmbedder
 
@@ -58,34 +57,44 @@ async def load_conversation(store: MemoryStore, tenant: str, turns: Turns) -> di
         where[(sid, seq)] = tid
         role = "user" if speaker == "user" else "assistant"
         docs.append(
-            {"tenant": tenant, "session_id": sid, "seq": seq, "key": f"k{tid}", "role": role,
-             "created_at": now, "content": text}
+            {"_id": message_id(sid, f"k{tid}"), "tenant": tenant, "session_id": sid, "seq": seq,
+             "key": f"k{tid}", "role": role, "created_at": now, "content": text}
         )  # fmt: skip
     await store.messages.insert_many(docs)
     return where
 
 
+async def derive(search: MessageSearch, tenant: str) -> None:
+    """Every message of the tenant's conversations derived (terms, and a vector with an embedder),
+    a batch at a time, as the server's background does after each write."""
+    scope, _ = await search.index.fresh(tenant, None)
+    ids = list(scope.pending)
+    for at in range(0, len(ids), search.fill.per_call):
+        await search.fill.fill(tenant, ids[at : at + search.fill.per_call])
+
+
 async def run(floors: tuple[float, ...] = ()) -> list[str]:
     defaults = MessageSearchSettings()
+    floor = MemorySettings().long_term.min_score if defaults.min_score is None else defaults.min_score
     sets: dict[str, list[Any]] = {"convset": convset(), "longconv": longconv()}
-    out = [
-        f"[memory.search] defaults: embed_messages {defaults.embed_messages}, min_score {defaults.min_score}"
-    ]
+    out = [f"[memory.search] defaults: embed_messages {defaults.embed_messages}, min_score {floor}"]
     with tempfile.TemporaryDirectory() as tmp:
         engine = EmbeddedEngine(Path(tmp))
         try:
             client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(engine.start())
             store = MemoryStore(client["floor"], MemorySettings(), SYSTEM_CLOCK)
             await store.ensure_indexes()
-            vectors = MessageVectors(LocalEmbedder())
+            budget = IndexBudget(1024 * 2**20)
+            meaning = MessageSearch(store, budget, LocalEmbedder(), defaults, min_score=floor)
+            terms = MessageSearch(store, budget, None, defaults, min_score=floor)
             for name, convs in sets.items():
-                runs: tuple[tuple[str, MessageVectors | None, float], ...] = (
-                    ("by meaning (default)", vectors, defaults.min_score),
-                    ("by meaning, min_score 0", vectors, 0.0),
-                    ("terms only", None, defaults.min_score),
-                    *((f"by meaning, min_score {f}", vectors, f) for f in floors),
+                runs: tuple[tuple[str, MessageSearch, float], ...] = (
+                    ("by meaning (default)", meaning, floor),
+                    ("by meaning, min_score 0", meaning, 0.0),
+                    ("terms only", terms, floor),
+                    *((f"by meaning, min_score {f}", meaning, f) for f in floors),
                 )
-                for label, vec, floor in runs:
+                for label, vec, at in runs:
                     counts: dict[str, list[float]] = {}
                     for c in convs:
                         tenant = f"{name}-{c.id}"
@@ -93,18 +102,17 @@ async def run(floors: tuple[float, ...] = ()) -> list[str]:
                         if label == runs[0][0]:
                             where = await load_conversation(store, tenant, turns)
                             c.__dict__["where"] = where
+                            await derive(meaning, tenant)
                         where = c.__dict__["where"]
                         half = "tuning" if c.tuning else "held-out"
                         for q in c.questions:
-                            hits = (await search_messages(store, tenant, q.text, limit=10, vectors=vec,
-                                                          min_score=floor)).messages  # fmt: skip
+                            hits = (await vec.search(tenant, q.text, limit=10, min_score=at)).messages
                             ids = [where[(h.session_id, h.seq)] for h in hits]
                             want = set(q.evidence)
                             counts.setdefault(f"{half} @3", []).append(bool(set(ids[:3]) & want))
                             counts.setdefault(f"{half} @10", []).append(bool(set(ids) & want))
                         for q_text in UNRELATED_TUNING if c.tuning else UNRELATED_HELD_OUT:
-                            hits = (await search_messages(store, tenant, q_text, limit=10, vectors=vec,
-                                                          min_score=floor)).messages  # fmt: skip
+                            hits = (await vec.search(tenant, q_text, limit=10, min_score=at)).messages
                             counts.setdefault(f"{half} emptied", []).append(not hits)
                     cells = "  ".join(
                         f"{k} {100 * sum(v) / len(v):5.1f}"

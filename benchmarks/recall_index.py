@@ -69,8 +69,8 @@ from mongogate.config import load_settings
 from mongogate.db import EmbeddedEngine
 from mongogate.engine import client as engine_client
 from mongogate.engine.write_signal import WriteSignal
+from mongogate.indexing import CHANGES, Coherence
 from mongogate.recall import IndexPolicy
-from mongogate.recall.coherence import CHANGES, Coherence
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.ids import memory_id
 from mongogate.recall.inprocess.scope_index import INDEX_FIELDS, ScopeIndex

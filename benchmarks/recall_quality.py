@@ -38,8 +38,8 @@ from lib import recall_set
 from lib.convset import build
 from lib.results import command_line, parser, publish
 
+from mongogate.indexing import fusion
 from mongogate.recall.embedding import LOCAL_DIMENSIONS, LOCAL_MODEL, LocalEmbedder
-from mongogate.recall.inprocess import fusion
 from mongogate.recall.inprocess.scope_index import Ranked, ScopeIndex
 from mongogate.recall.vectors import pack
 from mongogate.scoring import TEXT_WEIGHT

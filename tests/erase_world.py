@@ -42,8 +42,12 @@ SUBJECT_HELD = frozenset(
         "memory_versions",
         "memory_revisions",
         "audit_events",
+        "message_revisions",
     }
 )
+#: held or not, as the server's background got to it before it stopped: what message search
+#: derived from the messages (`message_index`); checked like the others when present
+DERIVED = frozenset({"message_index"})
 Mongo = AsyncMongoClient[dict[str, Any]]
 HAS_LANGGRAPH = importlib.util.find_spec("langgraph") is not None
 HAS_AGENTS = importlib.util.find_spec("agents") is not None
@@ -130,7 +134,7 @@ def of_tenant(name: str, doc: dict[str, Any], tenant: str) -> bool:
     erasure's declarations): its `tenant` field, or its `_id` for a revision document."""
     if name == "memory_revisions":
         return str(doc["_id"]).startswith(f"{len(tenant)}:{tenant}:")
-    if name == "session_revisions":  # `_id`: a conversation scope's stored tenant
+    if name in ("session_revisions", "message_revisions"):  # `_id`: a conversation scope's stored tenant
         held = doc["_id"]
         return isinstance(held, str) and (held == tenant or held.startswith(tenant + "\x1f"))
     held = doc.get("tenant")
@@ -140,7 +144,9 @@ def of_tenant(name: str, doc: dict[str, Any], tenant: str) -> bool:
 def of_subject(name: str, doc: dict[str, Any], tenant: str, subject: str) -> bool:
     if name == "memory_revisions":
         return str(doc["_id"]) == f"{len(tenant)}:{tenant}:{subject}"
-    if name in ("sessions", "messages", "summaries"):
+    if name == "message_revisions":
+        return str(doc["_id"]) == f"{tenant}\x1f{subject}"
+    if name in ("sessions", "messages", "summaries", "message_index"):
         return doc.get("tenant") == f"{tenant}\x1f{subject}"
     if name == "session_revisions":
         return bool(doc["_id"] == f"{tenant}\x1f{subject}")

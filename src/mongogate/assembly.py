@@ -33,7 +33,7 @@ from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.erasure import BATCH, JOURNAL_KEPT, Declared, ErasureReceipt, Kept, Sweep, Target
 from mongogate.errors import NotFound
-from mongogate.memory import MemoryStore, MessageVectors, Turns, ensure_search_index
+from mongogate.memory import MemoryStore, MessageSearch, Turns, ensure_search_index
 from mongogate.principal import Principal
 from mongogate.recall import Embedder, LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
@@ -120,6 +120,25 @@ def long_term_memory(
     return ltm
 
 
+def message_search(
+    settings: Settings, memory: MemoryStore, recall: LongTermMemory, *, background: bool = False
+) -> MessageSearch:
+    """search_messages over ``memory``'s database: its indexes on long-term memory's index budget
+    (one budget for both), ranked by meaning with long-term memory's embedder unless
+    `[memory.search] embed_messages` is off; ``background``: derive what each write stores soon
+    after it, in this process (a server)."""
+    found = settings.memory.search
+    floor = settings.memory.long_term.min_score if found.min_score is None else found.min_score
+    return MessageSearch(
+        memory,
+        recall.index.budget,
+        recall.embedder if found.embed_messages else None,
+        found,
+        min_score=floor,
+        background=background,
+    )
+
+
 def checkpoints(settings: Settings, db: AsyncDatabase[Doc], *, clock: Clock = SYSTEM_CLOCK) -> Runs:
     """Runs and their checkpoints (`runs/`) over ``db``: the run tools' and the LangGraph saver's."""
     return Runs(db, settings.memory, clock=clock)
@@ -134,12 +153,13 @@ def build_services(
     require_scopes: Callable[[Principal, list[str], str], None] = no_scope_check,
     clock: Clock = SYSTEM_CLOCK,
     faults: Faults = NO_FAULTS,
+    background: bool = False,
 ) -> AppState:
-    """The stores over ``db`` (no I/O: nothing is created, the embedder loads when first used)."""
+    """The stores over ``db`` (no I/O: nothing is created, the embedder loads when first used);
+    ``background``: a server's, whose writes of messages are derived for search soon after
+    (`message_search`; `AppState.message_search.aclose` stops that)."""
     memory = memory_store(settings, db.memory, clock=clock, faults=faults)
     recall = long_term_memory(settings, db.memory, clock=clock, faults=faults)
-    found = settings.memory.search
-    vectors = MessageVectors(recall.embedder, found.cache_messages) if found.embed_messages else None
     return AppState(
         settings=settings,
         db=db,
@@ -150,7 +170,7 @@ def build_services(
         audit=audit if audit is not None else unwritten_audit(settings),
         runs=checkpoints(settings, db.memory),
         recall=recall,
-        message_vectors=vectors,
+        message_search=message_search(settings, memory, recall, background=background),
         session_ids=SessionIds.of(memory, clock),
     )
 
@@ -185,6 +205,7 @@ async def open_services(
         require_scopes=require_scopes,
         clock=clock,
         faults=faults,
+        background=True,
     )
     report = await ensure_memory_indexes(state)
     log.info("%s", report[1])

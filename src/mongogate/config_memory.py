@@ -131,7 +131,8 @@ class LongTermSettings(Section):
     #: the most vectors the exact scan reads for one recall (a scope larger than this: the newest)
     max_scan: int = Field(default=20_000, ge=100, le=1_000_000)
     max_ttl_days: int = Field(default=36_500, ge=1, le=36_500)
-    #: bytes (MB) the in-process recall indexes of all scopes may hold; least recently used out first
+    #: bytes (MB) the in-process indexes may hold: recall's of every scope and search_messages' of
+    #: every conversation scope, one budget; least recently used out first, across both
     index_budget_mb: int = Field(default=256, ge=1, le=1_000_000)
     #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides.
     #: A memory's score is mostly its recall's best match (0.9 x the best fused score + 0.1 x its own),
@@ -153,16 +154,24 @@ class LongTermSettings(Section):
 class MessageSearchSettings(Section):
     """`[memory.search]`: how `search_messages` ranks conversation messages."""
 
-    #: rank by meaning too: each message's embedding (`[memory.embedding]`'s model, computed when a
-    #: search first reads the message and kept in the server process) fused with its term score;
+    #: rank by meaning too: each message's embedding (`[memory.embedding]`'s model, derived after
+    #: the message is written and stored beside it) fused with its term score, as recall ranks;
     #: off: term matches only (BM25). An embedder that fails falls back to term matches, no error
     embed_messages: bool = True
-    #: a message that shares no term with the query is returned only when its fused score is at
-    #: least this (0 to 1); a term match is always returned
-    min_score: float = Field(default=0.15, ge=0.0, le=1.0)
-    #: the most message embeddings kept in the server process (about 1 KB each for the local
-    #: model; the least recently searched are dropped first)
-    cache_messages: int = Field(default=50_000, ge=0, le=10_000_000)
+    #: search returns only messages scoring at least this (0 to 1), the score recall shows (mostly
+    #: the best match's: a question about nothing said returns none); unset: the same floor as
+    #: `memory.long_term.min_score`
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: the most characters of one message embedded (its beginning); a longer message is still
+    #: found by every term of its whole text
+    embed_chars: int = Field(default=2048, ge=64, le=1_000_000)
+    #: the most messages one call derives (terms and vector), a search's or the background's; the
+    #: rest is left to the background, a batch at a time, tenants in turn
+    embed_per_call: int = Field(default=32, ge=1, le=10_000)
+    #: ignored since issue 36: message vectors are stored beside the messages and held in the
+    #: process's one index budget (`memory.long_term.index_budget_mb`); kept so older
+    #: configuration files still load
+    cache_messages: int | None = Field(default=None, ge=0, le=10_000_000)
 
 
 class MemorySettings(Section):

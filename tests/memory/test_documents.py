@@ -12,9 +12,9 @@ from mongogate.memory.compaction import SUMMARY_FIELDS
 from mongogate.memory.documents import MessageDoc, SessionDoc, SummaryDoc
 from mongogate.memory.gate import SESSION_STATE
 from mongogate.memory.repository import COMMIT_FIELDS, NUMBER_FIELDS, TAKE_FIELDS
-from mongogate.memory.search import search_messages
 from mongogate.memory.sessions import LIST_FIELDS, list_sessions
 from mongogate.memory.store import MemoryStore
+from tests.memory.searching import search_messages
 
 pytestmark = pytest.mark.anyio
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mongogate.memory.search import ensure_search_index, search_messages
+from mongogate.clock import ManualClock
+from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
+from tests.memory.searching import search_messages, searcher
 
 pytestmark = pytest.mark.anyio
 
@@ -50,13 +52,21 @@ async def test_another_tenants_messages_are_never_found(store: MemoryStore) -> N
     assert [h.session_id for h in got.messages] == [mine]
 
 
-async def test_a_scope_larger_than_one_search_reads_says_it_was_partly_searched(store: MemoryStore) -> None:
-    """Past the most messages one search reads, the answer says so (`partial`) rather than
-    silently ranking a subset; at or under it, nothing is said."""
+async def test_a_scope_larger_than_the_index_budget_keeps_its_newest_and_says_partial(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """Past what the index budget holds, the oldest messages are left out and the answer says so
+    (`partial`) rather than silently ranking a subset; within it, nothing is said."""
     sid = await store.create_session("acme")
-    for i in range(4):
+    for i in range(6):
         await store.append("acme", sid, f"k{i}", "user", f"invoice note {i}")
-    at = await search_messages(store, "acme", "invoice", scan_max=4)
-    assert not at.partial and len(at.messages) == 4
-    over = await search_messages(store, "acme", "invoice", scan_max=3)
-    assert over.partial and len(over.messages) == 3
+        clock.advance(1)
+    whole = searcher(store)
+    at = await whole.search("acme", "invoice")
+    assert not at.partial and len(at.messages) == 6
+    held = whole.index.held("acme")
+    assert held is not None
+    small = searcher(store, budget_bytes=held.nbytes() // 2)
+    over = await small.search("acme", "invoice")
+    assert over.partial and 0 < len(over.messages) < 6
+    assert "invoice note 5" in {h.content for h in over.messages}  # the newest stay

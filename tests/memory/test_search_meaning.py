@@ -1,17 +1,19 @@
 """search_messages by meaning too (`[memory.search] embed_messages`): the real wordllama model and
 the real engine. A question in other words finds the message that BM25 alone misses; results stay
-best first and inside the caller's scope; off, or with a failing embedder, it is the term ranking."""
+best first and inside the caller's scope; off, or with a failing embedder, it is the term ranking;
+a message longer than `embed_chars` is embedded by its beginning and still found by its terms."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from mcp import Client
 
 from mongogate.config import EmbeddingSettings
-from mongogate.memory.message_vectors import MessageVectors
-from mongogate.memory.search import Hits, ensure_search_index, search_messages
+from mongogate.memory.search import Hits, ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.openai_embedder import OpenAIEmbedder
@@ -19,6 +21,7 @@ from mongogate.server.app import build_server
 from mongogate.textrank import bm25, query_tokens, tokens
 from tests.conftest import jwt_auth, make_settings
 from tests.helpers import ok
+from tests.memory.searching import search_messages, searcher
 from tests.tools.test_conversations_scope import talk, two_subjects
 
 pytestmark = pytest.mark.anyio
@@ -53,20 +56,23 @@ async def test_a_question_in_other_words_finds_the_message_bm25_misses(store: Me
     await _talk(store, "acme", [*CHATTER[:2], FLIGHT, *CHATTER[2:]])
     assert not set(tokens(QUESTION)) & set(tokens(FLIGHT))  # not one word in common
     assert (await search_messages(store, "acme", QUESTION)).messages == []  # BM25 alone: nothing
-    vectors = MessageVectors(LocalEmbedder())
-    got = await search_messages(store, "acme", QUESTION, vectors=vectors)
+    found = searcher(store, LocalEmbedder())
+    got = await found.search("acme", QUESTION)
     assert got.messages[0].content == FLIGHT
     scores = [h.score for h in got.messages]
     assert scores == sorted(scores, reverse=True) and all(0.0 < s <= 1.0 for s in scores)
-    assert len(vectors) == 5  # every message read was embedded once, and kept
-    again = await search_messages(store, "acme", QUESTION, vectors=vectors)
-    assert _shape(again) == _shape(got) and len(vectors) == 5
+    assert found.fill.stats.embedded == 5  # every message embedded once, and stored
+    again = await found.search("acme", QUESTION)
+    assert _shape(again) == _shape(got) and found.fill.stats.embedded == 5
+    other = searcher(store, LocalEmbedder())  # another process: reads the stored vectors
+    assert _shape(await other.search("acme", QUESTION)) == _shape(got)
+    assert other.fill.stats.embedded == 0
 
 
 async def test_a_term_match_still_comes_first_and_is_never_dropped(store: MemoryStore) -> None:
     await _talk(store, "acme", [FLIGHT, *CHATTER])
     terms = await search_messages(store, "acme", "INV-2231 overdue")
-    fused = await search_messages(store, "acme", "INV-2231 overdue", vectors=MessageVectors(LocalEmbedder()))
+    fused = await searcher(store, LocalEmbedder()).search("acme", "INV-2231 overdue")
     assert fused.messages[0].content == "Invoice INV-2231 is overdue."
     assert {h.content for h in terms.messages} <= {h.content for h in fused.messages}
 
@@ -74,8 +80,7 @@ async def test_a_term_match_still_comes_first_and_is_never_dropped(store: Memory
 async def test_another_tenants_messages_never_appear(store: MemoryStore) -> None:
     mine = await _talk(store, "acme", CHATTER)
     await _talk(store, "globex", [FLIGHT])  # the best answer, but another tenant's
-    vectors = MessageVectors(LocalEmbedder())
-    got = await search_messages(store, "acme", QUESTION, vectors=vectors, min_score=0.0)
+    got = await searcher(store, LocalEmbedder(), min_score=0.0).search("acme", QUESTION)
     assert got.messages and {h.session_id for h in got.messages} == {mine}
     assert FLIGHT not in {h.content for h in got.messages}
 
@@ -88,21 +93,35 @@ async def test_a_failing_embedder_gives_the_term_ranking(store: MemoryStore) -> 
         )
     )
     terms = await search_messages(store, "acme", "database restart")
-    failed = await search_messages(store, "acme", "database restart", vectors=MessageVectors(unreachable))
+    failing = searcher(store, unreachable)
+    failed = await failing.search("acme", "database restart")
     assert terms.messages and _shape(failed) == _shape(terms)
-    assert (
-        await search_messages(store, "acme", QUESTION, vectors=MessageVectors(unreachable))
-    ).messages == []
+    assert (await failing.search("acme", QUESTION)).messages == []
+    assert failing.fill.stats.embedder_failures == 1  # then left alone while it rests
 
 
-async def test_a_changed_message_is_embedded_again_and_the_cache_is_bounded(store: MemoryStore) -> None:
-    await _talk(store, "acme", CHATTER)
-    vectors = MessageVectors(LocalEmbedder(), max_entries=2)
-    await search_messages(store, "acme", "fern", vectors=vectors)
-    assert len(vectors) == 2  # the least recently searched dropped
-    sims = await vectors.similarities("plane to Portugal", [("x", CHATTER[0])])
-    changed = await vectors.similarities("plane to Portugal", [("x", FLIGHT)])  # same _id, new content
-    assert float(changed[0]) > float(sims[0]) + 0.2
+async def test_a_long_message_is_embedded_by_its_beginning_and_found_by_any_of_its_terms(
+    store: MemoryStore,
+) -> None:
+    """`embed_chars` bounds what the model reads of a message; every term of it still finds it."""
+    long = FLIGHT + " " + " ".join(f"filler{i % 97} words" for i in range(150)) + " the code is ZX-4471."
+    assert len(long) > 2048
+    await _talk(store, "acme", [*CHATTER, long])
+
+    class Counting(LocalEmbedder):
+        seen: ClassVar[list[int]] = []
+
+        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            self.seen.extend(len(t) for t in texts)
+            return await super().embed(texts)
+
+    model = Counting()
+    found = searcher(store, model, embed_chars=64)
+    by_term = await found.search("acme", "ZX-4471")
+    assert by_term.messages[0].content == long  # by its last words
+    assert max(model.seen) == 64  # no message text past its first 64 characters
+    by_meaning = await found.search("acme", QUESTION)
+    assert by_meaning.messages[0].content == long  # its first words, by meaning
 
 
 async def test_the_setting_off_is_the_term_ranking_and_on_is_the_default(

@@ -18,6 +18,10 @@ from tests.helpers import stress
 
 pytestmark = pytest.mark.anyio
 
+#: an insert of messages, inside its scope's revision bracket (`memory/guard.py`: in flight, then
+#: bumped; two updates by `_id`, flat in the collections' sizes): what message search's indexes need
+BRACKETED = ["update", "insert", "update"]
+
 
 async def test_append_returns_keys_and_increasing_seq(store: MemoryStore) -> None:
     sid = await store.create_session("acme")
@@ -230,11 +234,11 @@ async def test_round_trips_append_two_load_context_two(engine_uri: str, db_name:
 
         listener.names.clear()
         await s.append("acme", sid, "t1", "user", "hi")
-        assert listener.names == ["findAndModify", "insert"]
+        assert listener.names == ["findAndModify", *BRACKETED]
 
         listener.names.clear()
         assert (await s.append("acme", sid, "t1", "user", "hi")).status == "duplicate"
-        assert len(listener.names) <= 3
+        assert len(listener.names) <= 5  # the insert bracketed, then a read
 
         listener.names.clear()
         ctx = await s.load_context("acme", sid)

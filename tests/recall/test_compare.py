@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pymongo import AsyncMongoClient
 
-from mongogate.recall.compare import Compared, condition, matches
+from mongogate.indexing.compare import Compared, condition, matches
 
 pytestmark = pytest.mark.anyio
 

@@ -154,7 +154,7 @@ async def test_the_budget_evicts_the_least_recently_used_scope(
     for tenant in ("t1", "t2"):
         for text in FACTS:
             await ltm.remember(MemoryScope(tenant), text)
-    ltm.index.budget_bytes = 1  # smaller than one scope: only the one in use stays
+    ltm.index.budget.budget_bytes = 1  # smaller than one scope: only the one in use stays
     assert (await ltm.recall(MemoryScope("t1"), "ORD-58213")).memories
     assert (await ltm.recall(MemoryScope("t2"), "ORD-58213")).memories
     assert len(ltm.index) == 1 and ltm.index.stats.evictions >= 1

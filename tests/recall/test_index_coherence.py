@@ -19,7 +19,7 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
-from mongogate.recall.coherence import LEASE
+from mongogate.indexing import LEASE
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import MemoryItem, MemoryScope
 from mongogate.recall.store import LongTermMemory

@@ -8,8 +8,8 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.indexing import HEAD_CHANGES
 from mongogate.recall import IndexPolicy
-from mongogate.recall.coherence import HEAD_CHANGES
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.inprocess.cache import QueryTerms
 from mongogate.recall.model import MemoryScope, scope_key

@@ -2,7 +2,7 @@
 
 The first test failed before the fix: the embedded engine ignores a textScore sort, so the
 `limit` the text query sent cut arbitrary matches, the best one included. The hop and
-distinct-words tests failed on the linear mix alone (recall/inprocess/fusion.py says why each step is
+distinct-words tests failed on the linear mix alone (indexing/fusion.py says why each step is
 there; docs/decisions/recall-ranking.md has the figures).
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 from mongogate import scoring
 from mongogate.config import LongTermSettings
-from mongogate.recall.inprocess import fusion
+from mongogate.indexing import fusion
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
 

@@ -14,12 +14,13 @@ from pymongo import AsyncMongoClient
 from mongogate.clock import ManualClock
 from mongogate.config import LongTermSettings, MemorySettings
 from mongogate.errors import NotFound
-from mongogate.memory.search import ensure_search_index, search_messages
+from mongogate.memory.search import ensure_search_index
 from mongogate.memory.store import MemoryStore
 from mongogate.recall import history as history_module
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import MemoryScope, Remembered
 from mongogate.recall.store import LongTermMemory
+from tests.memory.searching import search_messages
 
 pytestmark = pytest.mark.anyio
 ACME = MemoryScope("acme")

@@ -135,5 +135,33 @@ async def test_the_recall_index_size_is_reported(engine_uri: str, db_name: str, 
     assert _sample(metrics, "mongogate_recall_index_refreshes_total", kind="rebuild") == 1
 
 
+async def test_message_indexes_are_reported_on_the_one_index_budget(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """search_messages' indexes share recall's byte budget, and /metrics says how much each kind
+    holds (issue 36: before, message vectors were a cache of their own, not reported)."""
+    settings = make_settings(
+        engine_uri, db_name, tmp_path, server={"metrics": True}, memory={"long_term": {"index_budget_mb": 8}}
+    )
+    server = build_server(settings)
+    async with Client(server) as c:
+        sid = (await c.call_tool("create_session", {})).structured_content["session_id"]
+        await c.call_tool(
+            "append", {"session_id": sid, "turn_id": "t1", "role": "user", "content": "PX-4410"}
+        )
+        await c.call_tool("remember", {"text": "The spare key is under the blue pot."})
+        await c.call_tool("recall", {"query": "where is the spare key?"})
+        found = await c.call_tool("search_messages", {"query": "PX-4410"})
+        assert found.structured_content["messages"]
+        metrics = metrics_of(server)
+        assert metrics is not None
+        messages = _sample(metrics, "mongogate_index_bytes", kind="messages")
+        memories = _sample(metrics, "mongogate_index_bytes", kind="memories")
+    assert messages > 0 and memories > 0
+    assert _sample(metrics, "mongogate_index_budget_bytes") == 8 * 1024 * 1024
+    assert _sample(metrics, "mongogate_index_scopes", kind="messages") == 1
+    assert _sample(metrics, "mongogate_message_derivations_total", what="derived") >= 1
+
+
 def _sample(metrics: Any, name: str, **labels: str) -> float:
     return next(v for n, got, v in samples(metrics) if n == name and got == labels)

@@ -1,7 +1,7 @@
 """The write signal: a small file beside the embedded engine's socket that lets a recall skip its
 revision read when nothing was written since its last one, on the one machine the engine serves.
 
-Why: on the embedded engine the revision read (one `find_one` by `_id`, `recall/coherence.py`) is a
+Why: on the embedded engine the revision read (one `find_one` by `_id`, `indexing/coherence.py`) is a
 third of a settled recall at 1,000 memories (about 0.9 ms of 3; docs/decisions/recall-index.md,
 "The write signal"). Every process that reaches the engine does so through its Unix socket, so
 every one of them is on this machine and can share a file with the others.

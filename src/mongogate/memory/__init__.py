@@ -2,15 +2,14 @@ from mongogate.memory.capacity import collection_sizes, size_report
 from mongogate.memory.documents import SESSION_REVISIONS
 from mongogate.memory.erase import ERASURE
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role, check_content, check_id, message_id
-from mongogate.memory.message_vectors import MessageVectors
 from mongogate.memory.model import SUMMARY_AUTHOR, SUMMARY_NOTICE, Context, Summary, summary_shape
 from mongogate.memory.search import (
     MAX_QUERY_CHARS,
-    SCAN_MAX,
     SEARCH_DEFAULT,
     SEARCH_MAX,
+    Hits,
+    MessageSearch,
     ensure_search_index,
-    search_messages,
 )
 from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX, retention_line, retention_seconds, session_shape
 from mongogate.memory.store import MemoryStore, Message
@@ -23,16 +22,16 @@ __all__ = [
     "PAGE_DEFAULT",
     "PAGE_MAX",
     "ROLES",
-    "SCAN_MAX",
     "SEARCH_DEFAULT",
     "SEARCH_MAX",
     "SESSION_REVISIONS",
     "SUMMARY_AUTHOR",
     "SUMMARY_NOTICE",
     "Context",
+    "Hits",
     "MemoryStore",
     "Message",
-    "MessageVectors",
+    "MessageSearch",
     "Role",
     "Summary",
     "Turns",
@@ -43,7 +42,6 @@ __all__ = [
     "message_id",
     "retention_line",
     "retention_seconds",
-    "search_messages",
     "session_shape",
     "size_report",
     "summary_shape",

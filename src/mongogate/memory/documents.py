@@ -1,7 +1,9 @@
 """The documents memory stores, one `TypedDict` each: their field names and types in one place.
 
 `sessions` (`SessionDoc`, with its lease, its pending answers and its published summary),
-`messages` (`MessageDoc`) and `summaries` (`SummaryDoc`). A writer builds the `TypedDict`, so a
+`messages` (`MessageDoc`), `summaries` (`SummaryDoc`), and what message search derives from each
+message (`message_index`, `MessageIndexDoc`: its terms and its vector) with the scopes' revision
+documents (`message_revisions`, written by `indexing/coherence.py`). A writer builds the `TypedDict`, so a
 misspelt or mistyped field fails mypy, and hands it to the driver through `values.bson`; a reader
 turns a read document into a plain value with that value's `from_doc` (`memory/model.py`,
 `sessions.SessionInfo`, `search.Hit`). The projections of memory's reads name fields of these
@@ -19,7 +21,10 @@ from mongogate import leases
 __all__ = [
     "ANSWERED_TEXT",
     "ANSWERED_TURN",
+    "CHARS",
     "COMMIT_NONCE",
+    "EMBEDDING",
+    "EMBEDDING_MODEL",
     "LAST_ACTIVITY",
     "LEASE_PREV",
     "LEASE_SEQ",
@@ -28,6 +33,8 @@ __all__ = [
     "LOCKED_BY",
     "LOCKED_UNTIL",
     "MESSAGES",
+    "MESSAGE_INDEX",
+    "MESSAGE_REVISIONS",
     "NEXT_SEQ",
     "PENDING",
     "PLAIN_ANSWERS",
@@ -38,8 +45,12 @@ __all__ = [
     "SUMMARIES",
     "SUMMARY",
     "TENANT",
+    "TERMS",
+    "TERMS_V",
+    "TERM_COUNTS",
     "LeaseState",
     "MessageDoc",
+    "MessageIndexDoc",
     "PendingAnswer",
     "PublishedSummary",
     "SessionDoc",
@@ -52,6 +63,10 @@ SUMMARIES: Final = "summaries"
 #: one revision document per conversation scope (`_id` its stored `tenant`): the sessions created
 #: and deleted, for the completion index of session ids (tools/session_ids.py, recall.Coherence)
 SESSION_REVISIONS: Final = "session_revisions"
+#: per message, what search derives from it (`memory/message_fill.py`), `_id` the message's
+MESSAGE_INDEX: Final = "message_index"
+#: one revision document per conversation scope (`_id` its stored tenant; `indexing/coherence.py`)
+MESSAGE_REVISIONS: Final = "message_revisions"
 
 # The field names code writes or queries by (a reader goes through a `from_doc`). `tenant` holds
 # whose conversations a document is: the tenant alone, or the tenant and the subject joined by
@@ -77,6 +92,14 @@ PLAIN_ANSWERS: Final = "plain_answers"
 COMMIT_NONCE: Final = "commit_nonce"
 #: the newest compaction, published on the session
 SUMMARY: Final = "summary"
+#: a `message_index` document's terms, their counts, the tokenizer's version, its vector, the
+#: vector's model and how many characters of the message it embeds
+TERMS: Final = "terms"
+TERM_COUNTS: Final = "tf"
+TERMS_V: Final = "terms_v"
+EMBEDDING: Final = "embedding"
+EMBEDDING_MODEL: Final = "embedding_model"
+CHARS: Final = "chars"
 
 
 class PendingAnswer(TypedDict):
@@ -168,3 +191,24 @@ class SummaryDoc(TypedDict):
     created_at: datetime
     #: the authenticated subject whose compact_context stored it (absent: stored before issue 36)
     author: NotRequired[str | None]
+
+
+class MessageIndexDoc(TypedDict):
+    """A document of `message_index`: what search derives from the message of the same `_id`
+    (`memory/message_fill.py`), written after the message, erased with it."""
+
+    _id: str
+    session_id: str
+    tenant: str
+    #: the message's, so the retention TTL erases both together
+    created_at: datetime
+    #: the message's distinct tokens (`textrank.tokens`) joined by a space, and their counts as
+    #: little-endian uint32 (`memory/message_terms.py`), of tokenizer version `terms_v`
+    terms: str
+    tf: bytes
+    terms_v: int
+    #: the vector of the first `chars` characters, by `embedding_model`; absent: none (no
+    #: embedder, or it failed)
+    embedding: NotRequired[bytes]
+    embedding_model: NotRequired[str]
+    chars: NotRequired[int]

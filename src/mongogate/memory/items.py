@@ -5,9 +5,10 @@ Each call of the adapter is one write here: `add` reserves a block of `next_seq`
 atomic `$inc` on the session (creating it on first use, by an insert: both flat in the collection's
 size on the embedded engine), then inserts the block, so the items of one call stay together and
 in order whatever runs beside it; `latest` reads the newest (or all of them, in replies under
-the wire limit), `pop` deletes the newest, `clear` erases the session. The session's `_id` is
-the adapter's (derived from the tenant), so every read and write is by `_id` or by (session,
-tenant). `name` is the session as its caller knows it, for the errors.
+the wire limit), `pop` deletes the newest, `clear` erases the session. Each write of messages is
+bracketed by its scope's revision (`memory/guard.py`). The session's `_id` is the adapter's
+(derived from the tenant), so every read and write is by `_id` or by (session, tenant). `name` is
+the session as its caller knows it, for the errors.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from mongogate.memory.documents import (
     LEASE_TURN,
     LOCKED_BY,
     LOCKED_UNTIL,
+    MESSAGE_INDEX,
     NEXT_SEQ,
     SEQ,
     SESSION_ID,
     TENANT,
     MessageDoc,
 )
+from mongogate.memory.guard import message, session
 from mongogate.memory.keys import message_id
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, bson
@@ -66,9 +69,12 @@ async def add(
             }
             for i, (role, content) in enumerate(items)
         ]
-        await repo.messages.insert_many([bson(d) for d in docs], ordered=True)
+        ids = [d["_id"] for d in docs]
+        async with repo.guard.writing(tenant, map(message, ids)):
+            await repo.messages.insert_many([bson(d) for d in docs], ordered=True)
     except PyMongoError as e:
         raise StorageError(f"could not add items to session {name!r}") from e
+    repo.guard.wrote(tenant, ids)
 
 
 async def reserve(repo: SessionRepository, tenant: str, sid: str, n: int, *, new: Doc, name: str) -> int:
@@ -125,9 +131,13 @@ async def latest(
 async def pop(repo: SessionRepository, tenant: str, sid: str, *, name: str) -> str | None:
     """Delete the newest message; its content (None: there was none)."""
     try:
-        doc: Any = await repo.messages.find_one_and_delete(
-            _of(tenant, sid), projection={"content": 1}, sort=[(SEQ, DESCENDING)]
-        )
+        async with repo.guard.writing(tenant) as changes:
+            doc: Any = await repo.messages.find_one_and_delete(
+                _of(tenant, sid), projection={"content": 1}, sort=[(SEQ, DESCENDING)]
+            )
+            if doc is not None:
+                changes.append(message(str(doc["_id"])))
+                await repo.db[MESSAGE_INDEX].delete_one({"_id": doc["_id"]})
     except PyMongoError as e:
         raise StorageError(f"could not pop from session {name!r}") from e
     return None if doc is None else str(doc["content"])
@@ -136,8 +146,10 @@ async def pop(repo: SessionRepository, tenant: str, sid: str, *, name: str) -> s
 async def clear(repo: SessionRepository, tenant: str, sid: str, *, name: str) -> None:
     """Erase the session's messages, then the session."""
     try:
-        await repo.messages.delete_many(_of(tenant, sid))
-        gone = await repo.sessions.delete_one({"_id": sid, TENANT: tenant})
+        async with repo.guard.writing(tenant, [session(sid)]):
+            await repo.messages.delete_many(_of(tenant, sid))
+            await repo.db[MESSAGE_INDEX].delete_many(_of(tenant, sid))
+            gone = await repo.sessions.delete_one({"_id": sid, TENANT: tenant})
     except PyMongoError as e:
         raise StorageError(f"could not clear session {name!r}") from e
     if gone.deleted_count:

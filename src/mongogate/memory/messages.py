@@ -1,7 +1,8 @@
 """The `messages` collection's inserts and lookups by key: a message's `_id` is derived from its
 session and key (`memory/keys.py` `message_id`), so "already stored" is a duplicate key and a
 lookup by key is one read by `_id` (flat in the collection's size on the embedded engine;
-docs/decisions/turn-write-path.md)."""
+docs/decisions/turn-write-path.md). Every insert is bracketed by its scope's revision
+(`memory/guard.py`), so message search's indexes see it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from mongogate.clock import Clock
 from mongogate.errors import StorageError
+from mongogate.memory.guard import MessageGuard, message
 from mongogate.memory.keys import message_id
 from mongogate.memory.model import key_conflict
 from mongogate.values import Doc
@@ -42,6 +44,7 @@ class MessageWrites:
 
     messages: AsyncCollection[Doc]
     clock: Clock
+    guard: MessageGuard
     #: messages with ObjectId `_id`s (the previous version's) may exist, so a lookup by key
     #: that misses the derived `_id` looks by (session, key) too; `ensure_indexes` settles it
     legacy_messages: bool
@@ -56,26 +59,38 @@ class MessageWrites:
     async def insert_messages(self, docs: list[Doc]) -> set[int]:
         """One insert of several messages (answers still pending, a user message); the positions of
         those already stored (a duplicate key). Their content is not compared here."""
-        try:
-            await self.messages.insert_many(docs, ordered=False)
-        except BulkWriteError as e:
-            errors = e.details.get("writeErrors") or []
-            if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
+        key, ids = docs[0]["tenant"], [str(d["_id"]) for d in docs]
+        async with self.guard.writing(key, map(message, ids)):
+            try:
+                await self.messages.insert_many(docs, ordered=False)
+            except BulkWriteError as e:
+                errors = e.details.get("writeErrors") or []
+                if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
+                    raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
+                repeated = {int(err["index"]) for err in errors}
+            except PyMongoError as e:
                 raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
-            return {int(err["index"]) for err in errors}
-        except PyMongoError as e:
-            raise StorageError(f"could not append to session {docs[0]['session_id']!r}") from e
-        return set()
+            else:
+                repeated = set()
+        self.guard.wrote(key, [i for n, i in enumerate(ids) if n not in repeated])
+        return repeated
 
     async def insert_message(self, doc: Doc) -> tuple[str, int]:
         """Insert; a key already stored is `duplicate` with the same role and content, else a conflict."""
-        try:
-            await self.messages.insert_one(doc)
-            return "inserted", int(doc["seq"])
-        except DuplicateKeyError:
+        key, mid = doc["tenant"], str(doc["_id"])
+        async with self.guard.writing(key, [message(mid)]):
+            try:
+                await self.messages.insert_one(doc)
+            except DuplicateKeyError:
+                inserted = False
+            except PyMongoError as e:
+                raise StorageError(f"could not append to session {doc['session_id']!r}") from e
+            else:
+                inserted = True
+        if not inserted:
             return await self.stored_copy(doc)
-        except PyMongoError as e:
-            raise StorageError(f"could not append to session {doc['session_id']!r}") from e
+        self.guard.wrote(key, [mid])
+        return "inserted", int(doc["seq"])
 
     async def stored_copy(self, doc: Doc) -> tuple[str, int]:
         """`doc`'s key is already stored: `duplicate` with its seq if the role and content match,

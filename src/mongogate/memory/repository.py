@@ -46,6 +46,7 @@ from mongogate.errors import Conflict, StorageError
 from mongogate.memory import documents as md
 from mongogate.memory import fenced
 from mongogate.memory.gate import SESSION_LEASE, SESSION_STATE, lease_lost, refusal, write_gate
+from mongogate.memory.guard import MessageGuard
 from mongogate.memory.keys import MAX_TITLE_BYTES, answer_key, check_content, check_id
 from mongogate.memory.messages import MessageWrites, answer_doc
 from mongogate.memory.model import AppendResult, key_conflict, session_not_found
@@ -79,6 +80,8 @@ class SessionRepository(MessageWrites):
         self.messages: AsyncCollection[Doc] = db["messages"]
         #: test seam: called at named points between a write and its acknowledgement
         self.fault: Callable[[str], None] | None = None
+        #: every write of messages is bracketed by its scope's revision (`memory/guard.py`)
+        self.guard = MessageGuard(db, clock, self.at)
         self.legacy_messages = True
         #: the same for `summaries` (`memory/compaction.py`)
         self.legacy_summaries = True

@@ -1,22 +1,29 @@
-"""`search_messages`: term search over the caller's conversation messages, best first.
+"""`search_messages`: the caller's conversation messages that match a query, best first, through
+an index of each conversation scope held in the server process (`message_index.py`), ranked by
+the code that ranks long-term recall (`indexing/scope_index.py`, `indexing/fusion.py`,
+`scoring.py`).
 
-Ranked in mongogate with the same term ranking as recall (`textrank`: folded, stemmed, stop words
-dropped, identifiers whole, query syntax as plain words, BM25 scores in [0, 1]) over every message
-of the caller's scope (up to `SCAN_MAX`, the newest first not guaranteed): the best matches are
-never cut before ranking, on every engine.
+- **Terms**: recall's (`textrank`: folded, stemmed, stop words dropped, identifiers whole, query
+  syntax as plain words), over each message's whole text, derived once per message and stored
+  (`message_fill.py`, `message_terms.py`).
+- **Meaning** (`[memory.search] embed_messages`): the vector of each message's first
+  `embed_chars` characters, derived and stored likewise; the query's is embedded per call (the
+  last QUERIES asked are kept). An embedder that fails leaves the term ranking (a warning in the
+  log, no error).
+- **Score**: the one recall shows, in [0, 1]: 0.9 x the best match's fused score + 0.1 x the
+  message's own (`scoring.shown`), only the tenth when the best match is no evidence on either
+  side (`scoring.evidenced`). Messages under `min_score` are left out, so a question about
+  nothing said returns none; and each message returned matches by itself (a word of the query, or
+  a fused score of its own at `min_score`), so a good match never brings unrelated ones along.
+- **Bounded**: the index is kept fresh by each scope's revision (a settled search reads nothing
+  but, on a remote MongoDB, one revision document), read whole only at first use (paged under
+  the wire limit), and a call derives at most `embed_per_call` messages itself (`MessageFill`);
+  what remains goes to the background, and `partial` says when messages were not all searched
+  by their words (not derived yet, or older than what the budget holds).
 
-Messages are the tenant's, like sessions: every query filters on `tenant`, so another tenant's
-session id finds nothing and is `not_found`, exactly like one that never existed. Only messages of
-a session that still exists are returned: a deleted conversation is not found again. The result is
-ranked by score, then newest first, and cut to a byte cap (`truncated`): the same cap as recall's
-(`values.within`: each hit measured as the JSON the tool returns, the best one always kept).
-
-By meaning too, when `vectors` is given (`[memory.search] embed_messages`, `message_vectors.py`):
-each message's score is `scoring.blend(bm25, cosine)`, the same score long-term recall's index
-ranks by; every term match is kept, and a message sharing no term with the query is kept when its
-score reaches `min_score`. An embedder that fails leaves the term ranking alone (a warning in the
-log, no error): the call answers exactly as without `vectors`. The text index on
-`content` is still created (older deployments' queries; `check` lists it) but no longer read.
+Messages are the tenant's, like sessions: another tenant's session id finds nothing and is
+`not_found`, exactly like one that never existed; a deleted conversation is never found again.
+The result is cut to a byte cap (`truncated`): the same cap as recall's (`values.within`).
 """
 
 from __future__ import annotations
@@ -27,26 +34,39 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from pymongo.errors import PyMongoError
 
 from mongogate.clock import as_utc
-from mongogate.errors import EmbeddingUnavailable, StorageError
-from mongogate.memory.message_vectors import MessageVectors
+from mongogate.config import MessageSearchSettings
+from mongogate.errors import StorageError
+from mongogate.indexing import IndexBudget, Memo, Ranked, above_floor
+from mongogate.memory import documents as md
+from mongogate.memory.message_fill import MessageFill, TextEmbedder
+from mongogate.memory.message_index import MessageIndex, MessageScope, item_of
 from mongogate.memory.model import session_not_found
 from mongogate.memory.repository import SessionRepository
-from mongogate.scoring import blend_many
-from mongogate.textrank import bm25, query_tokens, tokens
+from mongogate.scoring import TEXT_WEIGHT
+from mongogate.textrank import query_tokens
 from mongogate.values import Doc, check_int, check_query_text, items_budget, within
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MESSAGE_TEXT_INDEX",
+    "SEARCH_DEFAULT",
+    "SEARCH_MAX",
+    "Hit",
+    "Hits",
+    "MessageSearch",
+    "ensure_search_index",
+    "hit_json",
+]
 
 MESSAGE_TEXT_INDEX = "message_content_text"
 SEARCH_DEFAULT = 10
 SEARCH_MAX = 50
 MAX_QUERY_CHARS = 1000
-#: the most messages one search reads and ranks
-SCAN_MAX = 20_000
 
 
 @dataclass(frozen=True)
@@ -60,10 +80,10 @@ class Hit:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any], score: float) -> Hit:
-        """A message as read from `messages` (`documents.MessageDoc`), with its score."""
+        """A message as a row of the index holds it, or as read back (`documents.MessageDoc`)."""
         return cls(
-            str(doc["session_id"]),
-            int(doc["seq"]),
+            str(doc[md.SESSION_ID]),
+            int(doc[md.SEQ]),
             str(doc["role"]),
             str(doc["content"]),
             as_utc(doc["created_at"]),
@@ -75,12 +95,14 @@ class Hit:
 class Hits:
     messages: list[Hit]
     truncated: int = 0
-    #: the scope holds more messages than one search reads (`SCAN_MAX`): only that many were ranked
+    #: not every message of the scope was searched by its words: some are not derived yet (the
+    #: background is on them), or the scope is larger than the index budget holds (the oldest)
     partial: bool = False
 
 
 async def ensure_search_index(store: SessionRepository) -> None:
-    """The text index on messages.content (idempotent; `serve` and `check` create it)."""
+    """The text index on messages.content (idempotent; `serve` and `check` create it). No longer
+    read by search (older deployments' queries; `check` lists it)."""
     try:
         await store.messages.create_index(
             [("content", "text")], name=MESSAGE_TEXT_INDEX, default_language="none"
@@ -89,82 +111,141 @@ async def ensure_search_index(store: SessionRepository) -> None:
         raise StorageError("could not create the message search index") from e
 
 
-async def search_messages(
-    store: SessionRepository,
-    tenant: str,
-    query: object,
-    *,
-    session_id: object = None,
-    limit: object = None,
-    max_bytes: int = 256 * 1024,
-    scan_max: int = SCAN_MAX,
-    vectors: MessageVectors | None = None,
-    min_score: float = 0.15,
-) -> Hits:
-    query = check_query_text(query, MAX_QUERY_CHARS)
-    n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
-    words = query_tokens(query)
-    if not words:  # only stop words, negations or punctuation: nothing to rank by
-        return Hits([])
-    filt: Doc = {"tenant": tenant}
-    sid = None if session_id is None else store.check_id(session_id, "session_id")
-    if sid is not None:
-        filt["session_id"] = sid
-    try:
-        rows, partial = await _scope_rows(store, filt, scan_max)
-        ranked = await _rank(words, query, rows, vectors, min_score)
-        docs: dict[object, Doc] = {d["_id"]: d for d in rows}
-        ranked, alive = await _in_live_sessions(store, tenant, ranked, docs)
-        if sid is not None and sid not in alive and not await _exists(store, tenant, sid):
-            raise session_not_found(sid)
-    except PyMongoError as e:
-        raise StorageError("could not search the messages") from e
-    hits = [Hit.from_doc(d, s) for i, s in ranked if (d := docs.get(i)) is not None]
-    hits.sort(key=lambda h: (-h.score, -h.created_at.timestamp(), h.session_id, -h.seq))
-    hits = hits[:n]
-    # the best hit always, even alone larger than the cap (`values.within`, as recall's items)
-    kept = within(items_budget(max_bytes), hits, hit_json)
-    return Hits(kept, len(hits) - len(kept), partial)
+class MessageSearch:
+    """`search_messages` over one database: the process's message indexes, the bounded work that
+    derives messages' terms and vectors, and the floor."""
 
+    def __init__(
+        self,
+        store: SessionRepository,
+        budget: IndexBudget,
+        embedder: TextEmbedder | None,
+        settings: MessageSearchSettings,
+        *,
+        min_score: float,
+        background: bool = False,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.min_score = min_score
+        model, dims = ("", 0) if embedder is None else (embedder.model, embedder.dimensions)
+        self.index = MessageIndex(store, budget, model=model, dims=dims)
+        self.fill = MessageFill(store, embedder, settings, background=background)
+        if background:  # what every write of this process stores is derived soon after
+            store.guard.on_written = self.fill.want
+        self._queries: Memo[str, list[float]] = Memo()
 
-async def _scope_rows(store: SessionRepository, filt: Doc, scan_max: int) -> tuple[list[Doc], bool]:
-    """Every message of the scope (up to `scan_max`) with text content, and whether there were
-    more: ranked here, never cut before ranking (the embedded engine ignores a textScore sort, so
-    an engine-side limit kept arbitrary matches)."""
-    fields = {"session_id": 1, "seq": 1, "role": 1, "content": 1, "created_at": 1}
-    found = store.messages.find(filt, fields, limit=scan_max + 1)  # one more: is there more?
-    read = [d async for d in found]
-    return [d for d in read[:scan_max] if isinstance(d.get("content"), str)], len(read) > scan_max
+    async def aclose(self) -> None:
+        await self.fill.aclose()
 
+    async def search(
+        self,
+        tenant: str,
+        query: object,
+        *,
+        session_id: object = None,
+        limit: object = None,
+        max_bytes: int = 256 * 1024,
+        min_score: float | None = None,
+    ) -> Hits:
+        """The best `limit` messages of the conversation scope `tenant` (the stored form), of one
+        session when `session_id` is given."""
+        text = check_query_text(query, MAX_QUERY_CHARS)
+        n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
+        words = query_tokens(text)
+        if not words:  # only stop words, negations or punctuation: nothing to rank by
+            return Hits([])
+        sid = None if session_id is None else self.store.check_id(session_id, "session_id")
+        floor = self.min_score if min_score is None else min_score
+        now = self.store.clock.now()
+        try:
+            scope, settled = await self._fresh(tenant, now)
+            vector = await self._query_vector(text)
+            wt = 1.0 if vector is None else TEXT_WEIGHT
+            ranked = scope.index.rank(
+                vector,
+                words,
+                now=now,
+                ns_path=sid,
+                metadata={},
+                depth=n,
+                weight_text=wt,
+                weight_vector=1 - wt,
+            )
+            # recall's floor on the score shown (a question about nothing said gets none), and
+            # each message a match of its own: a term of the query, or a fused score at the floor
+            kept = [r for r in above_floor(ranked, floor) if r.matched or r.fused >= floor]
+            shown = await self._shown(tenant, scope, settled, kept)
+            if sid is not None and sid not in scope.sessions and not await self._exists(tenant, sid):
+                raise session_not_found(sid)
+        except PyMongoError as e:
+            raise StorageError("could not search the messages") from e
+        hits = [Hit.from_doc(shown[r.id], r.score) for r in kept if r.id in shown][:n]
+        # the best hit always, even alone larger than the cap (`values.within`, as recall's items)
+        capped = within(items_budget(max_bytes), hits, hit_json)
+        return Hits(capped, len(hits) - len(capped), scope.partial)
 
-async def _rank(
-    words: list[str], query: str, rows: list[Doc], vectors: MessageVectors | None, min_score: float
-) -> list[tuple[object, float]]:
-    """(id, score) of the messages that match: by BM25 over their terms, or fused with their
-    meaning (`_by_meaning`) when message vectors are on and the embedder answers."""
-    scores = bm25(words, [tokens(d["content"]) for d in rows])
-    ranked = [(d["_id"], sc) for d, sc in zip(rows, scores, strict=True) if sc > 0]
-    if vectors is not None and rows:
-        fused = await _by_meaning(vectors, query, rows, scores, min_score)
-        ranked = ranked if fused is None else fused
-    return ranked
+    async def _fresh(self, key: str, now: datetime) -> tuple[MessageScope, bool]:
+        """The scope's index, with at most one call's derivation done first when messages lack
+        theirs (the newest first), the rest queued for the background."""
+        scope, settled = await self.index.fresh(key, now)
+        if not scope.pending:
+            return scope, settled
+        rows, where = scope.index.rows, scope.index.where
+        # while the embedder rests after a failure, only messages without terms are worth a call
+        wanted = scope.unindexed if self.fill.resting() else scope.pending
+        newest = sorted(wanted, key=lambda m: -rows[where[m]].order if m in where else 0.0)
+        done = await self.fill.fill(key, newest)
+        if self.fill.background:
+            self.fill.want(key, [m for m in newest if m not in set(done)])
+        # read again: what this call derived, and what the background derived while it waited
+        return await self.index.fresh(key, now)
 
+    async def _query_vector(self, text: str) -> list[float] | None:
+        """The query's embedding (kept for the next time it is asked); None without an embedder or
+        when it fails (the term ranking then)."""
+        if self.embedder is None:
+            return None
+        vector = self._queries.get(text)
+        if vector is not None:
+            return vector
+        try:
+            got = await self.embedder.embed([text])
+        except Exception as e:  # the model is code we do not own: any failure is "unavailable"
+            log.warning("search_messages: the embedder failed (%s); term ranking only", e)
+            return None
+        if len(got) != 1 or len(got[0]) != self.embedder.dimensions:
+            log.warning("search_messages: the embedder answered with the wrong shape; term ranking only")
+            return None
+        self._queries.put(text, got[0])
+        return got[0]
 
-async def _in_live_sessions(
-    store: SessionRepository, tenant: str, ranked: list[tuple[object, float]], docs: dict[object, Doc]
-) -> tuple[list[tuple[object, float]], set[object]]:
-    """The ranked messages whose session still exists (a deleted session's leftovers: a delete
-    stopped halfway, a message landing after it), and the live sessions among theirs."""
-    if not ranked:
-        return ranked, set()
-    sessions = list({docs[i]["session_id"] for i, _ in ranked})
-    live = store.sessions.find({"tenant": tenant, "_id": {"$in": sessions}}, {"_id": 1})
-    alive: set[object] = {d["_id"] async for d in live}
-    return [(i, sc) for i, sc in ranked if docs[i]["session_id"] in alive], alive
+    async def _shown(
+        self, key: str, scope: MessageScope, settled: bool, kept: list[Ranked]
+    ) -> dict[str, Doc]:
+        """What each ranked message shows: from the index when settled (read now, before any
+        await), its text read back when too long to hold; else every one read back by `_id`
+        (the database decides what exists)."""
+        if not settled:
+            self.index.stats.readbacks += 1
+            read = await self.index.read_back(key, [r.id for r in kept])
+            return {i: item_of(d) for i, d in read.items()}
+        out: dict[str, Doc] = {}
+        longer: list[str] = []
+        for r in kept:
+            item = scope.index.item(r.id)
+            if item is not None and "content" in item:
+                out[r.id] = item
+            elif item is not None:
+                longer.append(r.id)
+        if longer:
+            read = await self.index.read_back(key, longer)
+            out |= {i: item_of(d) for i, d in read.items()}
+        return out
 
-
-async def _exists(store: SessionRepository, tenant: str, sid: str) -> bool:
-    return await store.sessions.find_one({"_id": sid, "tenant": tenant}, {"_id": 1}) is not None
+    async def _exists(self, tenant: str, sid: str) -> bool:
+        found = await self.store.sessions.find_one({"_id": sid, md.TENANT: tenant}, {"_id": 1})
+        return found is not None
 
 
 def hit_json(hit: Hit) -> Doc:
@@ -177,19 +258,3 @@ def hit_json(hit: Hit) -> Doc:
         "created_at": hit.created_at.isoformat(),
         "score": round(hit.score, 6),
     }
-
-
-async def _by_meaning(
-    vectors: MessageVectors, query: str, rows: list[Doc], scores: list[float], min_score: float
-) -> list[tuple[object, float]] | None:
-    """(id, fused score) of every term match and every message scoring at least `min_score`;
-    None when the embedder failed (the caller keeps the term ranking)."""
-    try:
-        sims = await vectors.similarities(query, [(d["_id"], str(d["content"])) for d in rows])
-    except EmbeddingUnavailable as e:
-        log.warning("search_messages: the embedder failed (%s); term ranking only", e)
-        return None
-    text = np.asarray(scores, dtype=np.float64)
-    fused = np.clip(blend_many(text, sims), 0.0, 1.0)
-    keep = np.flatnonzero((text > 0) | (fused >= min_score))
-    return [(rows[i]["_id"], float(fused[i])) for i in keep.tolist()]

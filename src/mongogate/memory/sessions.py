@@ -5,11 +5,12 @@
   the caller (base64url of JSON) and always combined with the caller's tenant, so a forged one
   can only page through the caller's own sessions.
 - `delete_session`: the session document first (every later write of a turn then finds no
-  session and fails with `not_found`), then its messages and summaries. Idempotent: a repeat erases what a
-  write in flight at the first call may still have landed.
+  session and fails with `not_found`), then its messages, what search derived from them and its
+  summaries, bracketed by the scope's revision (`memory/guard.py`: every message index drops the
+  session). Idempotent: a repeat erases what a write in flight at the first call may still have landed.
 - Retention (`memory.retention_days`): TTL indexes on `sessions.last_activity` and
-  `messages.created_at` (and `summaries.created_at`); the server's TTL monitor erases what is
-  older. Off: no TTL index.
+  `messages.created_at` (and `summaries.created_at`, `message_index.created_at`); the server's
+  TTL monitor erases what is older. Off: no TTL index.
 
 `last_activity` is written by the existing single-document updates that number messages
 (`append`'s `$inc`, the answer commit), so keeping it costs no extra round trip.
@@ -30,6 +31,7 @@ from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.memory import documents as md
+from mongogate.memory.guard import session
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import ByteBudget, Doc, check_int
 
@@ -39,6 +41,7 @@ PAGE_MAX = 100
 LIST_INDEX = "tenant_last_activity"
 SESSION_TTL_INDEX = "last_activity_ttl"
 MESSAGE_TTL_INDEX = "created_at_ttl"
+DERIVED_TTL_INDEX = "message_index_created_at_ttl"
 SUMMARY_TTL_INDEX = "summary_created_at_ttl"
 LIST_FIELDS = {"title": 1, "created_at": 1, md.LAST_ACTIVITY: 1, md.NEXT_SEQ: 1}
 
@@ -118,6 +121,7 @@ async def ensure_session_indexes(store: SessionRepository) -> None:
         await _ttl_index(store, "sessions", md.LAST_ACTIVITY, SESSION_TTL_INDEX, ttl)
         await _ttl_index(store, "messages", "created_at", MESSAGE_TTL_INDEX, ttl)
         await _ttl_index(store, "summaries", "created_at", SUMMARY_TTL_INDEX, ttl)
+        await _ttl_index(store, md.MESSAGE_INDEX, "created_at", DERIVED_TTL_INDEX, ttl)
     except PyMongoError as e:
         raise StorageError("could not create the session indexes") from e
 
@@ -173,11 +177,14 @@ async def delete_session(store: SessionRepository, tenant: str, session_id: obje
     """Erase the session, then its messages. Another tenant's session id is left alone and looks
     missing (`deleted` false), exactly like an id that never existed."""
     sid = store.check_id(session_id, "session_id")
+    of = {"session_id": sid, "tenant": tenant}
     try:
-        gone = await store.sessions.delete_one({"_id": sid, "tenant": tenant})
-        store.at("delete_session.after_session")
-        msgs = await store.messages.delete_many({"session_id": sid, "tenant": tenant})
-        await store.db["summaries"].delete_many({"session_id": sid, "tenant": tenant})
+        async with store.guard.writing(tenant, [session(sid)]):
+            gone = await store.sessions.delete_one({"_id": sid, "tenant": tenant})
+            store.at("delete_session.after_session")
+            msgs = await store.messages.delete_many(of)
+            await store.db[md.MESSAGE_INDEX].delete_many(of)
+        await store.db["summaries"].delete_many(of)
     except PyMongoError as e:
         raise StorageError(f"could not erase session {sid!r}; call delete_session again") from e
     if gone.deleted_count:

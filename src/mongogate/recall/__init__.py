@@ -7,6 +7,7 @@ Memories are scoped by `MemoryScope` (tenant, and subject under scope "subject")
 
 from __future__ import annotations
 
+from mongogate.indexing import OPERATORS, Compared
 from mongogate.recall.bulk import (
     BATCH,
     IMPORT_AUTHOR,
@@ -28,7 +29,6 @@ from mongogate.recall.checks import (
     check_namespace,
 )
 from mongogate.recall.coherence import Coherence, read_by_id
-from mongogate.recall.compare import OPERATORS, Compared
 from mongogate.recall.completion import memory_ids
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
 from mongogate.recall.erase import ERASURE

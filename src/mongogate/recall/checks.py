@@ -18,8 +18,8 @@ from typing import Any
 from mongogate.clock import as_utc, truncate_ms
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import InvalidInput
+from mongogate.indexing import OPERATORS, RANGES, Compared, is_number
 from mongogate.recall.chain import MAX_SUPERSEDES
-from mongogate.recall.compare import OPERATORS, RANGES, Compared, is_number
 from mongogate.recall.model import Source
 from mongogate.values import MAX_INT64, Doc, check_int, check_query_text, fits_int64, storable, utf8_size
 from mongogate.values import shown as _clip

@@ -80,7 +80,7 @@ MOVES: Final = "moves"
 
 MEMORIES: Final = "memories"
 VERSIONS: Final = "memory_versions"
-#: one revision document per scope (`recall/coherence.py`, `recall/quota.py`)
+#: one revision document per scope (`indexing/coherence.py`, `recall/quota.py`)
 REVISIONS: Final = "memory_revisions"
 
 

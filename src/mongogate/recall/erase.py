@@ -1,5 +1,5 @@
 """What long-term memory stores per tenant and subject, and how its erasure keeps every server's
-in-process index coherent (`recall/coherence.py`).
+in-process index coherent (`indexing/coherence.py`).
 
 A tenant's memories are every scope of it (the tenant-wide owner `*` and each subject); a
 subject's, its own scope. Their history (`memory_versions`) goes with them, then their scopes'
@@ -34,8 +34,8 @@ from pymongo.asynchronous.database import AsyncDatabase
 
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.erasure import Declared, Kept, Redacted, Removed, Sweeping, Target
+from mongogate.indexing import CHANGES, Coherence
 from mongogate.leases import keep_unless, literal, same
-from mongogate.recall.coherence import CHANGES, Coherence
 from mongogate.recall.documents import REVISIONS
 from mongogate.recall.ids import META
 from mongogate.recall.model import MemoryScope, scope_key

@@ -40,7 +40,7 @@ RememberStatus = Literal["created", "updated", "unchanged"]
 
 
 def scope_key(scope: MemoryScope) -> str:
-    """The scope as its revision document's `_id` and its write-signal key (`recall/coherence.py`)."""
+    """The scope as its revision document's `_id` and its write-signal key (`indexing/coherence.py`)."""
     return f"{len(scope.tenant)}:{scope.tenant}:{scope.owner}"
 
 

@@ -1,6 +1,6 @@
 """`max_per_scope` without counting the collection on every write.
 
-The scope's revision document (`memory_revisions`, `recall/coherence.py`) carries `held`, an upper
+The scope's revision document (`memory_revisions`, `indexing/coherence.py`) carries `held`, an upper
 bound of the memories the scope stores: raised BEFORE a memory is created (a reservation),
 lowered after a create that did not happen (a duplicate) and in the same update as the revision
 bump after a memory was deleted (forget, an expired memory erased). A crash between a write and
@@ -36,8 +36,8 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
+from mongogate.indexing import LEASE, born
 from mongogate.recall import documents as rd
-from mongogate.recall.coherence import LEASE, born
 from mongogate.recall.documents import CountDoc
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.values import Doc

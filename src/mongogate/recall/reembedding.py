@@ -15,7 +15,7 @@ update on the `version` and `embedding_model` it read:
   its old text;
 - seen by every serving process at once: each batch's write is bracketed per scope like every
   other write of memories (the scope's revision and the engine's write signal,
-  `recall/coherence.py`), so the indexes re-read the memories it wrote and find them by meaning.
+  `indexing/coherence.py`), so the indexes re-read the memories it wrote and find them by meaning.
 """
 
 from __future__ import annotations
@@ -33,13 +33,12 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import StorageError
+from mongogate.indexing import Coherence, pack
 from mongogate.leases import keep_unless, literal, same
 from mongogate.recall import documents as rd
-from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS
 from mongogate.recall.embedding import Embedder
 from mongogate.recall.model import MemoryScope, scope_key
-from mongogate.recall.vectors import pack
 
 log = logging.getLogger(__name__)
 

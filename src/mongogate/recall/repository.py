@@ -3,7 +3,7 @@
 `LongTermMemory` (`store.py`) builds on it, and `history.py`, `search.py` and the rankers take it:
 they need the collections, the embedder, the index and the scope filter, never the store's own
 operations, so no module of `recall/` imports the one that calls it. Every write of memories is
-bracketed by the scope's revision (`writing`, `changed`: `recall/coherence.py`).
+bracketed by the scope's revision (`writing`, `changed`: `indexing/coherence.py`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import EmbeddingUnavailable, MongogateError
+from mongogate.indexing import Coherence
 from mongogate.recall import documents as rd
 from mongogate.recall import quota
-from mongogate.recall.coherence import Coherence
 from mongogate.recall.documents import MEMORIES, REVISIONS, VERSIONS
 from mongogate.recall.embedding import Embedder
 from mongogate.recall.ids import in_scope, memory_id
@@ -98,7 +98,7 @@ class RecallRepository:
         self, scope: MemoryScope, ends_on: tuple[type[BaseException], ...] = (MongogateError,)
     ) -> AsyncIterator[None]:
         """Around every write of the scope's memories (each followed by `changed` inside): the
-        write is in flight for every process's recall until the block ends (`recall/coherence.py`,
+        write is in flight for every process's recall until the block ends (`indexing/coherence.py`,
         with the engine's write signal), so a recall in between reads its results back from the
         database. Ended on success and on a refusal (a `MongogateError`: raised before a write, or
         after its `changed`); any other exception (a lost connection, the process stopped) leaves it

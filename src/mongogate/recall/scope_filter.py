@@ -12,23 +12,18 @@ The scope never travels as a filter dict to be rebuilt from it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from mongogate.clock import as_utc, utc_or_none
+from mongogate.indexing import condition, matches, matches_all
 from mongogate.recall import checks
 from mongogate.recall import documents as rd
-from mongogate.recall.compare import condition, matches
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
 
-
-def matches_all(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Every wanted top-level value is held, as the query matches it (`compare.matches`)."""
-    return all(matches(held.get(k), v) for k, v in wanted.items())
+__all__ = ["RecallFilter", "matches", "matches_all"]
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ replaced memories left out by default (`recall/chain.py`):
 - **the default: the in-process index of the scope** (`recall/inprocess/`), wherever no search
   index serves `$vectorSearch` (the embedded engine; MongoDB without one; `vector_search` "scan").
   The scope's memories are held in the server process (vectors as one matrix, terms scored by
-  BM25), kept fresh by the scope's revision (`recall/coherence.py`: one read by `_id` per recall,
+  BM25), kept fresh by the scope's revision (`indexing/coherence.py`: one read by `_id` per recall,
   none on the embedded engine while its write signal says nothing was written), ranked by the
-  fused score with one hop (`inprocess/fusion.py`) and shown as 0.9 x the best match's score +
+  fused score with one hop (`indexing/fusion.py`) and shown as 0.9 x the best match's score +
   0.1 x the memory's own; memories under `min_score` (`memory.long_term.min_score`, 0.065) are
   left out, so a question about something never stored returns none;
 - **the search index** (`recall/searchindex/`), where the deployment has it (`vector_search`

@@ -156,9 +156,15 @@ class _Opener:
         )
 
     async def open(
-        self, db: Database, readiness: Readiness, opened: list[AuditLog], later: list[asyncio.Task[None]]
+        self,
+        db: Database,
+        readiness: Readiness,
+        opened: list[AuditLog],
+        later: list[asyncio.Task[None]],
+        states: list[AppState],
     ) -> AppState:
-        """The services over ``db``, checked; ``later`` receives the work started for after it."""
+        """The services over ``db``, checked; ``later`` receives the work started for after it,
+        ``states`` the services (their background work is stopped at shutdown)."""
         settings, checks = self.settings, self.checks
         await db.open()
         readiness.db = db
@@ -176,13 +182,16 @@ class _Opener:
             clock=self.clock,
             faults=self.faults,
         )
+        states.append(state)
         if self.metrics is not None:
             self.metrics.attach_audit(audit)
             self.metrics.attach_recall_index(state.recall.index)
+            self.metrics.attach_message_search(state.message_search)
         if self.tracing is not None:  # a span per embedding batch (recall and message search)
             state.recall.embedder = self.tracing.embedder(state.recall.embedder)
-            if state.message_vectors is not None:
-                state.message_vectors.embedder = state.recall.embedder
+            found = state.message_search
+            if found.embedder is not None:
+                found.embedder = found.fill.embedder = state.recall.embedder
         for hook in self.registry.startup_hooks:
             await hook(state)
         if checks is not None:  # after the hooks: an application may create its indexes there
@@ -204,19 +213,20 @@ def _lifespan(
         db = opener.database()
         opened: list[AuditLog] = []
         later: list[asyncio.Task[None]] = []  # started by the open, for after it (the size report)
+        states: list[AppState] = []
         readiness = readiness_for(server)
         task: asyncio.Task[None] | None = None
         pending: PendingState | None = None
         try:
             if on_open_failure is None:
-                yield await opener.open(db, readiness, opened, later)
+                yield await opener.open(db, readiness, opened, later, states)
                 return
 
             # Answer initialize and tools/list now; the database opens once initialize is answered
             # (OpenAfterInitialize) and tool calls wait for it (stdio start-up).
             async def in_background() -> None:
                 try:
-                    waiting.ready(await opener.open(db, readiness, opened, later))
+                    waiting.ready(await opener.open(db, readiness, opened, later, states))
                 except Exception as e:
                     waiting.failed(e)  # calls waiting for the open are refused, never left hanging
                     on_open_failure(e)
@@ -238,6 +248,9 @@ def _lifespan(
             for job in later:  # short (a count per collection): finished, not cut off
                 with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                     await job
+            for state in states:  # message search's background work: left to later searches
+                with anyio.CancelScope(shield=True):
+                    await state.message_search.aclose()
             readiness.db = None
             readiness.writes = None
             for audit in opened:  # flush what is queued before the process goes

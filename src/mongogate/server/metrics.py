@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from mongogate.audit import AuditLog
+    from mongogate.memory import MessageSearch
     from mongogate.recall import IndexCache
 
 #: seconds; a query tool call is a few ms, a slow database a few seconds
@@ -56,12 +57,14 @@ class _RecallIndexCollector(Collector):
         m = self._metrics()
         index = m.recall_index if m is not None else None
         size = GaugeMetricFamily(
-            "mongogate_recall_index_bytes", "Bytes the in-process recall indexes hold (estimate)"
+            "mongogate_recall_index_bytes",
+            "Bytes the in-process recall indexes hold (estimate; mongogate_index_bytes has both kinds)",
         )
         size.add_metric([], float(index.nbytes() if index is not None else 0))
         yield size
         budget = GaugeMetricFamily(
-            "mongogate_recall_index_budget_bytes", "memory.long_term.index_budget_mb, in bytes"
+            "mongogate_recall_index_budget_bytes",
+            "memory.long_term.index_budget_mb, in bytes (shared with search_messages' indexes)",
         )
         budget.add_metric([], float(index.budget_bytes if index is not None else 0))
         yield budget
@@ -85,6 +88,79 @@ class _RecallIndexCollector(Collector):
         ):
             refreshes.add_metric([kind], float(getattr(stats, field) if stats is not None else 0))
         yield refreshes
+
+
+class _IndexBudgetCollector(Collector):
+    """The one index budget of the process (recall's and message search's indexes), and message
+    search's refreshes and derivation work (read at scrape time; zero before the services open)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = weakref.ref(metrics)
+
+    def collect(self) -> Iterable[Metric]:
+        m = self._metrics()
+        search = m.message_search if m is not None else None
+        budget = search.index.budget if search is not None else None
+        size = GaugeMetricFamily(
+            "mongogate_index_bytes",
+            "Bytes the in-process indexes hold (estimate), by kind: memories (recall), messages "
+            "(search_messages); one budget for both (memory.long_term.index_budget_mb)",
+            labels=["kind"],
+        )
+        scopes = GaugeMetricFamily(
+            "mongogate_index_scopes", "Scopes held in the in-process indexes", labels=["kind"]
+        )
+        evicted = CounterMetricFamily(
+            "mongogate_index_evictions", "Scopes dropped past the one index budget, by kind", labels=["kind"]
+        )
+        for kind in ("memories", "messages"):
+            size.add_metric([kind], float(budget.nbytes(kind) if budget is not None else 0))
+            scopes.add_metric([kind], float(budget.count(kind) if budget is not None else 0))
+            evicted.add_metric([kind], float(budget.evicted[kind] if budget is not None else 0))
+        yield size
+        yield scopes
+        yield evicted
+        total = GaugeMetricFamily(
+            "mongogate_index_budget_bytes", "memory.long_term.index_budget_mb, in bytes: both kinds together"
+        )
+        total.add_metric([], float(budget.budget_bytes if budget is not None else 0))
+        yield total
+        yield from _message_search_families(search)
+
+
+def _message_search_families(search: MessageSearch | None) -> Iterable[Metric]:
+    refreshes = CounterMetricFamily(
+        "mongogate_message_index_refreshes",
+        "Message index lookups of search_messages: fresh, unread (the write signal let it skip the "
+        "revision read), patch, rebuild (scope read whole), readback (a write was in flight)",
+        labels=["kind"],
+    )
+    stats = search.index.stats if search is not None else None
+    for kind, field in (
+        ("fresh", "fresh"),
+        ("unread", "unread"),
+        ("patch", "patches"),
+        ("rebuild", "rebuilds"),
+        ("readback", "readbacks"),
+    ):
+        refreshes.add_metric([kind], float(getattr(stats, field) if stats is not None else 0))
+    yield refreshes
+    work = CounterMetricFamily(
+        "mongogate_message_derivations",
+        "search_messages' derivation work: derived (messages whose terms and vector were stored), "
+        "embedded (messages sent to the model), embedded_chars, tokenized_chars, dropped (not "
+        "queued: a queue was full), embedder_failures",
+        labels=["what"],
+    )
+    fill = search.fill.stats if search is not None else None
+    for what in ("derived", "embedded", "embedded_chars", "tokenized_chars", "dropped", "embedder_failures"):
+        work.add_metric([what], float(getattr(fill, what) if fill is not None else 0))
+    yield work
+    queued = GaugeMetricFamily(
+        "mongogate_message_derivations_queued", "Messages queued for search_messages' background derivation"
+    )
+    queued.add_metric([], float(search.fill.queued() if search is not None else 0))
+    yield queued
 
 
 class Metrics:
@@ -134,6 +210,8 @@ class Metrics:
         r.register(_AuditCollector(self))
         self.recall_index: IndexCache | None = None
         r.register(_RecallIndexCollector(self))
+        self.message_search: MessageSearch | None = None
+        r.register(_IndexBudgetCollector(self))
 
     def tool_label(self, tool: object) -> str:
         return tool if isinstance(tool, str) and tool in self.tools else "unknown"
@@ -163,6 +241,10 @@ class Metrics:
     def attach_recall_index(self, index: IndexCache) -> None:
         """Report the in-process recall index (its bytes against the budget, scopes, refreshes)."""
         self.recall_index = index
+
+    def attach_message_search(self, search: MessageSearch) -> None:
+        """Report search_messages' indexes (on the one budget) and its derivation work."""
+        self.message_search = search
 
     def attach_audit(self, audit: AuditLog) -> None:
         self.audit = audit

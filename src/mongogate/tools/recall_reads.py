@@ -1,5 +1,5 @@
 """The long-term memory tools that read back: list_memories and memory_history
-(`recall.store.LongTermMemory`), search_messages (`memory.search`); their inputs, outputs and
+(`recall.store.LongTermMemory`), search_messages (`memory.MessageSearch`); their inputs, outputs and
 handlers. The tools themselves are defined with the others in `tools/recall_tools.py`.
 """
 
@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import Field
 
-from mongogate.memory import SCAN_MAX, search_messages
 from mongogate.tools.base import ID_RULES, Call, IdStr, ToolInput, ToolOutput, limit
 from mongogate.tools.recall_common import (
     AUTHOR,
@@ -129,9 +128,10 @@ class FoundMessageOut(ToolOutput):
     content: str
     created_at: str = Field(description="ISO 8601 UTC")
     score: float = Field(
-        description="0 to 1, higher is closer: the share of the query's terms the message holds "
-        "(weighted by rarity), blended half and half with how close its meaning is when messages are "
-        "ranked by meaning; comparable across queries"
+        description="0 to 1, higher is closer, as recall scores: mostly how well the best message "
+        "matches (the share of the query's terms it holds, weighted by rarity, blended half and half "
+        "with how close its meaning is when messages are ranked by meaning), a tenth this message's "
+        "own match; comparable across queries. A question about nothing said returns no message"
     )
 
 
@@ -139,8 +139,9 @@ class SearchMessagesOut(ToolOutput):
     messages: list[FoundMessageOut] = Field(description="best match first")
     truncated: bool = Field(description="true: more messages matched than fit in the response")
     partial: bool = Field(
-        description=f"true: the caller holds more messages than one search reads; only {SCAN_MAX:,} of "
-        "them were searched (give session_id to search one conversation)"
+        description="true: not every message was searched by its words: the newest are still being "
+        "indexed (ask again shortly), or the conversations hold more than the server's index keeps "
+        "(the oldest are left out)"
     )
     notice: str = Field(description="how to read the result (data, not instructions)")
 
@@ -186,15 +187,12 @@ async def _memory_history(call: Call, a: HistoryIn) -> HistoryOut:
 
 
 async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut:
-    hits = await search_messages(
-        call.app.memory,
+    hits = await call.app.message_search.search(
         call.conversations.stored_tenant,
         a.query,
         session_id=a.session_id,
         limit=a.limit,
         max_bytes=call.app.settings.memory.long_term.max_response_bytes,
-        vectors=call.app.message_vectors,
-        min_score=call.app.settings.memory.search.min_score,
     )
     found = [
         FoundMessageOut(

@@ -15,7 +15,7 @@ from mongogate.audit import AuditLog
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.errors import StorageError
-from mongogate.memory import MemoryStore, MessageVectors, Turns
+from mongogate.memory import MemoryStore, MessageSearch, Turns
 from mongogate.principal import Principal
 from mongogate.recall import LongTermMemory
 from mongogate.runs import Runs
@@ -37,8 +37,9 @@ class AppState:
     runs: Runs
     #: long-term memory (remember / recall), with its indexes
     recall: LongTermMemory
-    #: search_messages' message embeddings, in process; None: `[memory.search] embed_messages` off
-    message_vectors: MessageVectors | None
+    #: search_messages: the conversation scopes' indexes (on recall's index budget) and the
+    #: bounded work deriving messages' terms and vectors
+    message_search: MessageSearch
     #: the callers' session ids by prefix (completions), told of every session `memory` makes or ends
     session_ids: SessionIds
     #: whether the database refuses this server's writes for good (disk full); read by /readyz

@@ -1,6 +1,7 @@
-"""The in-process scope indexes of long-term memory: one `ScopeIndex` per scope, least recently
-used first out past `[memory.long_term] index_budget_mb` (the one being used stays, even alone
-larger), each kept fresh by the revision protocol of `recall/coherence.py` (`IndexCache.fresh`).
+"""The in-process scope indexes of long-term memory: one `ScopeIndex` per scope, on the process's
+one index budget (`indexing/budget.py`, shared with message search's indexes: least recently used
+first out past `[memory.long_term] index_budget_mb`, the one being used stays, even alone
+larger), each kept fresh by the revision protocol of `indexing/coherence.py` (`IndexCache.fresh`).
 The question caches beside them: a question's embedding and its tokens, the last QUERIES asked.
 
 The benchmarks measure the call path as it was before each trim (`IndexPolicy`): they pass a
@@ -10,7 +11,6 @@ policy to `IndexCache.use`, which binds the behaviour once; the default path nev
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +19,8 @@ from functools import partial
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate import progress
+from mongogate.indexing import QUERIES, Coherence, IndexBudget, Memo, Refreshed, read_by_id
 from mongogate.recall import documents as rd
-from mongogate.recall.coherence import Coherence, Refreshed, read_by_id
 from mongogate.recall.ids import in_scope
 from mongogate.recall.inprocess.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.model import MemoryScope, scope_key
@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 WORD_EDGES = "?!,;:\"'()[]{}<>#*`.-"
 #: a progress step every this many memories read while a scope's index is built (a first recall)
 STEP = 500
-#: question embeddings kept (`IndexCache.query_vector`): 256 floats each, about 10 KiB as a list
-QUERIES = 256
+#: the kind long-term memory's indexes are filed under on the shared budget
+KIND = "memories"
 
 
 @dataclass(frozen=True)
@@ -103,18 +103,24 @@ class IndexStats:
 
 
 class IndexCache:
-    """MemoryScope -> ScopeIndex, least recently used first out past `budget_bytes`."""
+    """MemoryScope -> ScopeIndex, on the process's index budget (`budget_bytes`, or a budget
+    shared with message search's indexes)."""
 
-    def __init__(self, budget_bytes: int, policy: IndexPolicy = DEFAULT_POLICY) -> None:
-        self.budget_bytes = budget_bytes
-        self._indexes: OrderedDict[str, ScopeIndex] = OrderedDict()
+    def __init__(self, budget: int | IndexBudget, policy: IndexPolicy = DEFAULT_POLICY) -> None:
+        #: the process's one index budget (assembly hands it to message search too)
+        self.budget = budget if isinstance(budget, IndexBudget) else IndexBudget(budget)
+        self._indexes = self.budget.shelf(KIND, ScopeIndex)
         self.stats = IndexStats()
         #: (model, question) -> its embedding, the last QUERIES asked (a question asked again,
         #: as agents do, skips the model: 0.6 ms of a recall)
-        self._queries: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self._queries: Memo[tuple[str, str], list[float]] = Memo(QUERIES)
         #: question -> its tokens and words (`query_terms`), the last QUERIES asked
-        self._terms: OrderedDict[str, QueryTerms] = OrderedDict()
+        self._terms: Memo[str, QueryTerms] = Memo(QUERIES)
         self.use(policy)
+
+    @property
+    def budget_bytes(self) -> int:
+        return self.budget.budget_bytes
 
     def use(self, policy: IndexPolicy) -> None:
         """Answer by `policy` from now on: each switch is bound here, once, to the function it
@@ -132,15 +138,10 @@ class IndexCache:
         self._settles = policy.answer_settled
 
     def _kept_vector(self, model: str, text: str) -> list[float] | None:
-        vec = self._queries.get((model, text))
-        if vec is not None:
-            self._queries.move_to_end((model, text))
-        return vec
+        return self._queries.get((model, text))
 
     def keep_query_vector(self, model: str, text: str, vector: list[float]) -> None:
-        self._queries[(model, text)] = vector
-        while len(self._queries) > QUERIES:
-            self._queries.popitem(last=False)
+        self._queries.put((model, text), vector)
 
     def _kept_terms(self, text: str) -> QueryTerms:
         """The question's tokens and words (`QueryTerms.of`), the last QUERIES asked kept by text
@@ -148,15 +149,12 @@ class IndexCache:
         terms = self._terms.get(text)
         if terms is None:
             terms = QueryTerms.of(text)
-            self._terms[text] = terms
-            while len(self._terms) > QUERIES:
-                self._terms.popitem(last=False)
-        else:
-            self._terms.move_to_end(text)
+            self._terms.put(text, terms)
         return terms
 
     def nbytes(self) -> int:
-        return sum(i.nbytes() for i in self._indexes.values())
+        """The bytes long-term memory's indexes hold (the budget's other kinds not counted)."""
+        return self._indexes.nbytes()
 
     def held(self, scope: MemoryScope, model: str, dims: int) -> ScopeIndex | None:
         """The scope's index if this process holds one of `model`, as of its last refresh (none
@@ -191,10 +189,8 @@ class IndexCache:
             whole=self._whole,
         )
         self._count(got)
-        self._indexes[key] = got.held
-        self._indexes.move_to_end(key)
-        if got.outcome != "unread":
-            self._evict(keep=key)
+        self._indexes.keep(key, got.held, evict=got.outcome != "unread")
+        self.stats.evictions = self._indexes.evictions
         return Fresh(got.held, got.settled and self._settles)
 
     def _count(self, got: Refreshed[ScopeIndex]) -> None:
@@ -226,16 +222,6 @@ class IndexCache:
             if len(idx) % STEP == 0:  # to the client that asked (mongogate.progress), else nothing
                 await progress.step(len(idx), None, "reading the scope's memories into the recall index")
         return idx
-
-    def _evict(self, keep: str) -> None:
-        total = self.nbytes()
-        while total > self.budget_bytes and len(self._indexes) > 1:
-            oldest = next(iter(self._indexes))
-            if oldest == keep:
-                break
-            total -= self._indexes.pop(oldest).nbytes()
-            self.stats.evictions += 1
-            log.debug("recall index: evicted scope %s (budget %d bytes)", oldest, self.budget_bytes)
 
 
 def _no_vector(model: str, text: str) -> None:

@@ -3,7 +3,7 @@ on the rows' links), which fall in a recall's time window, and the newer memorie
 meaning to a row (`similar_to`, `newer_similar`).
 
 The links come from the rows alone: the newer row's `supersedes` (held by `Rows.replacers`, by
-the memory it replaces) and the older row's `superseded_by` ids (`Row.hints`). A newer row the
+the memory it replaces) and the older row's `superseded_by` ids (`Chain.hints`). A newer row the
 index does not hold (forgotten) or whose expiry has passed replaces nothing, so the rule needs no
 read. Results for the current time are kept until a row changes or a newer row's expiry passes.
 
@@ -63,21 +63,22 @@ def _holding(
 ) -> tuple[tuple[Link, ...], float]:
     """The links of `by` (newer id -> when) that replace row `at`, and the first expiry (after now)
     of a newer row they depend on (the result holds until then)."""
-    row = rows.rows[at]
+    mid = rows.rows[at].id
+    chain = rows.chain[mid]
     links: list[Link] = []
     until = np.inf
     for newer, when in by.items():
         j = rows.where.get(newer)
-        if j is None or newer == row.id or newer not in row.hints:
+        if j is None or newer == mid or newer not in chain.hints:
             continue
         expiry = float(rows.expiries[j])
         if expiry <= now_ts:
             continue
         until = min(until, expiry)
-        created = rows.rows[j].created
+        created = rows.chain[newer].created
         if as_of is not None and (created is None or created > as_of):
             continue
-        if holds(when, row.stated_at, as_of):
+        if holds(when, chain.stated_at, as_of):
             links.append(Link(newer, when))
     return tuple(sorted(links, key=lambda link: (link.at, link.id))), float(until)
 

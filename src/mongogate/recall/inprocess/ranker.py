@@ -1,14 +1,14 @@
 """`recall` through the in-process scope index (`cache.py`): the default path, where no search
 index serves `$vectorSearch` (the embedded engine, or MongoDB without one).
 
-Memories are ranked by the fused score of `fusion.py` (`TEXT_WEIGHT * text +
+Memories are ranked by the fused score of `indexing/fusion.py` (`TEXT_WEIGHT * text +
 (1 - TEXT_WEIGHT) * max(similarity, 0)`, or a discounted hop from the best match when higher;
-`scope_index.py` says what `text` is). Each memory's `score` is `scoring.shown`: 0.9 x the best
+`indexing/scope_index.py` says what `text` is). Each memory's `score` is `scoring.shown`: 0.9 x the best
 match's fused score + 0.1 x its own, in [0, 1], comparable across queries and in rank order; only
 the 0.1 x its own when the best match has neither a cosine nor a share of the query's words that
 is evidence (`scoring.evidenced`). Memories under `min_score` are left out, so a question about
 something never stored (whose best match is weak) returns none.
-A settled scope (no write in flight when its revision was read: `recall/coherence.py`) answers
+A settled scope (no write in flight when its revision was read: `indexing/coherence.py`) answers
 from the index, which holds what a result shows; expiry, namespace and metadata are checked there
 with the call's `RecallFilter`. While a write is in flight, the ranked ids are read back from the
 database by `_id` and checked with `RecallFilter.admits`: the database decides what exists.
@@ -25,8 +25,8 @@ from pymongo.errors import PyMongoError
 
 from mongogate.config import LongTermSettings
 from mongogate.errors import EmbeddingUnavailable, StorageError
+from mongogate.indexing import Coherence, above_floor, read_by_id
 from mongogate.recall import documents as rd
-from mongogate.recall.coherence import Coherence, read_by_id
 from mongogate.recall.embedding import Embedder
 from mongogate.recall.inprocess.cache import Fresh, IndexCache, QueryTerms
 from mongogate.recall.inprocess.scope_index import Ranked
@@ -82,7 +82,7 @@ async def rank(store: Source, filt: RecallFilter, q: Question) -> Ranking:
             siblings=store.settings.similar_min_score if wt < 1.0 else None,
         )
         # a match by terms, by a hop or by meaning (however weak, when min_score is 0); nothing else
-        scored = [r for r in ranked if (r.fused > 0 or r.has_vector) and r.score >= q.min_score]
+        scored = above_floor(ranked, q.min_score)
         docs = await _shown(store, fresh, filt, scored)
     except PyMongoError as e:
         raise StorageError("could not recall memories") from e

@@ -28,8 +28,8 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate.config import LongTermSettings
 from mongogate.errors import InvalidInput, StorageError
+from mongogate.indexing import FIELD, FLOAT32_HEADER
 from mongogate.recall import documents as rd
-from mongogate.recall.vectors import FIELD, FLOAT32_HEADER
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""How the in-process index (`scope_index.ScopeIndex.rank`) turns a memory's two sides into one
+"""How the in-process index (`scope_index.ScopeIndex.rank`) turns a document's two sides into one
 score and one order, chosen by measurement (docs/decisions/recall-ranking.md).
 
 1. **Direct score**: `weight_text * text + weight_vector * max(similarity, 0)` (`direct`), where

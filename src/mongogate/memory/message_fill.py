@@ -1,0 +1,295 @@
+"""What message search derives from each message, stored beside it (`message_index`,
+`documents.MessageIndexDoc`, the same `_id`): its terms (`message_terms.py`, of its whole text)
+and the vector of its first `[memory.search] embed_chars` characters. Never a whole scope at once:
+
+- per message: at most `embed_chars` characters are embedded (a message too long to embed whole
+  is still found by every one of its terms), and its text is tokenized in a worker thread when
+  long (`message_terms.terms_of_async`);
+- per call (`fill`): at most `embed_per_call` messages, and at most TOKENIZE_CHARS characters of
+  text to tokenize (one message always), in one batch for the model;
+- per tenant: one `fill` at a time (a search finding the tenant's batch in progress waits for it,
+  then derives what is still missing); the background takes scopes in turn, one batch each, and
+  skips a tenant whose search is deriving;
+- in the background (`want`, `drain`): a server process queues the messages each write stored
+  (`guard.MessageGuard.on_written`) and what its searches found missing, at most QUEUE_PER_SCOPE
+  per scope and QUEUE_MAX in all (more is dropped: the next search of the scope finds it again).
+
+Each batch is one write bracketed by its scope's revision (`memory/guard.py`, changes `x:<id>`),
+so every process's index reads the derived documents (by `_id`) and finds the messages by them.
+An embedder that fails is left alone for EMBEDDER_REST (the injectable clock): the terms are
+written meanwhile, the vectors later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import anyio
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError
+
+from mongogate.config import MessageSearchSettings
+from mongogate.errors import EmbeddingUnavailable
+from mongogate.indexing import pack, read_by_id
+from mongogate.memory import documents as md
+from mongogate.memory.guard import derived
+from mongogate.memory.message_terms import TERMS_VERSION, encoded, terms_of_async
+from mongogate.memory.messages import DUPLICATE_KEY
+from mongogate.memory.repository import SessionRepository
+from mongogate.memory_scope import SUBJECT_SEPARATOR
+from mongogate.values import Doc
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EMBEDDER_REST", "QUEUE_MAX", "QUEUE_PER_SCOPE", "TOKENIZE_CHARS", "FillStats", "MessageFill"]
+
+#: the most characters of text one `fill` tokenizes (one message always)
+TOKENIZE_CHARS = 1024 * 1024
+#: messages queued for the background, per scope and in all
+QUEUE_PER_SCOPE = 4096
+QUEUE_MAX = 65_536
+#: how long an embedder that failed is left alone
+EMBEDDER_REST = timedelta(seconds=30)
+#: what a fill reads of a message
+_READ = dict.fromkeys((md.SESSION_ID, md.TENANT, "content", "created_at"), 1)
+
+
+class TextEmbedder(Protocol):
+    """Long-term memory's embedder (`recall.Embedder`) as message search uses it (`memory` may not
+    import `recall`)."""
+
+    model: str
+    dimensions: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+@dataclass
+class FillStats:
+    #: messages whose derived document was written
+    derived: int = 0
+    #: messages embedded, and the characters sent to the model
+    embedded: int = 0
+    embedded_chars: int = 0
+    #: characters tokenized
+    tokenized_chars: int = 0
+    #: messages not queued (a queue was full)
+    dropped: int = 0
+    #: batches whose embedding failed (their terms were written)
+    embedder_failures: int = 0
+
+
+def tenant_of(key: str) -> str:
+    """The tenant of a conversation scope's key (the stored `tenant`: `memory_scope.py`)."""
+    return key.split(SUBJECT_SEPARATOR, 1)[0]
+
+
+class MessageFill:
+    """The bounded derivation of messages' terms and vectors (module docstring)."""
+
+    def __init__(
+        self,
+        repo: SessionRepository,
+        embedder: TextEmbedder | None,
+        settings: MessageSearchSettings,
+        *,
+        background: bool = False,
+    ) -> None:
+        self.repo = repo
+        self.embedder = embedder
+        self.per_call = settings.embed_per_call
+        self.chars = settings.embed_chars
+        self.background = background
+        self.stats = FillStats()
+        self._queue: OrderedDict[str, dict[str, None]] = OrderedDict()
+        self._queued = 0
+        #: per tenant: how many fills hold or wait for its lock (one fill at a time per tenant)
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._rest_until: datetime | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: test seam: awaited with the ids of a batch after they are derived, before the write
+        self.before_write: Callable[[list[str]], Awaitable[None]] | None = None
+
+    # -- the queue ----------------------------------------------------------------------------
+
+    def want(self, key: str, ids: Sequence[str]) -> None:
+        """Queue `ids` of scope `key` for the background (bounded; the rest is dropped)."""
+        held = self._queue.setdefault(key, {})
+        for mid in ids:
+            if mid in held:
+                continue
+            if len(held) >= QUEUE_PER_SCOPE or self._queued >= QUEUE_MAX:
+                self.stats.dropped += 1
+                continue
+            held[mid] = None
+            self._queued += 1
+        if not held:
+            del self._queue[key]
+        if self.background and self._queue and (self._task is None or self._task.done()):
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def resting(self) -> bool:
+        """The embedder failed lately and is left alone: only terms are worth deriving now."""
+        return self._rest_until is not None and self.repo.clock.now() < self._rest_until
+
+    def queued(self) -> int:
+        return self._queued
+
+    def _next(self) -> tuple[str, list[str]] | None:
+        """The next scope in turn whose tenant is not busy, and its next batch."""
+        for key in list(self._queue):
+            if tenant_of(key) in self._locks:  # a search of the tenant is on it, or waits
+                continue
+            held = self._queue.pop(key)
+            batch = list(held)[: self.per_call]
+            for mid in batch:
+                del held[mid]
+            self._queued -= len(batch)
+            if held:
+                self._queue[key] = held  # to the end: the next scope goes first
+            return key, batch
+        return None
+
+    async def drain(self) -> None:
+        """Derive everything queued, a batch at a time, scopes in turn (the background's loop;
+        tests call it to finish the work without waiting)."""
+        while (step := self._next()) is not None:
+            key, batch = step
+            try:
+                await self.fill(key, batch)
+            except Exception as e:  # the next search of the scope finds these again
+                log.warning("message search: deriving %d message(s) failed: %s", len(batch), e)
+            await anyio.sleep(0)
+
+    async def settle(self) -> None:
+        """Until nothing is queued and the background is idle (tests, and a shutdown that may wait)."""
+        while True:
+            task = self._task
+            if task is not None and not task.done():
+                await asyncio.wait([task])
+            await self.drain()
+            if not self._queued and (self._task is None or self._task.done()):
+                return
+
+    async def _run(self) -> None:
+        await self.drain()
+
+    async def aclose(self) -> None:
+        """Stop the background (at shutdown); what is queued is left to later searches."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # -- one batch ----------------------------------------------------------------------------
+
+    async def fill(self, key: str, ids: Sequence[str]) -> list[str]:
+        """Derive at most `embed_per_call` of `ids` (scope `key`) not derived yet, within
+        TOKENIZE_CHARS of text, after the tenant's fill in progress (one batch at most); the ids
+        derived."""
+        if not ids:
+            return []
+        tenant = tenant_of(key)
+        lock, users = self._locks.setdefault(tenant, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                return await self._fill(key, list(ids))
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[tenant]
+
+    async def _underived(self, ids: list[str]) -> list[str]:
+        """The first `embed_per_call` of `ids` whose derived document is missing or stale."""
+        fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1}
+        have = await read_by_id(self.repo.db[md.MESSAGE_INDEX], ids, fields)
+        model = None if self.embedder is None or self.resting() else self.embedder.model
+        current = {
+            i
+            for i, d in have.items()
+            if d.get(md.TERMS_V) == TERMS_VERSION and (model is None or d.get(md.EMBEDDING_MODEL) == model)
+        }
+        return [i for i in ids if i not in current][: self.per_call]
+
+    async def _fill(self, key: str, wanted: list[str]) -> list[str]:
+        ids = await self._underived(wanted)
+        if not ids:
+            return []
+        found = await read_by_id(self.repo.messages, ids, _READ)
+        docs: list[Doc] = []
+        size = 0
+        for mid in ids:
+            doc = found.get(mid)
+            if doc is None or doc.get(md.TENANT) != key or not isinstance(doc.get("content"), str):
+                continue
+            if docs and size + len(doc["content"]) > TOKENIZE_CHARS:
+                break
+            size += len(doc["content"])
+            docs.append(doc)
+        if not docs:
+            return []
+        out: list[Doc] = []
+        for doc in docs:
+            terms = await terms_of_async(doc["content"], self.repo.settings.max_message_bytes)
+            out.append(
+                {
+                    "_id": doc["_id"],
+                    md.SESSION_ID: doc[md.SESSION_ID],
+                    md.TENANT: key,
+                    "created_at": doc["created_at"],
+                    **encoded(terms),
+                }
+            )
+        self.stats.tokenized_chars += size
+        await self._embed(docs, out)
+        await self._write(key, out)
+        return [str(d["_id"]) for d in out]
+
+    async def _embed(self, docs: list[Doc], out: list[Doc]) -> None:
+        """The vectors of the messages' first `embed_chars` characters, into `out` (none while the
+        embedder rests after a failure)."""
+        now = self.repo.clock.now()
+        if self.embedder is None or self.resting():
+            return
+        prefixes = [str(d["content"])[: self.chars] for d in docs]
+        try:
+            vectors = await self.embedder.embed(prefixes)
+            if len(vectors) != len(prefixes) or any(len(v) != self.embedder.dimensions for v in vectors):
+                raise EmbeddingUnavailable("the embedder answered with the wrong number or size of vectors")
+            packed = [pack(v) for v in vectors]
+        except Exception as e:  # the model is code we do not own: any failure is "unavailable"
+            self.stats.embedder_failures += 1
+            self._rest_until = now + EMBEDDER_REST
+            log.warning("message search: the embedder failed (%s); terms only for now", e)
+            return
+        for d, text, vec in zip(out, prefixes, packed, strict=True):
+            d |= {md.EMBEDDING: vec, md.EMBEDDING_MODEL: self.embedder.model, md.CHARS: len(text)}
+        self.stats.embedded += len(prefixes)
+        self.stats.embedded_chars += sum(len(t) for t in prefixes)
+
+    async def _write(self, key: str, out: list[Doc]) -> None:
+        """The derived documents, inserted (or, where one exists, replaced field by field), in one
+        write bracketed by the scope's revision."""
+        coll = self.repo.db[md.MESSAGE_INDEX]
+        if self.before_write is not None:
+            await self.before_write([str(d["_id"]) for d in out])
+        async with self.repo.guard.writing(key, [derived(str(d["_id"])) for d in out]):
+            try:
+                await coll.insert_many(out, ordered=False)
+            except BulkWriteError as e:
+                errors = e.details.get("writeErrors") or []
+                if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
+                    raise
+                again = [out[int(err["index"])] for err in errors]
+                sets = [({"_id": d["_id"]}, {k: v for k, v in d.items() if k != "_id"}) for d in again]
+                await coll.bulk_write([UpdateOne(f, {"$set": v}) for f, v in sets])
+        self.stats.derived += len(out)

@@ -1,5 +1,7 @@
-"""Issue 27.1: a fenced turn is at most 5 round trips (begin_turn 3, end_turn 2), counted per tool
-with a command listener, and the paths around it (a lost-reply retry, a replay, a heartbeat)."""
+"""Issue 27.1: a fenced turn is 5 round trips on the sessions and messages (begin_turn 3, end_turn 2),
+counted per tool with a command listener, and the paths around it (a lost-reply retry, a replay, a
+heartbeat). Since issue 36 each write of messages adds its scope's revision bracket (`BRACKETED`:
+two updates by `_id` of one small document): 9 in all."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ pytestmark = pytest.mark.anyio
 BRACKETED = ["update", "insert", "update"]
 
 
-async def test_a_fenced_turn_is_five_round_trips(engine_uri: str, db_name: str) -> None:
+async def test_a_fenced_turn_is_five_round_trips_and_two_bracket_updates_per_write(
+    engine_uri: str, db_name: str
+) -> None:
     listener = Commands()
     async with listened_store(engine_uri, db_name, listener) as store:
         turns = Turns(store)
@@ -67,7 +71,7 @@ async def test_a_fenced_turn_is_five_round_trips(engine_uri: str, db_name: str) 
     assert keys == [f"t{i}:{role}" for i in range(1, 5) for role in ("user", "assistant")]
 
 
-async def test_a_fenced_turn_with_k_tool_messages_is_five_plus_two_k_round_trips(
+async def test_a_fenced_turn_with_k_tool_messages_is_five_plus_two_k_round_trips_and_the_brackets(
     engine_uri: str, db_name: str
 ) -> None:
     """Issue 38.3: every leased append is 2 round trips, the first after a fenced turn too (it
@@ -109,7 +113,9 @@ async def test_a_fenced_turn_with_k_tool_messages_is_five_plus_two_k_round_trips
     assert len({s for _, s in rows}) == len(rows)
 
 
-async def test_a_plain_append_after_a_fenced_turn_is_three_round_trips(engine_uri: str, db_name: str) -> None:
+async def test_a_plain_append_after_a_fenced_turn_is_three_round_trips_and_its_bracket(
+    engine_uri: str, db_name: str
+) -> None:
     """Without a lease nothing proves the parked answer was stored (its end_turn may have died
     before the insert), so the first plain append writes it with its own message in one insert
     (a duplicate when stored) and pulls the copy: 3 round trips, not 5; the next one 2."""
@@ -209,7 +215,7 @@ async def test_an_answer_lost_by_a_crash_lands_before_the_next_turn(engine_uri: 
     assert contents == ["q1", "a1", "q2", "a2"]
 
 
-async def test_a_compacted_session_still_begins_a_turn_in_three_round_trips(
+async def test_a_compacted_session_still_begins_a_turn_in_three_round_trips_and_its_bracket(
     engine_uri: str, db_name: str
 ) -> None:
     """The newest summary rides on the session document the lease take returns, so a turn of a

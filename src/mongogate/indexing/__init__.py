@@ -3,8 +3,8 @@ long-term memory (`recall/inprocess/`) and conversation messages (`memory/messag
 
 - `coherence.py`: the revision protocol (every writer brackets its writes, every reader refreshes
   its copy by the scope's revision, and, on the embedded engine, by its write signal);
-- `scope_index.py`: one scope's documents as a vector matrix and a BM25 term index, ranked by the
-  fused score of `fusion.py` (`Entry` in, `Ranked` out);
+- `scope_index.py` (its parts in `rows.py`): one scope's documents as a vector matrix and a BM25
+  term index, ranked by the fused score of `fusion.py` (`Entry` in, `Ranked` out);
 - `compare.py`: metadata values as a filter matches them, alike in a query and in the process;
 - `budget.py`: one byte budget for every index of the process, least recently used out first;
 - `vectors.py`: a vector as stored (a BSON binary vector); `memo.py`: the questions' memo.

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -36,6 +35,7 @@ from mongogate import scoring
 from mongogate.clock import as_utc
 from mongogate.indexing import fusion
 from mongogate.indexing.entries import Entry, Ranked, matches_all
+from mongogate.indexing.rows import Posting, PostingView, Ranking, Row, Shown
 from mongogate.values import Doc
 
 K1 = 1.2
@@ -46,84 +46,6 @@ _POSTING_BYTES = 20
 _TERM_BYTES = 300
 #: per row: the row, its item (a dict of about 9 fields, two datetimes), its arrays' headers
 _ROW_BYTES = 1300
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """One ranking: the rows kept (best first), every row's cosine with the question, and the
-    kept rows as ranked."""
-
-    kept: list[int]
-    sims: npt.NDArray[np.float32]
-    ranked: list[Ranked]
-
-
-@dataclass(frozen=True)
-class _Shown:
-    """What every document of one ranking shares: the query's tokens, whether meaning ranked, the
-    best fused score and whether the best match is evidence."""
-
-    asked: set[str]
-    by_meaning: bool
-    best: float
-    evidenced: bool
-
-
-class _Posting:
-    """One term's postings: the rows holding it and how often, in two C arrays."""
-
-    __slots__ = ("name", "rows", "tfs")
-
-    def __init__(self, name: str) -> None:
-        #: the index's one copy of the term's string (every row holding it refers to this one)
-        self.name = name
-        self.rows = array("i")
-        self.tfs = array("i")
-
-
-@dataclass(eq=False)
-class _Row:
-    id: str
-    #: its distinct terms (the index's copies of their strings) and their counts, in the same order
-    names: tuple[str, ...]
-    counts: array[int]
-    length: int
-    ns_path: frozenset[str]
-    metadata: Mapping[str, Any]
-    expires_at: datetime | None
-    has_vector: bool
-    #: the document as a result shows it
-    item: Doc
-    text_bytes: int
-    order: float
-
-    @property
-    def terms(self) -> dict[str, int]:
-        """Its terms and their counts (made on demand: a hop reads one row's)."""
-        return dict(zip(self.names, self.counts, strict=True))
-
-    def holds(self, term: str) -> bool:
-        return term in self.names
-
-    def key(self) -> frozenset[tuple[str, int]]:
-        """Its tokens with their counts: two rows with the same key say the same words."""
-        return frozenset(zip(self.names, self.counts, strict=True))
-
-
-class _PostingView(Mapping[str, "array[int]"]):
-    """term -> the rows holding it (read-only; tests and benchmarks read postings this way)."""
-
-    def __init__(self, postings: dict[str, _Posting]) -> None:
-        self._postings = postings
-
-    def __getitem__(self, term: str) -> array[int]:
-        return self._postings[term].rows
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._postings)
-
-    def __len__(self) -> int:
-        return len(self._postings)
 
 
 class ScopeIndex:
@@ -145,7 +67,7 @@ class ScopeIndex:
         self.verified: tuple[int, int] | None = None
         #: the incarnation of the scope's revision document the index was read at (`coherence.born`)
         self.born: object = None
-        self.rows: list[_Row] = []
+        self.rows: list[Row] = []
         self.where: dict[str, int] = {}
         self.matrix: npt.NDArray[np.float32] = np.zeros((16, dims), dtype=np.float32)
         #: each row's token count, beside the matrix (BM25's length norm, vectorised)
@@ -155,7 +77,7 @@ class ScopeIndex:
         #: a term's posting as numpy arrays (rows, tfs), built at a ranking, dropped when it changes
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
         self._array_bytes = 0
-        self._postings: dict[str, _Posting] = {}
+        self._postings: dict[str, Posting] = {}
         self.total_length = 0
         self.n_postings = 0
         #: the items' texts (a result shows them), counted in `nbytes`
@@ -166,7 +88,7 @@ class ScopeIndex:
     @property
     def postings(self) -> Mapping[str, array[int]]:
         """term -> the rows holding it."""
-        return _PostingView(self._postings)
+        return PostingView(self._postings)
 
     # -- changes ------------------------------------------------------------------------------
 
@@ -183,7 +105,7 @@ class ScopeIndex:
         for term, tf in entry.terms.items():
             posting = self._postings.get(term)
             if posting is None:
-                posting = self._postings[term] = _Posting(term)
+                posting = self._postings[term] = Posting(term)
             posting.rows.append(at)
             posting.tfs.append(tf)
             self._drop_arrays(term)
@@ -191,7 +113,7 @@ class ScopeIndex:
             counts.append(tf)
         length = sum(counts)
         expires = None if entry.expires_at is None else as_utc(entry.expires_at)
-        row = _Row(
+        row = Row(
             entry.id,
             tuple(names),
             counts,
@@ -339,7 +261,7 @@ class ScopeIndex:
         best = float(scores[kept[0]]) if kept else 0.0
         both = vector is not None and weight_text > 0 and weight_vector > 0
         evidenced = self._evidenced(kept[0], sims, usable, query_tokens) if kept and both else True
-        shown = _Shown(set(query_tokens), vector is not None and weight_vector > 0, best, evidenced)
+        shown = Shown(set(query_tokens), vector is not None and weight_vector > 0, best, evidenced)
         return Ranking(kept, sims, [self._ranked(i, sims, text, scores, shown) for i in kept])
 
     def _similarities(self, vector: list[float] | None, n: int) -> npt.NDArray[np.float32]:
@@ -399,7 +321,7 @@ class ScopeIndex:
         sims: npt.NDArray[np.float32],
         text: npt.NDArray[np.float64],
         scores: npt.NDArray[np.float64],
-        shown: _Shown,
+        shown: Shown,
     ) -> Ranked:
         row = self.rows[i]
         return Ranked(
@@ -456,7 +378,7 @@ class ScopeIndex:
         return min(np.flatnonzero(scores == top).tolist(), key=lambda i: self.rows[i].id)
 
     def _posting_arrays(
-        self, term: str, posting: _Posting
+        self, term: str, posting: Posting
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """The posting's rows and term frequencies as numpy arrays (in the posting's order), kept
         until a document holding the term changes."""

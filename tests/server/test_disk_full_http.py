@@ -9,6 +9,7 @@ and the second one (mongod's `OutOfDiskSpace` code through a failpoint) still ru
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import subprocess
 from collections.abc import Iterator
@@ -58,12 +59,21 @@ def engine_on(path: Path) -> Iterator[str]:
 
 
 def fill(mnt: Path, leave: int) -> Path:
-    """Write a file that leaves about `leave` bytes free on the filesystem."""
+    """Write a file that leaves about `leave` bytes free on the filesystem. The server may write
+    beside it (message search derives the turn's messages in the background), so the space can
+    run out first: then the file gives `leave` bytes back."""
     st = os.statvfs(mnt)
     free = st.f_bavail * st.f_frsize
     filler = mnt / "filler"
-    with filler.open("wb") as f:
-        f.write(b"\0" * max(0, free - leave))
+    with filler.open("wb", buffering=0) as f:
+        try:
+            want = max(0, free - leave)
+            while want > 0:
+                want -= f.write(b"\0" * min(want, 1 << 20))
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            f.truncate(max(0, os.fstat(f.fileno()).st_size - leave))
     return filler
 
 

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 import anyio
-from pymongo import UpdateOne
+from pymongo import ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from mongogate.config import MessageSearchSettings
@@ -40,7 +40,7 @@ from mongogate.errors import EmbeddingUnavailable
 from mongogate.indexing import pack, read_by_id
 from mongogate.memory import documents as md
 from mongogate.memory.guard import derived
-from mongogate.memory.message_terms import TERMS_VERSION, encoded, terms_of_async
+from mongogate.memory.message_terms import TERMS_VERSION, encoded, of_message, terms_of_async
 from mongogate.memory.messages import DUPLICATE_KEY
 from mongogate.memory.repository import SessionRepository
 from mongogate.memory_scope import SUBJECT_SEPARATOR
@@ -208,20 +208,26 @@ class MessageFill:
             if not users[0]:
                 del self._locks[tenant]
 
-    async def _underived(self, ids: list[str]) -> list[str]:
-        """The first `embed_per_call` of `ids` whose derived document is missing or stale."""
-        fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1}
+    async def _underived(self, ids: list[str]) -> tuple[list[str], set[str]]:
+        """The first `embed_per_call` of `ids` whose derived document is missing or stale, and
+        those whose derived document is another message's (`message_terms.of_message`: replaced
+        whole when written, never field by field)."""
+        fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1, md.TENANT: 1, "created_at": 1}
         have = await read_by_id(self.repo.db[md.MESSAGE_INDEX], ids, fields)
+        mine = await read_by_id(self.repo.messages, list(have), {md.TENANT: 1, "created_at": 1})
+        others = {i for i, d in have.items() if i in mine and not of_message(d, mine[i])}
         model = None if self.embedder is None or self.resting() else self.embedder.model
         current = {
             i
             for i, d in have.items()
-            if d.get(md.TERMS_V) == TERMS_VERSION and (model is None or d.get(md.EMBEDDING_MODEL) == model)
+            if d.get(md.TERMS_V) == TERMS_VERSION
+            and (model is None or d.get(md.EMBEDDING_MODEL) == model)
+            and i not in others
         }
-        return [i for i in ids if i not in current][: self.per_call]
+        return [i for i in ids if i not in current][: self.per_call], others
 
     async def _fill(self, key: str, wanted: list[str]) -> list[str]:
-        ids = await self._underived(wanted)
+        ids, others = await self._underived(wanted)
         if not ids:
             return []
         found = await read_by_id(self.repo.messages, ids, _READ)
@@ -251,7 +257,7 @@ class MessageFill:
             )
         self.stats.tokenized_chars += size
         await self._embed(docs, out)
-        await self._write(key, out)
+        await self._write(key, out, others)
         return [str(d["_id"]) for d in out]
 
     async def _embed(self, docs: list[Doc], out: list[Doc]) -> None:
@@ -276,9 +282,10 @@ class MessageFill:
         self.stats.embedded += len(prefixes)
         self.stats.embedded_chars += sum(len(t) for t in prefixes)
 
-    async def _write(self, key: str, out: list[Doc]) -> None:
-        """The derived documents, inserted (or, where one exists, replaced field by field), in one
-        write bracketed by the scope's revision."""
+    async def _write(self, key: str, out: list[Doc], others: set[str]) -> None:
+        """The derived documents, inserted (or, where one exists, replaced field by field, or
+        whole where it is another message's: `others`), in one write bracketed by the scope's
+        revision."""
         coll = self.repo.db[md.MESSAGE_INDEX]
         if self.before_write is not None:
             await self.before_write([str(d["_id"]) for d in out])
@@ -290,6 +297,14 @@ class MessageFill:
                 if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
                     raise
                 again = [out[int(err["index"])] for err in errors]
-                sets = [({"_id": d["_id"]}, {k: v for k, v in d.items() if k != "_id"}) for d in again]
-                await coll.bulk_write([UpdateOne(f, {"$set": v}) for f, v in sets])
+                await coll.bulk_write([_again(d, str(d["_id"]) in others) for d in again])
         self.stats.derived += len(out)
+
+
+def _again(doc: Doc, whole: bool) -> ReplaceOne[Doc] | UpdateOne:
+    """The write of a derived document over the one stored: whole when that one is another
+    message's (its vector must not stay), else field by field (a vector kept while the embedder
+    rests)."""
+    if whole:
+        return ReplaceOne({"_id": doc["_id"]}, doc)
+    return UpdateOne({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})

@@ -12,7 +12,9 @@ and the vector of its first `[memory.search] embed_chars` characters. Never a wh
   skips a tenant whose search is deriving;
 - in the background (`want`, `drain`): a server process queues the messages each write stored
   (`guard.MessageGuard.on_written`) and what its searches found missing, at most QUEUE_PER_SCOPE
-  per scope and QUEUE_MAX in all (more is dropped: the next search of the scope finds it again).
+  per scope, QUEUE_PER_TENANT per tenant (whatever its subjects: one tenant never fills the
+  queue for every other) and QUEUE_MAX in all (more is dropped: the next search of the scope
+  finds it again).
 
 Each batch is one write bracketed by its scope's revision (`memory/guard.py`, changes `x:<id>`),
 so every process's index reads the derived documents (by `_id`) and finds the messages by them.
@@ -48,13 +50,23 @@ from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMBEDDER_REST", "QUEUE_MAX", "QUEUE_PER_SCOPE", "TOKENIZE_CHARS", "FillStats", "MessageFill"]
+__all__ = [
+    "EMBEDDER_REST",
+    "QUEUE_MAX",
+    "QUEUE_PER_SCOPE",
+    "QUEUE_PER_TENANT",
+    "TOKENIZE_CHARS",
+    "FillStats",
+    "MessageFill",
+]
 
 #: the most characters of text one `fill` tokenizes (one message always)
 TOKENIZE_CHARS = 1024 * 1024
 #: messages queued for the background, per scope and in all
 QUEUE_PER_SCOPE = 4096
 QUEUE_MAX = 65_536
+#: messages queued per tenant, across its subjects' scopes (at least 8 tenants fill QUEUE_MAX)
+QUEUE_PER_TENANT = QUEUE_MAX // 8
 #: how long an embedder that failed is left alone
 EMBEDDER_REST = timedelta(seconds=30)
 #: what a fill reads of a message
@@ -110,6 +122,8 @@ class MessageFill:
         self.stats = FillStats()
         self._queue: OrderedDict[str, dict[str, None]] = OrderedDict()
         self._queued = 0
+        #: per tenant: how many of its messages are queued (QUEUE_PER_TENANT at most)
+        self._per_tenant: dict[str, int] = {}
         #: per tenant: how many fills hold or wait for its lock (one fill at a time per tenant)
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._rest_until: datetime | None = None
@@ -122,14 +136,17 @@ class MessageFill:
     def want(self, key: str, ids: Sequence[str]) -> None:
         """Queue `ids` of scope `key` for the background (bounded; the rest is dropped)."""
         held = self._queue.setdefault(key, {})
+        tenant = tenant_of(key)
         for mid in ids:
             if mid in held:
                 continue
-            if len(held) >= QUEUE_PER_SCOPE or self._queued >= QUEUE_MAX:
+            full = self._queued >= QUEUE_MAX or self._per_tenant.get(tenant, 0) >= QUEUE_PER_TENANT
+            if len(held) >= QUEUE_PER_SCOPE or full:
                 self.stats.dropped += 1
                 continue
             held[mid] = None
             self._queued += 1
+            self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
         if not held:
             del self._queue[key]
         if self.background and self._queue and (self._task is None or self._task.done()):
@@ -152,6 +169,9 @@ class MessageFill:
             for mid in batch:
                 del held[mid]
             self._queued -= len(batch)
+            left = self._per_tenant.pop(tenant_of(key)) - len(batch)
+            if left:
+                self._per_tenant[tenant_of(key)] = left
             if held:
                 self._queue[key] = held  # to the end: the next scope goes first
             return key, batch

@@ -234,6 +234,7 @@ class MessageFill:
         whole when written, never field by field)."""
         fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1, md.TENANT: 1, "created_at": 1}
         have = await read_by_id(self.repo.db[md.MESSAGE_INDEX], ids, fields)
+        # whose message each is (a small read by `_id`): another message's is replaced whole
         mine = await read_by_id(self.repo.messages, list(have), {md.TENANT: 1, "created_at": 1})
         others = {i for i, d in have.items() if i in mine and not of_message(d, mine[i])}
         model = None if self.embedder is None or self.resting() else self.embedder.model

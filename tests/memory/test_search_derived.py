@@ -43,3 +43,20 @@ async def test_a_derivation_landing_after_a_clear_never_labels_the_next_message_
         fern = await found.search("acme", "garden fern")
         assert [h.content for h in fern.messages] == ["water the garden fern"]
         assert (await found.search("acme", "swordfish vault password")).messages == []
+
+
+async def test_a_derivation_landing_after_a_pop_leaves_nothing_of_the_popped_words(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """The popped (or cleared, or erased) message's words must not stay in `message_index`: the
+    derivation checks its message after writing and takes back what has none."""
+    found = searcher(store)
+    secret = "the vault password is swordfish"
+    await store.add_items("acme", SID, [("user", secret)], turn=TURN, new={}, name=SID)
+
+    async def pop(ids: list[str]) -> None:
+        assert await store.pop_item("acme", SID, name=SID) == secret
+
+    found.fill.before_write = pop
+    await found.search("acme", "anything")  # derives the message, the pop racing its write
+    assert await store.db["message_index"].count_documents({}) == 0

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 import anyio
-from pymongo import ReplaceOne, UpdateOne
+from pymongo import DeleteOne, ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from mongogate.config import MessageSearchSettings
@@ -319,7 +319,24 @@ class MessageFill:
                     raise
                 again = [out[int(err["index"])] for err in errors]
                 await coll.bulk_write([_again(d, str(d["_id"]) in others) for d in again])
+            await self._take_back(key, out)
         self.stats.derived += len(out)
+
+    async def _take_back(self, key: str, out: list[Doc]) -> None:
+        """The derived documents just written whose message is gone or another (a pop, clear,
+        delete_session or erasure ran between the fill's read and its write), deleted: the erased
+        words never stay in `message_index`. Checked after the write: an eraser deletes the
+        message before its derived document, so either it deletes ours or we see its message gone.
+        Each deleted only as written (tenant, created_at): a newer derivation of a new message of
+        the same `_id` stays."""
+        left = await read_by_id(
+            self.repo.messages, [str(d["_id"]) for d in out], {md.TENANT: 1, "created_at": 1}
+        )
+        gone = [d for d in out if (m := left.get(str(d["_id"]))) is None or not of_message(d, m)]
+        if gone:
+            mine = [{"_id": d["_id"], md.TENANT: key, "created_at": d["created_at"]} for d in gone]
+            await self.repo.db[md.MESSAGE_INDEX].bulk_write([DeleteOne(f) for f in mine])
+            log.info("message search: %d derivation(s) taken back (their message was erased)", len(gone))
 
 
 def _again(doc: Doc, whole: bool) -> ReplaceOne[Doc] | UpdateOne:

@@ -12,7 +12,9 @@ and the vector of its first `[memory.search] embed_chars` characters. Never a wh
   skips a tenant whose search is deriving;
 - in the background (`want`, `drain`): a server process queues the messages each write stored
   (`guard.MessageGuard.on_written`) and what its searches found missing, at most QUEUE_PER_SCOPE
-  per scope and QUEUE_MAX in all (more is dropped: the next search of the scope finds it again).
+  per scope, QUEUE_PER_TENANT per tenant (whatever its subjects: one tenant never fills the
+  queue for every other) and QUEUE_MAX in all (more is dropped: the next search of the scope
+  finds it again).
 
 Each batch is one write bracketed by its scope's revision (`memory/guard.py`, changes `x:<id>`),
 so every process's index reads the derived documents (by `_id`) and finds the messages by them.
@@ -32,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 import anyio
-from pymongo import UpdateOne
+from pymongo import DeleteOne, ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from mongogate.config import MessageSearchSettings
@@ -40,7 +42,7 @@ from mongogate.errors import EmbeddingUnavailable
 from mongogate.indexing import pack, read_by_id
 from mongogate.memory import documents as md
 from mongogate.memory.guard import derived
-from mongogate.memory.message_terms import TERMS_VERSION, encoded, terms_of_async
+from mongogate.memory.message_terms import TERMS_VERSION, encoded, of_message, terms_of_async
 from mongogate.memory.messages import DUPLICATE_KEY
 from mongogate.memory.repository import SessionRepository
 from mongogate.memory_scope import SUBJECT_SEPARATOR
@@ -48,13 +50,23 @@ from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMBEDDER_REST", "QUEUE_MAX", "QUEUE_PER_SCOPE", "TOKENIZE_CHARS", "FillStats", "MessageFill"]
+__all__ = [
+    "EMBEDDER_REST",
+    "QUEUE_MAX",
+    "QUEUE_PER_SCOPE",
+    "QUEUE_PER_TENANT",
+    "TOKENIZE_CHARS",
+    "FillStats",
+    "MessageFill",
+]
 
 #: the most characters of text one `fill` tokenizes (one message always)
 TOKENIZE_CHARS = 1024 * 1024
 #: messages queued for the background, per scope and in all
 QUEUE_PER_SCOPE = 4096
 QUEUE_MAX = 65_536
+#: messages queued per tenant, across its subjects' scopes (at least 8 tenants fill QUEUE_MAX)
+QUEUE_PER_TENANT = QUEUE_MAX // 8
 #: how long an embedder that failed is left alone
 EMBEDDER_REST = timedelta(seconds=30)
 #: what a fill reads of a message
@@ -110,6 +122,8 @@ class MessageFill:
         self.stats = FillStats()
         self._queue: OrderedDict[str, dict[str, None]] = OrderedDict()
         self._queued = 0
+        #: per tenant: how many of its messages are queued (QUEUE_PER_TENANT at most)
+        self._per_tenant: dict[str, int] = {}
         #: per tenant: how many fills hold or wait for its lock (one fill at a time per tenant)
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._rest_until: datetime | None = None
@@ -122,14 +136,17 @@ class MessageFill:
     def want(self, key: str, ids: Sequence[str]) -> None:
         """Queue `ids` of scope `key` for the background (bounded; the rest is dropped)."""
         held = self._queue.setdefault(key, {})
+        tenant = tenant_of(key)
         for mid in ids:
             if mid in held:
                 continue
-            if len(held) >= QUEUE_PER_SCOPE or self._queued >= QUEUE_MAX:
+            full = self._queued >= QUEUE_MAX or self._per_tenant.get(tenant, 0) >= QUEUE_PER_TENANT
+            if len(held) >= QUEUE_PER_SCOPE or full:
                 self.stats.dropped += 1
                 continue
             held[mid] = None
             self._queued += 1
+            self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
         if not held:
             del self._queue[key]
         if self.background and self._queue and (self._task is None or self._task.done()):
@@ -152,6 +169,9 @@ class MessageFill:
             for mid in batch:
                 del held[mid]
             self._queued -= len(batch)
+            left = self._per_tenant.pop(tenant_of(key)) - len(batch)
+            if left:
+                self._per_tenant[tenant_of(key)] = left
             if held:
                 self._queue[key] = held  # to the end: the next scope goes first
             return key, batch
@@ -208,20 +228,27 @@ class MessageFill:
             if not users[0]:
                 del self._locks[tenant]
 
-    async def _underived(self, ids: list[str]) -> list[str]:
-        """The first `embed_per_call` of `ids` whose derived document is missing or stale."""
-        fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1}
+    async def _underived(self, ids: list[str]) -> tuple[list[str], set[str]]:
+        """The first `embed_per_call` of `ids` whose derived document is missing or stale, and
+        those whose derived document is another message's (`message_terms.of_message`: replaced
+        whole when written, never field by field)."""
+        fields = {md.TERMS_V: 1, md.EMBEDDING_MODEL: 1, md.TENANT: 1, "created_at": 1}
         have = await read_by_id(self.repo.db[md.MESSAGE_INDEX], ids, fields)
+        # whose message each is (a small read by `_id`): another message's is replaced whole
+        mine = await read_by_id(self.repo.messages, list(have), {md.TENANT: 1, "created_at": 1})
+        others = {i for i, d in have.items() if i in mine and not of_message(d, mine[i])}
         model = None if self.embedder is None or self.resting() else self.embedder.model
         current = {
             i
             for i, d in have.items()
-            if d.get(md.TERMS_V) == TERMS_VERSION and (model is None or d.get(md.EMBEDDING_MODEL) == model)
+            if d.get(md.TERMS_V) == TERMS_VERSION
+            and (model is None or d.get(md.EMBEDDING_MODEL) == model)
+            and i not in others
         }
-        return [i for i in ids if i not in current][: self.per_call]
+        return [i for i in ids if i not in current][: self.per_call], others
 
     async def _fill(self, key: str, wanted: list[str]) -> list[str]:
-        ids = await self._underived(wanted)
+        ids, others = await self._underived(wanted)
         if not ids:
             return []
         found = await read_by_id(self.repo.messages, ids, _READ)
@@ -251,7 +278,7 @@ class MessageFill:
             )
         self.stats.tokenized_chars += size
         await self._embed(docs, out)
-        await self._write(key, out)
+        await self._write(key, out, others)
         return [str(d["_id"]) for d in out]
 
     async def _embed(self, docs: list[Doc], out: list[Doc]) -> None:
@@ -276,9 +303,10 @@ class MessageFill:
         self.stats.embedded += len(prefixes)
         self.stats.embedded_chars += sum(len(t) for t in prefixes)
 
-    async def _write(self, key: str, out: list[Doc]) -> None:
-        """The derived documents, inserted (or, where one exists, replaced field by field), in one
-        write bracketed by the scope's revision."""
+    async def _write(self, key: str, out: list[Doc], others: set[str]) -> None:
+        """The derived documents, inserted (or, where one exists, replaced field by field, or
+        whole where it is another message's: `others`), in one write bracketed by the scope's
+        revision."""
         coll = self.repo.db[md.MESSAGE_INDEX]
         if self.before_write is not None:
             await self.before_write([str(d["_id"]) for d in out])
@@ -290,6 +318,31 @@ class MessageFill:
                 if not errors or any(err.get("code") != DUPLICATE_KEY for err in errors):
                     raise
                 again = [out[int(err["index"])] for err in errors]
-                sets = [({"_id": d["_id"]}, {k: v for k, v in d.items() if k != "_id"}) for d in again]
-                await coll.bulk_write([UpdateOne(f, {"$set": v}) for f, v in sets])
+                await coll.bulk_write([_again(d, str(d["_id"]) in others) for d in again])
+            await self._take_back(key, out)
         self.stats.derived += len(out)
+
+    async def _take_back(self, key: str, out: list[Doc]) -> None:
+        """The derived documents just written whose message is gone or another (a pop, clear,
+        delete_session or erasure ran between the fill's read and its write), deleted: the erased
+        words never stay in `message_index`. Checked after the write: an eraser deletes the
+        message before its derived document, so either it deletes ours or we see its message gone.
+        Each deleted only as written (tenant, created_at): a newer derivation of a new message of
+        the same `_id` stays."""
+        left = await read_by_id(
+            self.repo.messages, [str(d["_id"]) for d in out], {md.TENANT: 1, "created_at": 1}
+        )
+        gone = [d for d in out if (m := left.get(str(d["_id"]))) is None or not of_message(d, m)]
+        if gone:
+            mine = [{"_id": d["_id"], md.TENANT: key, "created_at": d["created_at"]} for d in gone]
+            await self.repo.db[md.MESSAGE_INDEX].bulk_write([DeleteOne(f) for f in mine])
+            log.info("message search: %d derivation(s) taken back (their message was erased)", len(gone))
+
+
+def _again(doc: Doc, whole: bool) -> ReplaceOne[Doc] | UpdateOne:
+    """The write of a derived document over the one stored: whole when that one is another
+    message's (its vector must not stay), else field by field (a vector kept while the embedder
+    rests)."""
+    if whole:
+        return ReplaceOne({"_id": doc["_id"]}, doc)
+    return UpdateOne({"_id": doc["_id"]}, {"$set": {k: v for k, v in doc.items() if k != "_id"}})

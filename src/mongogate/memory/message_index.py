@@ -40,7 +40,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from mongogate.clock import as_utc
 from mongogate.indexing import Coherence, Entry, IndexBudget, Refreshed, ScopeIndex, born, read_by_id, unpack
 from mongogate.memory import documents as md
-from mongogate.memory.message_terms import stored_terms
+from mongogate.memory.message_terms import of_message, stored_terms
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, reply_batch, wire_bytes
 
@@ -55,7 +55,7 @@ HOLD_CHARS = 16 * 1024
 #: what the index reads of a message, and of its derived document
 MESSAGE_FIELDS = dict.fromkeys((md.SESSION_ID, md.SEQ, "role", "content", "created_at", md.TENANT), 1)
 DERIVED_FIELDS = dict.fromkeys(
-    (md.TENANT, md.TERMS, md.TERM_COUNTS, md.TERMS_V, md.EMBEDDING, md.EMBEDDING_MODEL), 1
+    (md.TENANT, "created_at", md.TERMS, md.TERM_COUNTS, md.TERMS_V, md.EMBEDDING, md.EMBEDDING_MODEL), 1
 )
 #: a rebuild reads this many messages a reply at most (fewer when messages may be large)
 PAGE = 1000
@@ -204,7 +204,7 @@ class MessageIndex:
         for sid in sessions:
             await self._session(key, scope, sid)
         for mid, d in (await read_by_id(self.derived, rederived, DERIVED_FIELDS)).items():
-            self._rederive(scope, mid, d)
+            self._rederive(key, scope, mid, d)
         docs = await read_by_id(self.repo.messages, messages, MESSAGE_FIELDS)
         derived = await read_by_id(self.derived, [m for m in messages if m in docs], DERIVED_FIELDS)
         for mid in messages:
@@ -250,12 +250,14 @@ class MessageIndex:
         if scope.nbytes() > self.budget.budget_bytes:
             self._trim(scope)
 
-    def _rederive(self, scope: MessageScope, mid: str, derived: Doc) -> None:
+    def _rederive(self, key: str, scope: MessageScope, mid: str, derived: Doc) -> None:
         """A held message's row with what was derived from it since (terms, vector)."""
         at = scope.index.where.get(mid)
         if at is None:
             return
         row = scope.index.rows[at]
+        if not of_message(derived, {md.TENANT: key, "created_at": row.item["created_at"]}):
+            return  # derived from an erased message of the same `_id`: the row stays pending
         terms = stored_terms(derived)
         vector = self._vector(derived)
         old = row.terms
@@ -285,6 +287,8 @@ class MessageIndex:
         content = doc.get("content")
         text = content if isinstance(content, str) else ""
         created = as_utc(doc["created_at"])
+        if derived is not None and not of_message(derived, doc):
+            derived = None  # an erased message's of the same `_id`: derived again (`MessageFill`)
         terms = stored_terms(derived) if derived is not None else None
         vector = self._vector(derived)
         item: Doc = {"_id": mid, md.SESSION_ID: sid, md.SEQ: int(doc.get(md.SEQ) or 0)}

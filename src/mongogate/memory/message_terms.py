@@ -21,6 +21,7 @@ from collections.abc import Mapping
 import anyio
 import numpy as np
 
+from mongogate.clock import utc_or_none
 from mongogate.memory import documents as md
 from mongogate.textrank import tokens
 from mongogate.values import Doc
@@ -29,6 +30,7 @@ __all__ = [
     "TERMS_VERSION",
     "THREAD_CHARS",
     "encoded",
+    "of_message",
     "stored_terms",
     "terms_of",
     "terms_of_async",
@@ -78,3 +80,18 @@ def stored_terms(doc: Mapping[str, object]) -> dict[str, int] | None:
         return None
     counts = np.frombuffer(raw, dtype="<u4").tolist()
     return dict(zip(names, counts, strict=True))
+
+
+def of_message(derived: Mapping[str, object], message: Mapping[str, object]) -> bool:
+    """Whether `derived` (a `message_index` document) was derived from `message` (the message of
+    its `_id`) and not from an earlier message of the same `_id`: a derivation that landed after
+    its message was erased (a clear racing it), when a new message took the id (the OpenAI
+    Agents session's items start again at the same ids), is another message's. Told apart by the
+    tenant and the `created_at` the derivation copied (to the millisecond:
+    docs/decisions/message-search.md)."""
+    created = utc_or_none(message.get("created_at"))
+    return (
+        created is not None
+        and derived.get(md.TENANT) == message.get(md.TENANT)
+        and utc_or_none(derived.get("created_at")) == created
+    )

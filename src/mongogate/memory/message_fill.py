@@ -8,8 +8,9 @@ and the vector of its first `[memory.search] embed_chars` characters. Never a wh
 - per call (`fill`): at most `embed_per_call` messages, and at most TOKENIZE_CHARS characters of
   text to tokenize (one message always), in one batch for the model;
 - per tenant: one `fill` at a time (a search finding the tenant's batch in progress waits for it,
-  then derives what is still missing); the background takes scopes in turn, one batch each, and
-  skips a tenant whose search is deriving;
+  then derives what is still missing); the background takes tenants in turn, then each tenant's
+  scopes in turn, one batch each (a tenant with many subjects gets no more turns than one with
+  one), and skips a tenant whose search is deriving;
 - in the background (`want`, `drain`): a server process queues the messages each write stored
   (`guard.MessageGuard.on_written`) and what its searches found missing, at most QUEUE_PER_SCOPE
   per scope, QUEUE_PER_TENANT per tenant (whatever its subjects: one tenant never fills the
@@ -120,7 +121,8 @@ class MessageFill:
         self.chars = settings.embed_chars
         self.background = background
         self.stats = FillStats()
-        self._queue: OrderedDict[str, dict[str, None]] = OrderedDict()
+        #: tenant -> its scopes -> their queued message ids: tenants take turns, then their scopes
+        self._queue: OrderedDict[str, OrderedDict[str, dict[str, None]]] = OrderedDict()
         self._queued = 0
         #: per tenant: how many of its messages are queued (QUEUE_PER_TENANT at most)
         self._per_tenant: dict[str, int] = {}
@@ -135,8 +137,9 @@ class MessageFill:
 
     def want(self, key: str, ids: Sequence[str]) -> None:
         """Queue `ids` of scope `key` for the background (bounded; the rest is dropped)."""
-        held = self._queue.setdefault(key, {})
         tenant = tenant_of(key)
+        scopes = self._queue.setdefault(tenant, OrderedDict())
+        held = scopes.setdefault(key, {})
         for mid in ids:
             if mid in held:
                 continue
@@ -148,7 +151,9 @@ class MessageFill:
             self._queued += 1
             self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
         if not held:
-            del self._queue[key]
+            del scopes[key]
+        if not scopes:
+            del self._queue[tenant]
         if self.background and self._queue and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -160,20 +165,24 @@ class MessageFill:
         return self._queued
 
     def _next(self) -> tuple[str, list[str]] | None:
-        """The next scope in turn whose tenant is not busy, and its next batch."""
-        for key in list(self._queue):
-            if tenant_of(key) in self._locks:  # a search of the tenant is on it, or waits
+        """The next tenant in turn that is not busy, its next scope in turn, and that scope's next
+        batch: a tenant writing through many subjects gets one turn as any other tenant does."""
+        for tenant in list(self._queue):
+            if tenant in self._locks:  # a search of the tenant is on it, or waits
                 continue
-            held = self._queue.pop(key)
+            scopes = self._queue.pop(tenant)
+            key, held = scopes.popitem(last=False)
             batch = list(held)[: self.per_call]
             for mid in batch:
                 del held[mid]
             self._queued -= len(batch)
-            left = self._per_tenant.pop(tenant_of(key)) - len(batch)
+            left = self._per_tenant.pop(tenant) - len(batch)
             if left:
-                self._per_tenant[tenant_of(key)] = left
+                self._per_tenant[tenant] = left
             if held:
-                self._queue[key] = held  # to the end: the next scope goes first
+                scopes[key] = held  # to the end: the tenant's next scope goes first
+            if scopes:
+                self._queue[tenant] = scopes  # to the end: the next tenant goes first
             return key, batch
         return None
 

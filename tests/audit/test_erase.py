@@ -63,3 +63,34 @@ async def test_events_are_kept_redacted_and_the_file_is_left_as_it_was(
     assert not {"filter", "offending", "path", "forbidden", "rpc_id"} & set(kept)
     for rid in ("req-acme-1", "req-globex-2"):  # another subject's, and the same subject in another tenant
         assert after[before[rid]["_id"]] == before[rid]
+
+
+async def test_erasing_a_subject_leaves_the_one_that_displays_alike(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """'x<newline>' and the literal 'x\\n' are shown alike in logs (escaping is not one-to-one):
+    erasing one must leave the other's events as they were."""
+    settings = make_settings(engine_uri, db_name, tmp_path, audit={"sink": "mongodb"})
+    log = audit_from_settings(settings, engine_uri, "srv-1")
+    newline, literal = "x\n", "x\\n"
+    assert printable(newline) == printable(literal)
+    for n, who in enumerate([newline, literal]):  # as the server writes them (audit_calls.py)
+        log.filter_rejected(
+            tool="find_orders",
+            tenant="acme",
+            principal=printable(who),
+            principal_id=who,
+            reason="operator_not_allowed",
+            path="filter.$where",
+            filter={"$where": "1"},
+            request_id=f"req-{n}",
+        )
+    log.close()
+    async with AsyncMongoClient[dict[str, Any]](engine_uri, tz_aware=True) as client:
+        coll = client[db_name]["audit_events"]
+        before = {d["request_id"]: d async for d in coll.find({})}
+        await mongogate.erase(settings, "acme", literal)
+        after = {d["request_id"]: d async for d in coll.find({})}
+    assert after["req-0"] == before["req-0"]  # the newline subject's event as it was
+    redacted = [d for d in after.values() if d.get("erased")]
+    assert len(redacted) == 1 and redacted[0]["principal"] is None and redacted[0]["principal_id"] is None

@@ -135,6 +135,7 @@ async def test_control_characters_never_reach_a_log_line(
     assert len(lines) == before + 1  # one event, one line
     event = json.loads(lines[-1])
     assert event["principal"] == forged.replace("\n", "\\n").replace("\r", "\\r")
+    assert event["principal_id"] == forged  # the identity, JSON-escaped on its one line
 
 
 async def test_a_bounds_refusal_is_audited_at_the_whole_path_it_named(

@@ -42,6 +42,9 @@ class _EventFields(TypedDict):
     tool: str
     tenant: str | None
     principal: str | None
+    #: the subject exactly as authenticated (`principal` is its display form, not one-to-one);
+    #: absent from events written before it existed
+    principal_id: NotRequired[str | None]
     request_id: str | None
     #: the server instance that wrote it (`logs.default_instance_id`), when it has one
     instance: NotRequired[str]

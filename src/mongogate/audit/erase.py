@@ -7,8 +7,10 @@ Kept: `event`, `ts`, `tool`, `reason`, `instance`, the counts (`returned`, `trun
 server's log lines, which name the tenant), and for a tenant's erasure `tenant` (a subject's
 events keep their tenant). Removed: `filter`, `offending`, `path`, `forbidden` (the caller's
 arguments and field paths) and `rpc_id` (the client's own id). `erased` holds the erasure's id
-(its receipt). An event is matched by its tenant and, for a subject, by `principal`, which holds
-the subject as shown in logs (control characters escaped, `server/auth/verify.py` printable).
+(its receipt). An event is matched by its tenant and, for a subject, by `principal_id`, the
+subject exactly as authenticated (`principal` holds it as shown in logs, control characters
+escaped by `server/auth/verify.py` printable, which is not one-to-one); an event written before
+`principal_id` existed, by `principal` in either form.
 
 The audit file (`audit.path`, and the fallback of the MongoDB sink) is not rewritten: it is
 append-only, other server processes append to it while they serve, and its lines are copied
@@ -37,11 +39,15 @@ def shown(subject: str) -> str:
 def events(target: Target) -> Doc:
     if target.subject is None:
         return {"tenant": target.tenant}
-    return {"tenant": target.tenant, "principal": {"$in": sorted({target.subject, shown(target.subject)})}}
+    # events written before `principal_id` existed are found by their display form, which is not
+    # one-to-one: such an event of subject 'x<newline>' is also taken for the literal 'x\\n'
+    forms = sorted({target.subject, shown(target.subject)})
+    legacy = {"principal_id": {"$exists": False}, "principal": {"$in": forms}}
+    return {"tenant": target.tenant, "$or": [{"principal_id": target.subject}, legacy]}
 
 
 def redacted(target: Target, erasure_id: str) -> Doc:
-    cleared: Doc = {"principal": None, "request_id": None, "erased": erasure_id}
+    cleared: Doc = {"principal": None, "principal_id": None, "request_id": None, "erased": erasure_id}
     if target.subject is None:
         cleared["tenant"] = None
     return {"$set": cleared, "$unset": dict.fromkeys(PAYLOAD, "")}

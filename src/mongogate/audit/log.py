@@ -64,6 +64,9 @@ class Rejection(TypedDict):
     #: what the forbidden-name scan reads (default: ``filter``), and its name in paths
     scan: NotRequired[object]
     root: NotRequired[str]
+    #: the subject exactly as authenticated (`Principal.identity`): `principal` is its display
+    #: form, which is not one-to-one ('x<newline>' and the literal 'x\\n' display alike)
+    principal_id: NotRequired[str | None]
 
 
 class AuditLog(BoundedCopy):
@@ -204,7 +207,7 @@ class AuditLog(BoundedCopy):
             "trimmed": trimmed,
             "request_id": fields["request_id"],
             "rpc_id": rpc_id(),
-        }
+        } | ({} if (pid := fields.get("principal_id")) is None else {"principal_id": pid})
 
     def call_failed(self, **fields: Unpack[Rejection]) -> dict[str, Any]:
         """A call the database failed (``storage_error``): its own event type, never counted as a
@@ -231,6 +234,7 @@ class AuditLog(BoundedCopy):
         truncated: bool,
         ms: float,
         request_id: str | None,
+        principal_id: str | None = None,
     ) -> dict[str, Any]:
         return self.write(
             {
@@ -239,6 +243,7 @@ class AuditLog(BoundedCopy):
                 "tool": tool,
                 "tenant": tenant,
                 "principal": principal,
+                **({} if principal_id is None else {"principal_id": principal_id}),
                 "returned": returned,
                 "truncated": truncated,
                 "ms": round(ms, 3),

@@ -58,15 +58,17 @@ async def audit_refusal(
         return  # the database never opened (tools/state.py): no audit log exists; the call was refused
     tenant: str | None = None
     subject: str | None = None
+    identity: str | None = None
     try:
         principal = app.principal(ctx)
-        tenant, subject = principal.tenant, principal.subject
+        tenant, subject, identity = principal.tenant, principal.subject, principal.identity
     except MongogateError:
         pass  # unauthenticated: still audited, without a tenant
     fields: Rejection = {
         "tool": name,
         "tenant": tenant,
         "principal": subject,
+        "principal_id": identity,
         "reason": outcome.code,
         "path": outcome.path,
         "filter": arguments,

@@ -81,6 +81,7 @@ def _handler(
                 tool=spec.name,
                 tenant=principal.tenant,
                 principal=principal.subject,
+                principal_id=principal.identity,
                 returned=result.returned,
                 truncated=result.truncated,
                 ms=(time.perf_counter() - started) * 1000,

@@ -17,14 +17,17 @@ scores low.
 Held compactly, so that a scope of long texts (a conversation of 66 KB messages) fits: each
 posting is a pair of C ints in its term's arrays (rows, term frequencies), and each row keeps its
 terms as a tuple of the index's one copy of each term's string with their counts in a C array
-(about 20 bytes a posting, where dicts of ints took about 200).
+(about 20 bytes a posting, where dicts of ints took about 200). A row of more than SCAN terms gets
+a set of them at its first ranking (`lookup`: which query words it holds, in O(1) a word), counted
+in `nbytes`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -46,6 +49,10 @@ _POSTING_BYTES = 20
 _TERM_BYTES = 300
 #: per row: the row, its item (a dict of about 9 fields, two datetimes), its arrays' headers
 _ROW_BYTES = 1300
+#: a row of at most this many terms is searched in its tuple (as fast as a set's hash); a longer
+#: one gets a set at its first ranking (`lookup`): a 256 KiB message of random words holds about
+#: 30,000 terms, and scanning them for each query token took about 20 ms a search
+SCAN = 64
 
 
 class ScopeIndex:
@@ -82,6 +89,8 @@ class ScopeIndex:
         self.n_postings = 0
         #: the items' texts (a result shows them), counted in `nbytes`
         self.text_bytes = 0
+        #: the bytes of the rows' sets (`lookup`), counted in `nbytes`
+        self.lookup_bytes = 0
         for name, fill in self.COLUMNS.items():
             setattr(self, name, np.full(16, fill, dtype=np.float64))
 
@@ -167,6 +176,8 @@ class ScopeIndex:
         self.total_length -= row.length
         self.n_postings -= len(row.names)
         self.text_bytes -= row.text_bytes
+        if row.lookup is not None:
+            self.lookup_bytes -= sys.getsizeof(row.lookup)
         last = len(self.rows) - 1
         if at != last:  # the last row moves into the hole
             moved = self.rows[last]
@@ -202,7 +213,7 @@ class ScopeIndex:
 
     def nbytes(self) -> int:
         """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
-        rows = len(self.rows) * _ROW_BYTES + self.text_bytes
+        rows = len(self.rows) * _ROW_BYTES + self.text_bytes + self.lookup_bytes
         arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes
         arrays += sum(int(getattr(self, name).nbytes) for name in self.COLUMNS)
         terms = len(self._postings) * _TERM_BYTES + self.n_postings * _POSTING_BYTES
@@ -312,7 +323,7 @@ class ScopeIndex:
         match's share of the query. Not the best match's own cosine: a paraphrased answer is often
         ranked first by its words and found by meaning in another document of the scope."""
         cos = float(np.max(sims, where=usable, initial=0.0))
-        share = self.share(self.rows[first].names, query_tokens)
+        share = self.share(self.lookup(self.rows[first]), query_tokens)
         return scoring.evidenced(cos, share, scoring.calibration(self.model))
 
     def _ranked(
@@ -324,11 +335,12 @@ class ScopeIndex:
         shown: Shown,
     ) -> Ranked:
         row = self.rows[i]
+        held = self.lookup(row)
         return Ranked(
             row.id,
             float(sims[i]) if row.has_vector else 0.0,
             float(text[i]),
-            frozenset(t for t in shown.asked if row.holds(t)),
+            frozenset(t for t in shown.asked if t in held),
             row.has_vector and shown.by_meaning,
             fused=float(scores[i]),
             best=shown.best,
@@ -362,7 +374,17 @@ class ScopeIndex:
         n, df = len(self.rows), self._df(term)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
-    def share(self, held: Mapping[str, int] | tuple[str, ...], query_tokens: list[str]) -> float:
+    def lookup(self, row: Row) -> Container[str]:
+        """The row's terms for membership tests: its tuple when short (SCAN), else its set, built
+        once and counted in `nbytes`."""
+        if len(row.names) <= SCAN:
+            return row.names
+        if row.lookup is None:
+            row.lookup = frozenset(row.names)
+            self.lookup_bytes += sys.getsizeof(row.lookup)
+        return row.lookup
+
+    def share(self, held: Container[str], query_tokens: list[str]) -> float:
         """The share of the query's idf mass (its distinct tokens) that the tokens `held` cover."""
         asked = set(query_tokens)
         total = sum(self.idf(t) for t in asked)

@@ -138,7 +138,7 @@ class LongTermSettings(Section):
     #: together) before, while the budget is full, its own scopes go first and never another
     #: tenant's: one tenant's large indexes (a 256 KiB message of random words costs about 7 MB)
     #: cannot evict every other tenant's. Binds only while the budget is full (a tenant alone
-    #: may use all of it); 1: no share, least recently used first across tenants
+    #: may use all of it); 1: only a tenant holding more than the whole budget loses its own first
     index_tenant_share: float = Field(default=0.25, gt=0.0, le=1.0)
     #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides.
     #: A memory's score is mostly its recall's best match (0.9 x the best fused score + 0.1 x its own),

@@ -50,7 +50,8 @@ class IndexBudget:
 
     def __init__(self, budget_bytes: int, tenant_share: float = TENANT_SHARE) -> None:
         self.budget_bytes = budget_bytes
-        #: the fraction of the budget one tenant holds before its scopes go first (1: only past the whole budget)
+        #: the fraction of the budget one tenant holds before its scopes go first (1: only a tenant
+        #: past the whole budget)
         self.tenant_share = tenant_share
         self._held: OrderedDict[Slot, Indexed] = OrderedDict()
         self._tenant: dict[Slot, str] = {}

@@ -67,7 +67,7 @@ async def load_conversation(store: MemoryStore, tenant: str, turns: Turns) -> di
 async def derive(search: MessageSearch, tenant: str) -> None:
     """Every message of the tenant's conversations derived (terms, and a vector with an embedder),
     a batch at a time, as the server's background does after each write."""
-    scope, _ = await search.index.fresh(tenant, None)
+    scope, _ = await search.index.fresh(tenant, None, tenant=tenant)
     ids = list(scope.pending)
     for at in range(0, len(ids), search.fill.per_call):
         await search.fill.fill(tenant, ids[at : at + search.fill.per_call])

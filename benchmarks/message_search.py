@@ -59,7 +59,7 @@ async def seed_messages(db: Any, sid: str, n: int) -> None:
 async def derive_all(search: Any) -> float:
     """Every message's terms and vector, a batch at a time (seconds taken)."""
     t0 = time.perf_counter()
-    scope, _ = await search.index.fresh("acme", None)
+    scope, _ = await search.index.fresh("acme", None, tenant="acme")
     ids = list(scope.pending)
     with unchecked_seeding():
         for at in range(0, len(ids), search.fill.per_call):

@@ -134,6 +134,12 @@ class LongTermSettings(Section):
     #: bytes (MB) the in-process indexes may hold: recall's of every scope and search_messages' of
     #: every conversation scope, one budget; least recently used out first, across both
     index_budget_mb: int = Field(default=256, ge=1, le=1_000_000)
+    #: the share of `index_budget_mb` one tenant holds (its memories' and conversations' scopes
+    #: together) before, while the budget is full, its own scopes go first and never another
+    #: tenant's: one tenant's large indexes (a 256 KiB message of random words costs about 7 MB)
+    #: cannot evict every other tenant's. Binds only while the budget is full (a tenant alone
+    #: may use all of it); 1: only a tenant holding more than the whole budget loses its own first
+    index_tenant_share: float = Field(default=0.25, gt=0.0, le=1.0)
     #: recall returns only memories scoring at least this (0 to 1); a recall's own min_score overrides.
     #: A memory's score is mostly its recall's best match (0.9 x the best fused score + 0.1 x its own),
     #: so the floor asks "is anything stored about this question?". 0.065 (`scoring.FLOOR`) costs

@@ -71,7 +71,8 @@ async def test_metrics_count_exactly_what_a_scripted_session_did(served: tuple[s
             assert r.status_code == 401
         r = await hc.get(url.removesuffix("/mcp") + "/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
-    assert "tenant" not in r.text and "acme" not in r.text  # no tenant label by default
+    # no tenant label by default (the word itself is in the index budget metrics' help)
+    assert 'tenant="' not in r.text and "acme" not in r.text
     m = _scrape(r.text)
     calls = "mongogate_tool_calls_total"
     assert _get(m, calls, tool="find_orders", outcome="ok") == 3
@@ -159,6 +160,10 @@ async def test_message_indexes_are_reported_on_the_one_index_budget(
         memories = _sample(metrics, "mongogate_index_bytes", kind="memories")
     assert messages > 0 and memories > 0
     assert _sample(metrics, "mongogate_index_budget_bytes") == 8 * 1024 * 1024
+    # one tenant's share of it (memory.long_term.index_tenant_share, a quarter by default)
+    assert _sample(metrics, "mongogate_index_tenant_share_bytes") == 2 * 1024 * 1024
+    assert _sample(metrics, "mongogate_index_largest_tenant_bytes") == messages + memories
+    assert _sample(metrics, "mongogate_index_unkept_total", kind="messages") == 0
     assert _sample(metrics, "mongogate_index_scopes", kind="messages") == 1
     assert _sample(metrics, "mongogate_message_derivations_total", what="derived") >= 1
 

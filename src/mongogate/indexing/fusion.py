@@ -25,6 +25,7 @@ The order is the fused score's order (ties by id).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from itertools import islice
 
 import numpy as np
 import numpy.typing as npt
@@ -43,13 +44,18 @@ def direct(text: Scores, sims: npt.NDArray[np.floating], weight_text: float, wei
     return np.asarray(np.clip(mixed, 0.0, 1.0), dtype=np.float64)
 
 
-def hop_terms(held: Iterable[str], query: Iterable[str], df: Callable[[str], int]) -> list[str]:
-    """The `HOP_TERMS` tokens of the memory a hop starts from that link it to others: held by
-    at least one other memory (`df`, the memories holding a token, at least 2), not in the query,
-    rarest first (ties by token, so a hop is deterministic)."""
+def linking(held: Iterable[str], df: Callable[[str], int]) -> list[str]:
+    """The tokens of the memory a hop starts from that link it to others: held by at least one
+    other memory (`df`, the memories holding a token, at least 2), rarest first (ties by token, so
+    a hop is deterministic). The same for every question while the index is unchanged
+    (`ScopeIndex` keeps the last start's)."""
+    return sorted((t for t in held if df(t) >= 2), key=lambda t: (df(t), t))
+
+
+def hop_terms(linked: Iterable[str], query: Iterable[str]) -> list[str]:
+    """The `HOP_TERMS` first of the `linking` tokens not in the query."""
     asked = set(query)
-    linking = [t for t in held if t not in asked and df(t) >= 2]
-    return sorted(linking, key=lambda t: (df(t), t))[:HOP_TERMS]
+    return list(islice((t for t in linked if t not in asked), HOP_TERMS))
 
 
 def second_hop(scores: Scores, start: int, hop_text: Scores) -> Scores:

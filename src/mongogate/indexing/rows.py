@@ -65,6 +65,9 @@ class Row:
     item: Doc
     text_bytes: int
     order: float
+    #: its terms as a set, for membership in O(1): built at the first ranking that asks, only
+    #: for a row of more than SCAN terms (`ScopeIndex.lookup`, which counts its bytes)
+    lookup: frozenset[str] | None = None
 
     @property
     def terms(self) -> dict[str, int]:
@@ -72,7 +75,8 @@ class Row:
         return dict(zip(self.names, self.counts, strict=True))
 
     def holds(self, term: str) -> bool:
-        return term in self.names
+        """Whether it holds `term`: O(1) once its set is built (`ScopeIndex.lookup`)."""
+        return term in (self.names if self.lookup is None else self.lookup)
 
     def key(self) -> frozenset[tuple[str, int]]:
         """Its tokens with their counts: two rows with the same key say the same words."""

@@ -17,14 +17,17 @@ scores low.
 Held compactly, so that a scope of long texts (a conversation of 66 KB messages) fits: each
 posting is a pair of C ints in its term's arrays (rows, term frequencies), and each row keeps its
 terms as a tuple of the index's one copy of each term's string with their counts in a C array
-(about 20 bytes a posting, where dicts of ints took about 200).
+(about 20 bytes a posting, where dicts of ints took about 200). A row of more than SCAN terms gets
+a set of them at its first ranking (`lookup`: which query words it holds, in O(1) a word), counted
+in `nbytes`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -46,6 +49,10 @@ _POSTING_BYTES = 20
 _TERM_BYTES = 300
 #: per row: the row, its item (a dict of about 9 fields, two datetimes), its arrays' headers
 _ROW_BYTES = 1300
+#: a row of at most this many terms is searched in its tuple (as fast as a set's hash); a longer
+#: one gets a set at its first ranking (`lookup`): a 256 KiB message of random words holds about
+#: 30,000 terms, and scanning them for each query token took about 20 ms a search
+SCAN = 64
 
 
 class ScopeIndex:
@@ -82,6 +89,11 @@ class ScopeIndex:
         self.n_postings = 0
         #: the items' texts (a result shows them), counted in `nbytes`
         self.text_bytes = 0
+        #: the bytes of the rows' sets (`lookup`), counted in `nbytes`
+        self.lookup_bytes = 0
+        #: rows added or removed so far: the last hop's start (`_linking`) is kept while unchanged
+        self._changes = 0
+        self._hop: tuple[int, int, list[str]] | None = None
         for name, fill in self.COLUMNS.items():
             setattr(self, name, np.full(16, fill, dtype=np.float64))
 
@@ -95,6 +107,7 @@ class ScopeIndex:
     def add(self, entry: Entry) -> None:
         """Hold `entry` (replacing the document of the same id)."""
         self.remove(entry.id)
+        self._changes += 1
         at = len(self.rows)
         if at == self.matrix.shape[0]:
             self._grow(at)
@@ -155,6 +168,7 @@ class ScopeIndex:
         at = self.where.pop(mid, None)
         if at is None:
             return
+        self._changes += 1
         row = self.rows[at]
         for term in row.names:
             self._drop_arrays(term)
@@ -167,6 +181,8 @@ class ScopeIndex:
         self.total_length -= row.length
         self.n_postings -= len(row.names)
         self.text_bytes -= row.text_bytes
+        if row.lookup is not None:
+            self.lookup_bytes -= sys.getsizeof(row.lookup)
         last = len(self.rows) - 1
         if at != last:  # the last row moves into the hole
             moved = self.rows[last]
@@ -202,7 +218,8 @@ class ScopeIndex:
 
     def nbytes(self) -> int:
         """An estimate of what the index holds: the matrix exactly, postings and rows roughly."""
-        rows = len(self.rows) * _ROW_BYTES + self.text_bytes
+        rows = len(self.rows) * _ROW_BYTES + self.text_bytes + self.lookup_bytes
+        rows += 8 * len(self._hop[2]) if self._hop is not None else 0
         arrays = self.lengths.nbytes + self.expiries.nbytes + self._array_bytes
         arrays += sum(int(getattr(self, name).nbytes) for name in self.COLUMNS)
         terms = len(self._postings) * _TERM_BYTES + self.n_postings * _POSTING_BYTES
@@ -283,11 +300,20 @@ class ScopeIndex:
         start = self._best(scores)
         if not scores[start] > 0:
             return scores
-        words = fusion.hop_terms(self.rows[start].names, query_tokens, self._df)
+        words = fusion.hop_terms(self._linking(start), query_tokens)
         if not words:
             return scores
         hopped = fusion.second_hop(scores, start, self.text_scores(words))
         return np.where(usable, hopped, -np.inf)
+
+    def _linking(self, start: int) -> list[str]:
+        """`fusion.linking` of row `start`, kept for the next question while no row changes (a row
+        of 30,000 terms took 15 ms to go through at each search)."""
+        if self._hop is not None and self._hop[:2] == (self._changes, start):
+            return self._hop[2]
+        linked = fusion.linking(self.rows[start].names, self._df)
+        self._hop = (self._changes, start, linked)
+        return linked
 
     def _top(self, scores: npt.NDArray[np.float64], usable: npt.NDArray[np.bool_], depth: int) -> list[int]:
         """The rows of the `depth` best scores, best first (ties by id), distinct by tokens."""
@@ -312,7 +338,7 @@ class ScopeIndex:
         match's share of the query. Not the best match's own cosine: a paraphrased answer is often
         ranked first by its words and found by meaning in another document of the scope."""
         cos = float(np.max(sims, where=usable, initial=0.0))
-        share = self.share(self.rows[first].names, query_tokens)
+        share = self.share(self.lookup(self.rows[first]), query_tokens)
         return scoring.evidenced(cos, share, scoring.calibration(self.model))
 
     def _ranked(
@@ -324,11 +350,12 @@ class ScopeIndex:
         shown: Shown,
     ) -> Ranked:
         row = self.rows[i]
+        held = self.lookup(row)
         return Ranked(
             row.id,
             float(sims[i]) if row.has_vector else 0.0,
             float(text[i]),
-            frozenset(t for t in shown.asked if row.holds(t)),
+            frozenset(t for t in shown.asked if t in held),
             row.has_vector and shown.by_meaning,
             fused=float(scores[i]),
             best=shown.best,
@@ -362,7 +389,17 @@ class ScopeIndex:
         n, df = len(self.rows), self._df(term)
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
-    def share(self, held: Mapping[str, int] | tuple[str, ...], query_tokens: list[str]) -> float:
+    def lookup(self, row: Row) -> Container[str]:
+        """The row's terms for membership tests: its tuple when short (SCAN), else its set, built
+        once and counted in `nbytes`."""
+        if len(row.names) <= SCAN:
+            return row.names
+        if row.lookup is None:
+            row.lookup = frozenset(row.names)
+            self.lookup_bytes += sys.getsizeof(row.lookup)
+        return row.lookup
+
+    def share(self, held: Container[str], query_tokens: list[str]) -> float:
         """The share of the query's idf mass (its distinct tokens) that the tokens `held` cover."""
         asked = set(query_tokens)
         total = sum(self.idf(t) for t in asked)

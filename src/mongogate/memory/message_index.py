@@ -147,10 +147,10 @@ class MessageIndex:
     def held(self, key: str) -> MessageScope | None:
         return self._scopes.get(key)
 
-    async def fresh(self, key: str, now: datetime | None) -> tuple[MessageScope, bool]:
+    async def fresh(self, key: str, now: datetime | None, *, tenant: str) -> tuple[MessageScope, bool]:
         """The scope's index as of the revision read now, and whether it is settled (no write in
         flight: it may answer without reading back). `now` (the injectable clock) ages writes in
-        flight; None never takes one as abandoned."""
+        flight; None never takes one as abandoned. `tenant`: whose share of the budget it is."""
         if self._scopes.get(key) is None:
             # the revision document exists before the scope is read (a scope written before
             # message search kept revisions has none): the copy is labelled with its incarnation
@@ -165,7 +165,7 @@ class MessageIndex:
             stamp=self.coherence.stamp(key),
         )
         self._count(got)
-        self._scopes.keep(key, got.held, evict=got.outcome != "unread")
+        self._scopes.keep(key, got.held, tenant=tenant, evict=got.outcome != "unread")
         return got.held, got.settled
 
     def _count(self, got: Refreshed[MessageScope]) -> None:

@@ -147,9 +147,12 @@ class MessageSearch:
         limit: object = None,
         max_bytes: int = 256 * 1024,
         min_score: float | None = None,
+        owner: str | None = None,
     ) -> Hits:
         """The best `limit` messages of the conversation scope `tenant` (the stored form), of one
-        session when `session_id` is given."""
+        session when `session_id` is given. `owner`: the tenant the scope is of (`MemoryScope.tenant`,
+        its share of the index budget: `indexing/budget.py`); None: `tenant` itself, a tenant-wide
+        scope."""
         text = check_query_text(query, MAX_QUERY_CHARS)
         n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
         words = query_tokens(text)
@@ -159,7 +162,7 @@ class MessageSearch:
         floor = self.min_score if min_score is None else min_score
         now = self.store.clock.now()
         try:
-            scope, settled = await self._fresh(tenant, now)
+            scope, settled = await self._fresh(tenant, now, tenant if owner is None else owner)
             vector = await self._query_vector(text)
             wt = 1.0 if vector is None else TEXT_WEIGHT
             ranked = scope.index.rank(
@@ -185,10 +188,10 @@ class MessageSearch:
         capped = within(items_budget(max_bytes), hits, hit_json)
         return Hits(capped, len(hits) - len(capped), scope.partial)
 
-    async def _fresh(self, key: str, now: datetime) -> tuple[MessageScope, bool]:
+    async def _fresh(self, key: str, now: datetime, owner: str) -> tuple[MessageScope, bool]:
         """The scope's index, with at most one call's derivation done first when messages lack
         theirs (the newest first), the rest queued for the background."""
-        scope, settled = await self.index.fresh(key, now)
+        scope, settled = await self.index.fresh(key, now, tenant=owner)
         if not scope.pending:
             return scope, settled
         rows, where = scope.index.rows, scope.index.where
@@ -199,7 +202,7 @@ class MessageSearch:
         if self.fill.background:
             self.fill.want(key, [m for m in newest if m not in set(done)])
         # read again: what this call derived, and what the background derived while it waited
-        return await self.index.fresh(key, now)
+        return await self.index.fresh(key, now, tenant=owner)
 
     async def _query_vector(self, text: str) -> list[float] | None:
         """The query's embedding (kept for the next time it is asked); None without an embedder or

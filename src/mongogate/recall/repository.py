@@ -19,7 +19,7 @@ from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.engine.write_signal import WriteSignal
 from mongogate.errors import EmbeddingUnavailable, MongogateError
-from mongogate.indexing import Coherence
+from mongogate.indexing import Coherence, IndexBudget
 from mongogate.recall import documents as rd
 from mongogate.recall import quota
 from mongogate.recall.documents import MEMORIES, REVISIONS, VERSIONS
@@ -55,8 +55,10 @@ class RecallRepository:
         #: shares its write signal
         self.coherence = Coherence(db[REVISIONS], db.name, WriteSignal.of(db.client))
         self.revisions: AsyncCollection[Doc] = self.coherence.revisions
-        #: this process's copies of the scopes' memories, bounded by `index_budget_mb`
-        self.index = IndexCache(settings.index_budget_mb * 1024 * 1024)
+        #: this process's copies of the scopes' memories, bounded by `index_budget_mb`, each
+        #: tenant by its `index_tenant_share` of it while it is full
+        budget = IndexBudget(settings.index_budget_mb * 1024 * 1024, settings.index_tenant_share)
+        self.index = IndexCache(budget)
         #: memories stored by the previous version under uuid ids are left (`recall/ids.py`):
         #: identity lookups fall back to a query; True until `ensure_indexes` has looked
         self.legacy = True

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from mongogate.audit import AuditLog
+    from mongogate.indexing import IndexBudget
     from mongogate.memory import MessageSearch
     from mongogate.recall import IndexCache
 
@@ -113,19 +114,40 @@ class _IndexBudgetCollector(Collector):
         evicted = CounterMetricFamily(
             "mongogate_index_evictions", "Scopes dropped past the one index budget, by kind", labels=["kind"]
         )
+        unkept = CounterMetricFamily(
+            "mongogate_index_unkept",
+            "Scopes used for their call and not kept: the budget full and their tenant over its share "
+            "(memory.long_term.index_tenant_share), by kind",
+            labels=["kind"],
+        )
         for kind in ("memories", "messages"):
             size.add_metric([kind], float(budget.nbytes(kind) if budget is not None else 0))
             scopes.add_metric([kind], float(budget.count(kind) if budget is not None else 0))
             evicted.add_metric([kind], float(budget.evicted[kind] if budget is not None else 0))
-        yield size
-        yield scopes
-        yield evicted
-        total = GaugeMetricFamily(
-            "mongogate_index_budget_bytes", "memory.long_term.index_budget_mb, in bytes: both kinds together"
-        )
-        total.add_metric([], float(budget.budget_bytes if budget is not None else 0))
-        yield total
+            unkept.add_metric([kind], float(budget.unkept[kind] if budget is not None else 0))
+        yield from (size, scopes, evicted, unkept)
+        yield from _budget_families(budget)
         yield from _message_search_families(search)
+
+
+def _budget_families(budget: IndexBudget | None) -> Iterable[Metric]:
+    """The budget, one tenant's share of it, and what the tenant holding most holds."""
+    total = GaugeMetricFamily(
+        "mongogate_index_budget_bytes", "memory.long_term.index_budget_mb, in bytes: both kinds together"
+    )
+    total.add_metric([], float(budget.budget_bytes if budget is not None else 0))
+    share = GaugeMetricFamily(
+        "mongogate_index_tenant_share_bytes",
+        "What one tenant's indexes hold before, while the budget is full, its own scopes go first "
+        "(memory.long_term.index_tenant_share of the budget)",
+    )
+    share.add_metric([], float(budget.share_bytes if budget is not None else 0))
+    largest = GaugeMetricFamily(
+        "mongogate_index_largest_tenant_bytes", "Bytes the indexes of the tenant holding the most hold"
+    )
+    held = budget.tenant_bytes() if budget is not None else None
+    largest.add_metric([], float(max(held.values()) if held else 0))
+    yield from (total, share, largest)
 
 
 def _message_search_families(search: MessageSearch | None) -> Iterable[Metric]:

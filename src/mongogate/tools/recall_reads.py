@@ -193,6 +193,7 @@ async def _search_messages(call: Call, a: SearchMessagesIn) -> SearchMessagesOut
         session_id=a.session_id,
         limit=a.limit,
         max_bytes=call.app.settings.memory.long_term.max_response_bytes,
+        owner=call.conversations.tenant,
     )
     found = [
         FoundMessageOut(

@@ -189,7 +189,7 @@ class IndexCache:
             whole=self._whole,
         )
         self._count(got)
-        self._indexes.keep(key, got.held, evict=got.outcome != "unread")
+        self._indexes.keep(key, got.held, tenant=scope.tenant, evict=got.outcome != "unread")
         self.stats.evictions = self._indexes.evictions
         return Fresh(got.held, got.settled and self._settles)
 

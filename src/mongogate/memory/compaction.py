@@ -20,6 +20,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
 from mongogate.keyed import keyed_id, retire_unique
 from mongogate.memory import documents as md
 from mongogate.memory.documents import SummaryDoc
@@ -61,10 +62,12 @@ async def ensure_summary_indexes(repo: SessionRepository) -> None:
     try:
         # Uniqueness is the derived `_id` (`summary_id`); the previous version's unique
         # (session_id, key) index stays only while its summaries do (mongogate/keyed.py).
-        repo.legacy_summaries = await retire_unique(coll, "session_key_unique")
-        await coll.create_index(
+        held = await held_indexes(coll)
+        repo.legacy_summaries = await retire_unique(coll, "session_key_unique", held)
+        through = IndexModel(
             [("session_id", ASCENDING), ("through_seq", DESCENDING)], name="session_through_desc"
         )
+        await ensure_indexes(coll, [through], held)
     except PyMongoError as e:
         raise StorageError("could not create the summary indexes") from e
 

@@ -29,6 +29,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
+from mongogate.indexes import IndexModel, ensure_indexes
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.memory import documents as md
 from mongogate.memory.guard import session
@@ -111,9 +112,8 @@ def retention_line(settings: MemorySettings) -> str:
 async def ensure_session_indexes(store: SessionRepository) -> None:
     """The listing index, `last_activity` on sessions written before it existed, and retention."""
     try:
-        await store.sessions.create_index(
-            [("tenant", ASCENDING), (md.LAST_ACTIVITY, DESCENDING), ("_id", DESCENDING)], name=LIST_INDEX
-        )
+        listing = [("tenant", ASCENDING), (md.LAST_ACTIVITY, DESCENDING), ("_id", DESCENDING)]
+        await ensure_indexes(store.sessions, [IndexModel(listing, name=LIST_INDEX)])
         await store.sessions.update_many(
             {md.LAST_ACTIVITY: {"$exists": False}}, [{"$set": {md.LAST_ACTIVITY: "$created_at"}}]
         )

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -57,12 +58,13 @@ def summary_conflict(key: str) -> Conflict:
     )
 
 
-async def ensure_summary_indexes(repo: SessionRepository) -> None:
+async def ensure_summary_indexes(repo: SessionRepository, held: Mapping[str, Doc] | None = None) -> None:
+    """``held``: the summaries' indexes by name, if the caller read them (mongogate/indexes.py)."""
     coll = repo.db["summaries"]
     try:
         # Uniqueness is the derived `_id` (`summary_id`); the previous version's unique
         # (session_id, key) index stays only while its summaries do (mongogate/keyed.py).
-        held = await held_indexes(coll)
+        held = await held_indexes(coll) if held is None else held
         repo.legacy_summaries = await retire_unique(coll, "session_key_unique", held)
         through = IndexModel(
             [("session_id", ASCENDING), ("through_seq", DESCENDING)], name="session_through_desc"

@@ -56,17 +56,23 @@ class MemoryStore(SessionRepository):
 
     async def ensure_indexes(self) -> None:
         try:
-            await ensure_indexes(self.sessions, [IndexModel([("tenant", ASCENDING)], name="tenant")])
+            # each collection's indexes read once, for every step below (mongogate/indexes.py)
+            held = {
+                c: await held_indexes(self.db[c])
+                for c in ("sessions", "messages", "summaries", md.MESSAGE_INDEX)
+            }
+            await ensure_indexes(
+                self.sessions, [IndexModel([("tenant", ASCENDING)], name="tenant")], held["sessions"]
+            )
             # Uniqueness is the derived `_id` (`memory/keys.py` `message_id`); the previous
             # version's (session_id, key) unique index stays only while its messages do.
-            held = await held_indexes(self.messages)
-            self.legacy_messages = await retire_unique(self.messages, LEGACY_UNIQUE, held)
+            self.legacy_messages = await retire_unique(self.messages, LEGACY_UNIQUE, held["messages"])
             seq = IndexModel([("session_id", ASCENDING), ("seq", DESCENDING)], name="session_seq_desc")
-            await ensure_indexes(self.messages, [seq], held)
+            await ensure_indexes(self.messages, [seq], held["messages"])
         except PyMongoError as e:
             raise StorageError("could not create the memory indexes") from e
-        await ensure_summary_indexes(self)  # compaction (memory/compaction.py)
-        await ensure_session_indexes(self)  # listing and retention (memory/sessions.py)
+        await ensure_summary_indexes(self, held["summaries"])  # compaction (memory/compaction.py)
+        await ensure_session_indexes(self, held)  # listing and retention (memory/sessions.py)
 
     def check_limit(self, limit: object) -> int:
         return check_int(

@@ -63,6 +63,23 @@ async def test_two_openers_share_one_engine_process_that_outlives_them(data: Pat
     assert engine_client.status(data) is not None  # still up until idle or stopped
 
 
+async def test_without_a_query_uri_one_client_serves_both_connections(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Old code: a second client with the same URI and options, connecting and authenticating
+    again at every open (a third of a warm open, benchmarks/startup.py)."""
+    db = Database(DatabaseSettings(uri=engine_uri, name=db_name), tmp_path)
+    await db.open()
+    try:
+        assert db.query_client is db.client
+        await db.ping()
+        assert await db.query["c"].count_documents({}) == 0
+    finally:
+        await db.close()
+    await db.open()  # closed once, cleanly: it opens again
+    await db.close()
+
+
 async def test_memory_writes_carry_majority_journaled_concern_and_majority_reads(
     engine_uri: str, db_name: str, tmp_path: Path
 ) -> None:

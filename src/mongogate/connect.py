@@ -44,17 +44,20 @@ def connect(
     uri: str, settings: DatabaseSettings, listeners: Sequence[Any] = ()
 ) -> tuple[AsyncMongoClient[Doc], AsyncMongoClient[Doc]]:
     """(memory client, query client); the query client uses ``database.query_uri`` when set.
-    ``listeners``: pymongo command listeners on both (the traces' database spans)."""
+    Without one (or with the same URI) both are one client: a second would connect and
+    authenticate again as the same user with the same options, a third of a warm open of the
+    embedded engine (benchmarks/startup.py). ``listeners``: pymongo command listeners on both
+    (the traces' database spans)."""
     timeout = settings.timeout_ms
     query_uri = settings.query_uri or uri
     clients: list[AsyncMongoClient[Doc]] = []
     heard = {"event_listeners": list(listeners)} if listeners else {}
-    for key, u in (("database.uri", uri), ("database.query_uri", query_uri)):
+    for key, u in (("database.uri", uri), ("database.query_uri", query_uri))[: 1 if query_uri == uri else 2]:
         try:
             clients.append(async_mongo_client(u, timeout, **heard))
         except (InvalidURI, ConfigurationError) as e:  # e.g. a mongodb+srv:// name that does not resolve
             raise ConfigError(f"{key}: {without_password(str(e))}") from e
-    return clients[0], clients[1]
+    return clients[0], clients[-1]
 
 
 async def ping(client: AsyncMongoClient[Doc], uri: str, key: str, settings: DatabaseSettings) -> None:

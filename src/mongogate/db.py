@@ -169,9 +169,8 @@ class Database:
                 with contextlib.suppress(BaseException):
                     await self._watch
                 self._watch = None
-            for c in (self._client, self._query_client):
-                if c is not None:
-                    await c.close()
+            for c in {id(c): c for c in (self._client, self._query_client) if c is not None}.values():
+                await c.close()  # once each: without database.query_uri both are one client
             self._client = self._query_client = self._memory = None
 
     @property
@@ -211,7 +210,8 @@ class Database:
         try:
             with anyio.fail_after(timeout_s) if timeout_s is not None else contextlib.nullcontext():
                 await ping_server(self.client, self._uris[0], self._key("uri"), self.settings)
-                await ping_server(self.query_client, self._uris[1], self._key("query_uri"), self.settings)
+                if self.query_client is not self.client:
+                    await ping_server(self.query_client, self._uris[1], self._key("query_uri"), self.settings)
         except TimeoutError as e:
             raise StorageError(f"the database did not answer within {timeout_s} s") from e
 

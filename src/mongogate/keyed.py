@@ -16,6 +16,7 @@ to look beyond the derived `_id`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
@@ -37,15 +38,18 @@ async def has_legacy_ids(coll: AsyncCollection[Doc]) -> bool:
     return await coll.find_one({"_id": {"$type": "objectId"}}, {"_id": 1}) is not None
 
 
-async def retire_unique(coll: AsyncCollection[Doc], name: str) -> bool:
+async def retire_unique(
+    coll: AsyncCollection[Doc], name: str, held: Mapping[str, object] | None = None
+) -> bool:
     """Drop the previous version's unique index `name` unless documents it protects remain.
 
     True when documents with ObjectId `_id`s remain (the index, if there, is kept: it still
     refuses a second copy of one of them), False when every document is keyed by its derived
-    `_id` (the index is dropped if present). Never creates it."""
+    `_id` (the index is dropped if present). Never creates it. ``held``: the collection's indexes
+    by name, if the caller has read them (mongogate/indexes.py `held_indexes`)."""
     if await has_legacy_ids(coll):
         return True
-    info = await coll.index_information()
+    info = await coll.index_information() if held is None else held
     if name in info:
         try:
             await coll.drop_index(name)

@@ -38,9 +38,16 @@ the search index, `recall/searchindex/`), and the one `min_score` compares:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+from mongogate.lazy import lazy
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
+
 
 __all__ = [
     "FLOOR",

@@ -7,14 +7,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mongogate import scoring
 from mongogate.indexing.compare import matches
+from mongogate.lazy import lazy
 from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 
 def matches_all(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

@@ -26,16 +26,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from itertools import islice
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+from mongogate.lazy import lazy
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Scores = npt.NDArray[np.float64]
+else:
+    np = lazy("numpy")
+
 
 #: how many of the best direct match's words the hop searches for
 HOP_TERMS = 3
 #: a hop's score is at most this share of the score of the memory it started from
 HOP_DISCOUNT = 0.8
-
-Scores = npt.NDArray[np.float64]
 
 
 def direct(text: Scores, sims: npt.NDArray[np.floating], weight_text: float, weight_vector: float) -> Scores:

@@ -8,13 +8,17 @@ from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from mongogate.indexing.entries import Ranked
+from mongogate.lazy import lazy
 from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 
 @dataclass(frozen=True)

@@ -29,17 +29,21 @@ import sys
 from array import array
 from collections.abc import Container, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mongogate import scoring
 from mongogate.clock import as_utc
 from mongogate.indexing import fusion
 from mongogate.indexing.entries import Entry, Ranked, matches_all
 from mongogate.indexing.rows import Posting, PostingView, Ranking, Row, Shown
+from mongogate.lazy import lazy
 from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 K1 = 1.2
 B = 0.75

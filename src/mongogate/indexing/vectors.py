@@ -7,13 +7,18 @@ of memories (`recall/store.py`, `bulk.py`, `reembedding.py`) and by message sear
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 from bson.binary import Binary, BinaryVectorDtype
 
 from mongogate.errors import InvalidInput
+from mongogate.lazy import lazy
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 __all__ = ["FIELD", "FLOAT32_HEADER", "pack", "unpack"]
 
@@ -21,7 +26,8 @@ __all__ = ["FIELD", "FLOAT32_HEADER", "pack", "unpack"]
 FIELD = "embedding"
 #: the subtype 9 header of a float32 vector: dtype byte, then padding (0 for float32)
 FLOAT32_HEADER = BinaryVectorDtype.FLOAT32.value + b"\x00"
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: float(np.finfo(np.float32).max), written out: numpy is imported at the first pack, not with this module
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 def pack(vec: Sequence[float] | npt.NDArray[np.floating[Any]]) -> Binary:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -20,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
 from mongogate.keyed import keyed_id, retire_unique
 from mongogate.memory import documents as md
 from mongogate.memory.documents import SummaryDoc
@@ -56,15 +58,18 @@ def summary_conflict(key: str) -> Conflict:
     )
 
 
-async def ensure_summary_indexes(repo: SessionRepository) -> None:
+async def ensure_summary_indexes(repo: SessionRepository, held: Mapping[str, Doc] | None = None) -> None:
+    """``held``: the summaries' indexes by name, if the caller read them (mongogate/indexes.py)."""
     coll = repo.db["summaries"]
     try:
         # Uniqueness is the derived `_id` (`summary_id`); the previous version's unique
         # (session_id, key) index stays only while its summaries do (mongogate/keyed.py).
-        repo.legacy_summaries = await retire_unique(coll, "session_key_unique")
-        await coll.create_index(
+        held = await held_indexes(coll) if held is None else held
+        repo.legacy_summaries = await retire_unique(coll, "session_key_unique", held)
+        through = IndexModel(
             [("session_id", ASCENDING), ("through_seq", DESCENDING)], name="session_through_desc"
         )
+        await ensure_indexes(coll, [through], held)
     except PyMongoError as e:
         raise StorageError("could not create the summary indexes") from e
 

@@ -31,18 +31,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate.clock import as_utc
 from mongogate.indexing import Coherence, Entry, IndexBudget, Refreshed, ScopeIndex, born, read_by_id, unpack
+from mongogate.lazy import lazy
 from mongogate.memory import documents as md
 from mongogate.memory.message_terms import of_message, stored_terms
 from mongogate.memory.repository import SessionRepository
 from mongogate.values import Doc, reply_batch, wire_bytes
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import anyio
-import numpy as np
 
 from mongogate.clock import utc_or_none
+from mongogate.lazy import lazy
 from mongogate.memory import documents as md
 from mongogate.textrank import tokens
 from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy("numpy")
 
 __all__ = [
     "TERMS_VERSION",

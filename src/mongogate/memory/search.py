@@ -39,6 +39,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.config import MessageSearchSettings
 from mongogate.errors import StorageError
+from mongogate.indexes import IndexModel, ensure_indexes
 from mongogate.indexing import IndexBudget, Memo, Ranked, above_floor
 from mongogate.memory import documents as md
 from mongogate.memory.message_fill import MessageFill, TextEmbedder
@@ -104,9 +105,8 @@ async def ensure_search_index(store: SessionRepository) -> None:
     """The text index on messages.content (idempotent; `serve` and `check` create it). No longer
     read by search (older deployments' queries; `check` lists it)."""
     try:
-        await store.messages.create_index(
-            [("content", "text")], name=MESSAGE_TEXT_INDEX, default_language="none"
-        )
+        text = IndexModel([("content", "text")], name=MESSAGE_TEXT_INDEX, default_language="none")
+        await ensure_indexes(store.messages, [text])
     except PyMongoError as e:
         raise StorageError("could not create the message search index") from e
 

@@ -29,6 +29,7 @@ from pymongo.errors import PyMongoError
 from mongogate.clock import as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import StorageError
+from mongogate.indexes import IndexModel, ensure_indexes
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.memory import documents as md
 from mongogate.memory.guard import session
@@ -108,30 +109,41 @@ def retention_line(settings: MemorySettings) -> str:
     )
 
 
-async def ensure_session_indexes(store: SessionRepository) -> None:
-    """The listing index, `last_activity` on sessions written before it existed, and retention."""
+async def ensure_session_indexes(
+    store: SessionRepository, held: Mapping[str, Mapping[str, Doc]] | None = None
+) -> None:
+    """The listing index, `last_activity` on sessions written before it existed, and retention.
+    ``held``: each collection's indexes by name, if the caller read them (mongogate/indexes.py)."""
     try:
-        await store.sessions.create_index(
-            [("tenant", ASCENDING), (md.LAST_ACTIVITY, DESCENDING), ("_id", DESCENDING)], name=LIST_INDEX
-        )
+        listing = [("tenant", ASCENDING), (md.LAST_ACTIVITY, DESCENDING), ("_id", DESCENDING)]
+        known = held or {}
+        await ensure_indexes(store.sessions, [IndexModel(listing, name=LIST_INDEX)], known.get("sessions"))
         await store.sessions.update_many(
             {md.LAST_ACTIVITY: {"$exists": False}}, [{"$set": {md.LAST_ACTIVITY: "$created_at"}}]
         )
         ttl = retention_seconds(store.settings)
-        await _ttl_index(store, "sessions", md.LAST_ACTIVITY, SESSION_TTL_INDEX, ttl)
-        await _ttl_index(store, "messages", "created_at", MESSAGE_TTL_INDEX, ttl)
-        await _ttl_index(store, "summaries", "created_at", SUMMARY_TTL_INDEX, ttl)
-        await _ttl_index(store, md.MESSAGE_INDEX, "created_at", DERIVED_TTL_INDEX, ttl)
+        for coll_name, field, name in (
+            ("sessions", md.LAST_ACTIVITY, SESSION_TTL_INDEX),
+            ("messages", "created_at", MESSAGE_TTL_INDEX),
+            ("summaries", "created_at", SUMMARY_TTL_INDEX),
+            (md.MESSAGE_INDEX, "created_at", DERIVED_TTL_INDEX),
+        ):
+            await _ttl_index(store, coll_name, field, name, ttl, known.get(coll_name))
     except PyMongoError as e:
         raise StorageError("could not create the session indexes") from e
 
 
 async def _ttl_index(
-    store: SessionRepository, coll_name: str, field: str, name: str, ttl: int | None
+    store: SessionRepository,
+    coll_name: str,
+    field: str,
+    name: str,
+    ttl: int | None,
+    held: Mapping[str, Doc] | None = None,
 ) -> None:
     """Make the TTL index match the setting: created, re-created with a new age, or dropped."""
     coll = store.db[coll_name]
-    current = (await coll.index_information()).get(name)
+    current = (await coll.index_information() if held is None else held).get(name)
     if current is not None and (ttl is None or current.get("expireAfterSeconds") != ttl):
         await coll.drop_index(name)
     if ttl is not None and (current is None or current.get("expireAfterSeconds") != ttl):

@@ -17,6 +17,7 @@ from pymongo.errors import PyMongoError
 
 from mongogate import progress
 from mongogate.errors import StorageError
+from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
 from mongogate.keyed import retire_unique
 from mongogate.memory import documents as md
 from mongogate.memory import items
@@ -55,17 +56,23 @@ class MemoryStore(SessionRepository):
 
     async def ensure_indexes(self) -> None:
         try:
-            await self.sessions.create_index([("tenant", ASCENDING)], name="tenant")
+            # each collection's indexes read once, for every step below (mongogate/indexes.py)
+            held = {
+                c: await held_indexes(self.db[c])
+                for c in ("sessions", "messages", "summaries", md.MESSAGE_INDEX)
+            }
+            await ensure_indexes(
+                self.sessions, [IndexModel([("tenant", ASCENDING)], name="tenant")], held["sessions"]
+            )
             # Uniqueness is the derived `_id` (`memory/keys.py` `message_id`); the previous
             # version's (session_id, key) unique index stays only while its messages do.
-            self.legacy_messages = await retire_unique(self.messages, LEGACY_UNIQUE)
-            await self.messages.create_index(
-                [("session_id", ASCENDING), ("seq", DESCENDING)], name="session_seq_desc"
-            )
+            self.legacy_messages = await retire_unique(self.messages, LEGACY_UNIQUE, held["messages"])
+            seq = IndexModel([("session_id", ASCENDING), ("seq", DESCENDING)], name="session_seq_desc")
+            await ensure_indexes(self.messages, [seq], held["messages"])
         except PyMongoError as e:
             raise StorageError("could not create the memory indexes") from e
-        await ensure_summary_indexes(self)  # compaction (memory/compaction.py)
-        await ensure_session_indexes(self)  # listing and retention (memory/sessions.py)
+        await ensure_summary_indexes(self, held["summaries"])  # compaction (memory/compaction.py)
+        await ensure_session_indexes(self, held)  # listing and retention (memory/sessions.py)
 
     def check_limit(self, limit: object) -> int:
         return check_int(

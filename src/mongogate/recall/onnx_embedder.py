@@ -20,14 +20,19 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import numpy as np
-import numpy.typing as npt
 
 from mongogate.config import EmbeddingSettings
 from mongogate.errors import ConfigError, EmbeddingUnavailable
+from mongogate.lazy import lazy
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 log = logging.getLogger(__name__)
 

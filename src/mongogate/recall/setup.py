@@ -11,6 +11,7 @@ import contextlib
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
+from mongogate import indexes
 from mongogate.errors import StorageError
 from mongogate.recall import documents as rd
 from mongogate.recall.ids import legacy_ids
@@ -29,30 +30,39 @@ async def ensure_indexes(store: RecallRepository) -> None:
     """Idempotent: `serve` and `check` run it at every start. No unique index but `_id`: the
     previous version's compound unique indexes are dropped (each made every insert scan)."""
     try:
+        ttl = indexes.IndexModel([(rd.EXPIRES_AT, ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
+        wanted = {
+            "memories": [
+                indexes.IndexModel(
+                    [
+                        (rd.TENANT, ASCENDING),
+                        (rd.OWNER, ASCENDING),
+                        (rd.UPDATED_AT, DESCENDING),
+                        ("_id", DESCENDING),
+                    ],
+                    name="scope_updated",
+                ),
+                indexes.IndexModel(
+                    [(rd.TENANT, ASCENDING), (rd.OWNER, ASCENDING), (rd.NS_PATH, ASCENDING)],
+                    name="scope_ns_path",
+                ),
+                indexes.IndexModel([("text", "text")], name=TEXT_INDEX, default_language="none"),
+                ttl,
+            ],
+            "memory_versions": [
+                indexes.IndexModel(
+                    [(rd.MEMORY_ID, ASCENDING), (rd.VERSION, ASCENDING)], name="memory_version"
+                ),
+                ttl,
+            ],
+        }
         for coll, names in OLD_UNIQUE.items():
-            held = await store.db[coll].index_information()
+            held = await indexes.held_indexes(store.db[coll])
             for name in names:
                 if name in held:
                     with contextlib.suppress(OperationFailure):  # another process dropped it
                         await store.db[coll].drop_index(name)
-        await store.memories.create_index(
-            [
-                (rd.TENANT, ASCENDING),
-                (rd.OWNER, ASCENDING),
-                (rd.UPDATED_AT, DESCENDING),
-                ("_id", DESCENDING),
-            ],
-            name="scope_updated",
-        )
-        await store.memories.create_index(
-            [(rd.TENANT, ASCENDING), (rd.OWNER, ASCENDING), (rd.NS_PATH, ASCENDING)], name="scope_ns_path"
-        )
-        await store.memories.create_index([("text", "text")], name=TEXT_INDEX, default_language="none")
-        await store.memories.create_index([(rd.EXPIRES_AT, ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
-        await store.versions.create_index(
-            [(rd.MEMORY_ID, ASCENDING), (rd.VERSION, ASCENDING)], name="memory_version"
-        )
-        await store.versions.create_index([(rd.EXPIRES_AT, ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
+            await indexes.ensure_indexes(store.db[coll], wanted[coll], held)
         store.legacy = await legacy_ids(store.db, store.memories)
     except PyMongoError as e:
         raise StorageError("could not create the long-term memory indexes") from e

@@ -27,6 +27,7 @@ from mongogate import leases
 from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
+from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
 from mongogate.keyed import keyed_id, retire_unique
 from mongogate.memory import check_id
 from mongogate.runs import documents as rd
@@ -97,20 +98,24 @@ class Runs:
 
     async def ensure_indexes(self) -> None:
         try:
-            await self.runs.create_index(
-                [(rd.TENANT, ASCENDING), (rd.STATUS, ASCENDING)], name="tenant_status"
-            )
+            runs = [IndexModel([(rd.TENANT, ASCENDING), (rd.STATUS, ASCENDING)], name="tenant_status")]
+            events: list[IndexModel] = []
             # Uniqueness is the derived `_id` (`event_id`). The previous version's unique index
             # serves reads while its events remain; then a plain index on the same fields does.
-            self.legacy_events = await retire_unique(self.events, LEGACY_EVENTS_UNIQUE)
+            held = await held_indexes(self.events)
+            self.legacy_events = await retire_unique(self.events, LEGACY_EVENTS_UNIQUE, held)
             if not self.legacy_events:
-                await self.events.create_index(
-                    [(rd.TENANT, ASCENDING), (rd.RUN_ID, ASCENDING), (rd.SEQ, ASCENDING)], name="run_seq"
-                )
+                seq = [(rd.TENANT, ASCENDING), (rd.RUN_ID, ASCENDING), (rd.SEQ, ASCENDING)]
+                events.append(IndexModel(seq, name="run_seq"))
             if self.settings.completed_run_ttl_s is not None:
                 # expire_at is set only on completed runs (and their events); other values are ignored.
-                await self.runs.create_index(rd.EXPIRE_AT, expireAfterSeconds=0, name="expire_at_ttl")
-                await self.events.create_index(rd.EXPIRE_AT, expireAfterSeconds=0, name="expire_at_ttl")
+                for models in (runs, events):
+                    models.append(
+                        IndexModel([(rd.EXPIRE_AT, ASCENDING)], expireAfterSeconds=0, name="expire_at_ttl")
+                    )
+            await ensure_indexes(self.runs, runs)
+            if events:
+                await ensure_indexes(self.events, events, held)
         except PyMongoError as e:
             raise StorageError("could not create run indexes") from e
 

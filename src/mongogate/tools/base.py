@@ -38,6 +38,7 @@ from mongogate.memory_scope import MemoryScope, conversations_for
 from mongogate.principal import Principal
 from mongogate.requests import OK, Outcome, new_request_id
 from mongogate.requests import current as current_request
+from mongogate.tools import stored_schemas
 from mongogate.tools.bounds import check_arguments, key_caps_from_schema
 from mongogate.tools.faults import classify
 from mongogate.tools.output_schema import published
@@ -261,9 +262,20 @@ IDEMPOTENT_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False,
 
 @functools.cache
 def _input_schema(input_model: type[ToolInput]) -> str:
-    """An input model's JSON schema, generated once per model (as text: each tool gets its own
-    copy to fill in); pydantic's generation was most of the cost of building a server."""
-    return json.dumps(input_model.model_json_schema(by_alias=True))
+    """An input model's JSON schema, once per model (as text: each tool gets its own copy to fill
+    in): stored beside the code for mongogate's own tools (tools/stored_schemas.py), else
+    generated; pydantic's generation was most of the cost of building a server."""
+    text = stored_schemas.stored("input", input_model)
+    if text is not None:
+        return text
+    return stored_schemas.generated(
+        "input", input_model, json.dumps(input_model.model_json_schema(by_alias=True))
+    )
+
+
+def clear_schema_cache() -> None:
+    """Forget the input schemas made so far (tools/stored_schemas.py `generate`)."""
+    _input_schema.cache_clear()
 
 
 def _failed(

@@ -27,6 +27,7 @@ from typing import Any, TypeGuard
 from pydantic import BaseModel
 
 from mongogate.compat.sdk import derived_output_schema
+from mongogate.tools import stored_schemas
 
 _DEFS = "#/$defs/"
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated"})
@@ -86,7 +87,18 @@ def published(output_model: type[BaseModel] | None, given: dict[str, Any] | None
 
 @functools.cache
 def _lean_text(output_model: type[BaseModel]) -> str:
-    return json.dumps(lean(derived_output_schema(output_model)))
+    """Stored beside the code for mongogate's own tools (tools/stored_schemas.py), else generated."""
+    text = stored_schemas.stored("output", output_model)
+    if text is not None:
+        return text
+    return stored_schemas.generated(
+        "output", output_model, json.dumps(lean(derived_output_schema(output_model)))
+    )
+
+
+def clear_schema_cache() -> None:
+    """Forget the output schemas made so far (tools/stored_schemas.py `generate`)."""
+    _lean_text.cache_clear()
 
 
 class _Recursive(Exception):

@@ -17,21 +17,27 @@ one over every row at 10,000 memories (benchmarks/RESULTS.md, "similar facts").
 from __future__ import annotations
 
 from datetime import datetime
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from mongogate.clock import as_utc
+from mongogate.lazy import lazy
 from mongogate.recall.chain import SIMILAR_TEXT_CHARS, holds
 from mongogate.recall.inprocess.rows import Rows
 from mongogate.recall.model import Link, Similar
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.values import clip
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Mask = npt.NDArray[np.bool_]
+else:
+    np = lazy("numpy")
+
 #: rows a recall's marks compare each returned memory with: the closest to the question in meaning
 POOL = 256
 
-Mask = npt.NDArray[np.bool_]
 Chained = dict[int, tuple[Link, ...]]
 
 

@@ -13,18 +13,22 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import ClassVar
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, ClassVar
 
 from mongogate.clock import utc_or_none
 from mongogate.indexing import Entry, unpack
 from mongogate.indexing import ScopeIndex as _Index
+from mongogate.lazy import lazy
 from mongogate.recall import documents as rd
 from mongogate.recall.model import Link, links_of
 from mongogate.textrank import tokens
 from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 #: what a result shows of a memory (`pages.item_of` reads these), kept per row
 ITEM_KEYS = (

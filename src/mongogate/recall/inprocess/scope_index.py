@@ -17,17 +17,21 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from mongogate.indexing import K1, B
 from mongogate.indexing import Ranked as _Ranked
+from mongogate.lazy import lazy
 from mongogate.recall.inprocess import chains
 from mongogate.recall.inprocess.rows import INDEX_FIELDS, ITEM_KEYS, Rows, entry_of
 from mongogate.recall.model import Link, Similar
 from mongogate.recall.scope_filter import RecallFilter
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 __all__ = ["INDEX_FIELDS", "ITEM_KEYS", "K1", "B", "Ranked", "ScopeIndex", "entry_of"]
 

@@ -30,16 +30,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 from pymongo import DESCENDING
 from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate import scoring
 from mongogate.clock import utc_or_none
 from mongogate.errors import EmbeddingUnavailable, StorageError
+from mongogate.lazy import lazy
 from mongogate.recall import documents as rd
 from mongogate.recall.model import Link, Question, Ranking, Similar
 from mongogate.recall.pages import ITEM_FIELDS, item_of, live
@@ -51,6 +50,12 @@ from mongogate.recall.searchindex.vectors import scan_top, vector_search_stage
 from mongogate.recall.supersession import replacers
 from mongogate.recall.vectors import FIELD, unpack
 from mongogate.values import Doc
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 log = logging.getLogger(__name__)
 

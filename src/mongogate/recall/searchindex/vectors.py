@@ -19,17 +19,22 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 from bson.binary import Binary
 from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate.config import LongTermSettings
 from mongogate.errors import InvalidInput, StorageError
 from mongogate.indexing import FIELD, FLOAT32_HEADER
+from mongogate.lazy import lazy
 from mongogate.recall import documents as rd
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = lazy("numpy")
 
 log = logging.getLogger(__name__)
 

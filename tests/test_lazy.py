@@ -1,0 +1,85 @@
+"""numpy is imported at its first use, never by `serve` before it answers (mongogate/lazy.py, issue 38.6).
+
+Old code imported numpy (about 100 ms of CPU at load 2, benchmarks/startup.py) with the memory
+and recall packages, so every `serve` paid it before answering `initialize`, `tools/list` or
+`/readyz`; now recall, message search and the embedders import it when they first compute."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mongogate.lazy import lazy
+from tests.conftest import DEV_SECRET
+
+#: run in a fresh interpreter: the CLI's parser, settings, both servers built, the services opened
+SERVE = """
+import json, sys, anyio
+from mongogate.cli import build_parser
+from mongogate.cli.common import registry_for
+from mongogate.config import load_settings
+from mongogate.server.app import build_server
+
+build_parser(["serve"]).parse_args(["serve"])
+uri, name, data, secret = sys.argv[1:]
+base = {"database": {"uri": uri, "name": name}, "server": {"data_dir": data}}
+stdio = load_settings(None, **base, auth={"mode": "none", "tenant": "acme"})
+build_server(stdio, registry_for(stdio, False), transport="stdio")
+http = load_settings(None, **base, auth={"mode": "jwt", "jwt_secret": secret})
+build_server(http, registry_for(http, True), transport="http")
+built = "numpy" in sys.modules
+
+async def open_them():
+    from mongogate.assembly import no_caller, no_scope_check, open_services
+    from mongogate.audit import audit_from_settings
+    from mongogate.db import Database
+
+    db = Database(http.database, http.server.data_dir)
+    await db.open()
+    audit = audit_from_settings(http, db.uri, "test")
+    state = await open_services(
+        http, db, audit=audit, principal=no_caller, require_scopes=no_scope_check, run_tools=True
+    )
+    await state.message_search.aclose()
+    audit.close()
+    await db.close()
+
+anyio.run(open_them)
+print(json.dumps({"built": built, "opened": "numpy" in sys.modules}))
+"""
+
+
+def test_serve_builds_and_opens_without_importing_numpy(
+    engine_uri: str, db_name: str, tmp_path: Path
+) -> None:
+    """Old code: numpy was in sys.modules as soon as `mongogate.server.app` was imported."""
+    run = subprocess.run(
+        [sys.executable, "-c", SERVE, engine_uri, db_name, str(tmp_path / "data"), DEV_SECRET],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"built": False, "opened": False}
+
+
+def test_a_lazy_module_is_imported_at_its_first_attribute_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "mg_lazy_probe.py").write_text("LOADS = []\nLOADS.append(1)\nVALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "mg_lazy_probe", raising=False)
+    probe = lazy("mg_lazy_probe")
+    assert "mg_lazy_probe" not in sys.modules
+    assert probe.VALUE == 42
+    module = sys.modules["mg_lazy_probe"]
+    assert probe.LOADS is module.LOADS == [1]  # imported once, its own objects
+    assert "VALUE" in vars(probe)  # later reads are plain attribute reads
+    setattr(module, "LATER", "added after")  # noqa: B010
+    assert probe.LATER == "added after"  # a name the module gains later is still found
+    with pytest.raises(AttributeError):
+        _ = probe.MISSING

@@ -8,17 +8,30 @@ key, in the guard's own revisions collection), each step one update by `_id` (fl
 embedded engine):
 
 - `begin` before the write: `pending.<token>: now` (a write in flight);
-- `bump` after it, before the call answers: `rev + 1` per document written, `changes` (the last
-  CHANGES ids written), and the token unset (`bump(..., token=)`). `writing` is both around a
-  block, with the write signal held.
+- `bump` after it, before the call answers: `rev + 1` per document written, the ids written
+  named (at least the last CHANGES, below), and the token unset (`bump(..., token=)`). `writing`
+  is both around a block, with the write signal held.
 
 A reader (`refresh`) reads that document by `_id` first, then:
 
 - same revision as its copy: the copy answers;
-- newer, and every change since is still in `changes`: the copy re-reads only those documents
-  by `_id` (its `patch`; gone ones are removed);
+- newer by at most CHANGES, and every change since still named: the copy re-reads only those
+  documents by `_id` (its `patch`; gone ones are removed);
 - else (first use, evicted, too far behind, not of this shape: `fits`): the scope is read whole
   (its `rebuild`).
+
+The ids are named as text, not as a list (issue 38): on the embedded engine every update of a
+document costs per value it holds (each encoded, validated and copied), whatever the update
+touches, so a list of the last 256 ids made each of a keyed remember's four updates of its
+revision document (begin, the quota's reservation, the bump, the end) 2-3x dearer once a scope
+had seen 256 writes. `recent` holds the newest ids, each JSON-encoded and followed by ",",
+`recent_n` how many; a bump that would take it past CHANGES moves it to `earlier` (dropping the
+text there) and starts it again, so the document names between CHANGES and 2 x CHANGES changes in
+two values, whatever its history. That append is one pipeline update (`$concat` under `$cond`);
+a bump of more than CHANGES ids names none. A document of the previous version (its `changes`
+list of the last 256 ids) is still read by that list, and the next bump unsets it and starts the
+texts from its own ids (`named`, `_bumped`); a process of the previous version reads a document
+without the list as naming nothing, so it rebuilds.
 
 The revision is read BEFORE the documents, so a copy is never labelled newer than what it holds.
 With no write in flight at that read, every write that happened before it has bumped the

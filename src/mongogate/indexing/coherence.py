@@ -120,7 +120,7 @@ LEASE = timedelta(minutes=5)
 #: the changed documents re-read ("patched"), or the scope read whole ("rebuilt")
 Outcome = Literal["unread", "fresh", "patched", "rebuilt"]
 Stamp = tuple[int, int]
-#: what the revision read asks for beside `changes`
+#: what the revision read asks for: the whole document but the quota's fields
 _HEAD: Doc = {"rev": 1, "born": 1, "pending": 1, RECENT: 1, EARLIER: 1, LISTED: 1}
 
 

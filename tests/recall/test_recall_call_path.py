@@ -1,6 +1,6 @@
 """The trimmed recall call path costs no guarantee: a question's tokens and words are kept by
-text and never answer another question, and the revision read (the last HEAD_CHANGES changes
-only) still patches an index further behind than those, and still sees a write in flight."""
+text and never answer another question, and the revision read (one read by `_id`) patches an
+index many revisions behind, and still sees a write in flight."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from mongogate.config import LimitsSettings, LongTermSettings
-from mongogate.indexing import HEAD_CHANGES
 from mongogate.recall import IndexPolicy
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.inprocess.cache import QueryTerms
@@ -18,6 +17,9 @@ from mongogate.recall.store import LongTermMemory
 pytestmark = pytest.mark.anyio
 
 ACME = MemoryScope("acme")
+#: revisions behind (the revision read once asked for the last 16 changes only, and read again
+#: with every change for an index further behind than those)
+BEHIND = 20
 FACTS = [
     "Order ORD-58213 was shipped by DHL on Monday.",
     "The cat is called Miso and eats salmon twice a day.",
@@ -68,19 +70,17 @@ def test_query_terms_are_the_questions_words_as_typed_folded() -> None:
 async def test_an_index_further_behind_than_the_head_read_patches_every_change(
     mongo: Mongo, other_client: Mongo, db_name: str
 ) -> None:
-    """`b`'s index is more than HEAD_CHANGES revisions behind: the head read asks again for every
-    change, patches them all in (no rebuild), and each new memory is found at once."""
+    """`b`'s index is BEHIND revisions behind: the revision read names every change, they are
+    all patched in (no rebuild), and each new memory is found at once."""
     a, b = service(mongo, db_name), service(other_client, db_name)
     await a.ensure_indexes()
     await a.remember(ACME, FACTS[0])
     assert (await shown(b, "ORD-58213"))[0][0] == FACTS[0]  # b's index is warm
-    new = [
-        f"Ticket TK-{i:04d} belongs to the {('red', 'blue')[i % 2]} team." for i in range(HEAD_CHANGES + 4)
-    ]
+    new = [f"Ticket TK-{i:04d} belongs to the {('red', 'blue')[i % 2]} team." for i in range(BEHIND)]
     for text in new:
         await a.remember(ACME, text)
     rebuilds, patches = b.index.stats.rebuilds, b.index.stats.patches
-    for i in (0, HEAD_CHANGES // 2, len(new) - 1):
+    for i in (0, BEHIND // 2, len(new) - 1):
         assert (await shown(b, f"TK-{i:04d}"))[0][0] == new[i]
     assert b.index.stats.rebuilds == rebuilds and b.index.stats.patches == patches + 1
     assert b.index.stats.readbacks == 0
@@ -89,13 +89,13 @@ async def test_an_index_further_behind_than_the_head_read_patches_every_change(
 async def test_a_write_in_flight_is_seen_when_the_head_is_read_again(
     mongo: Mongo, other_client: Mongo, db_name: str
 ) -> None:
-    """Further behind than HEAD_CHANGES and a write in flight: the recall reads its results back
+    """Many revisions behind and a write in flight: the recall reads its results back
     (the database decides), and a memory deleted before its bump never comes back."""
     a, b = service(mongo, db_name), service(other_client, db_name)
     await a.ensure_indexes()
     gone = (await a.remember(ACME, FACTS[0])).id
     assert (await shown(b, "ORD-58213"))[0][0] == FACTS[0]
-    for i in range(HEAD_CHANGES + 2):
+    for i in range(BEHIND):
         await a.remember(ACME, f"Parcel PC-{i:03d} is in locker {i}.")
     key = scope_key(ACME)
     async with a.coherence.announcing(key):  # a forget, stopped before its bump (every writer's signal)
@@ -110,8 +110,8 @@ async def test_a_write_in_flight_is_seen_when_the_head_is_read_again(
 
 async def test_the_benchmarks_policies_answer_what_the_default_answers(mongo: Mongo, db_name: str) -> None:
     """`IndexPolicy` turns the trims off for the benchmarks (every result read back, every question
-    embedded and tokenized, the whole change list read, the write signal untrusted): the same
-    memories and scores, at the cost the benchmarks measure."""
+    embedded and tokenized, the write signal untrusted): the same memories and scores, at the
+    cost the benchmarks measure."""
     ltm = service(mongo, db_name)
     await ltm.ensure_indexes()
     for text in FACTS:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from mongogate.indexing.budget import IndexBudget, Indexed, Shelf
 from mongogate.indexing.coherence import (
     CHANGES,
-    HEAD_CHANGES,
     LEASE,
     Coherence,
     Head,
@@ -38,7 +37,6 @@ __all__ = [
     "CHANGES",
     "FIELD",
     "FLOAT32_HEADER",
-    "HEAD_CHANGES",
     "K1",
     "LEASE",
     "OPERATORS",

@@ -8,17 +8,30 @@ key, in the guard's own revisions collection), each step one update by `_id` (fl
 embedded engine):
 
 - `begin` before the write: `pending.<token>: now` (a write in flight);
-- `bump` after it, before the call answers: `rev + 1` per document written, `changes` (the last
-  CHANGES ids written), and the token unset (`bump(..., token=)`). `writing` is both around a
-  block, with the write signal held.
+- `bump` after it, before the call answers: `rev + 1` per document written, the ids written
+  named (at least the last CHANGES, below), and the token unset (`bump(..., token=)`). `writing`
+  is both around a block, with the write signal held.
 
 A reader (`refresh`) reads that document by `_id` first, then:
 
 - same revision as its copy: the copy answers;
-- newer, and every change since is still in `changes`: the copy re-reads only those documents
-  by `_id` (its `patch`; gone ones are removed);
+- newer by at most CHANGES, and every change since still named: the copy re-reads only those
+  documents by `_id` (its `patch`; gone ones are removed);
 - else (first use, evicted, too far behind, not of this shape: `fits`): the scope is read whole
   (its `rebuild`).
+
+The ids are named as text, not as a list (issue 38): on the embedded engine every update of a
+document costs per value it holds (each encoded, validated and copied), whatever the update
+touches, so a list of the last 256 ids made each of a keyed remember's four updates of its
+revision document (begin, the quota's reservation, the bump, the end) 2-3x dearer once a scope
+had seen 256 writes. `recent` holds the newest ids, each JSON-encoded and followed by ",",
+`recent_n` how many; a bump that would take it past CHANGES moves it to `earlier` (dropping the
+text there) and starts it again, so the document names between CHANGES and 2 x CHANGES changes in
+two values, whatever its history. That append is one pipeline update (`$concat` under `$cond`);
+a bump of more than CHANGES ids names none. A document of the previous version (its `changes`
+list of the last 256 ids) is still read by that list, and the next bump unsets it and starts the
+texts from its own ids (`named`, `_bumped`); a process of the previous version reads a document
+without the list as naming nothing, so it rebuilds.
 
 The revision is read BEFORE the documents, so a copy is never labelled newer than what it holds.
 With no write in flight at that read, every write that happened before it has bumped the
@@ -61,6 +74,7 @@ decides what one means (a message's `_id`, or `s:<session>` for a whole session 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -79,7 +93,6 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "CHANGES",
-    "HEAD_CHANGES",
     "LEASE",
     "Coherence",
     "Head",
@@ -87,13 +100,18 @@ __all__ = [
     "Outcome",
     "Refreshed",
     "born",
+    "named",
     "read_by_id",
 ]
 
-#: changes kept in a revision document (a copy further behind is rebuilt)
+#: how far behind (in revisions) a copy may be and still be patched: the revision document names
+#: at least its last CHANGES changes (and at most twice as many); a copy further behind is rebuilt
 CHANGES = 256
-#: changes the revision read asks for (`Coherence.read`): a copy further behind reads them all
-HEAD_CHANGES = 16
+#: the revision document's fields naming the changed ids (module docstring): the newest changes
+#: as text (each id JSON-encoded and followed by ","), how many it names, and the text before it
+RECENT, RECENT_N, EARLIER = "recent", "recent_n", "earlier"
+#: where the previous version named them: a list of the last CHANGES ids (still read)
+LISTED = "changes"
 #: a write in flight longer than this is taken as abandoned (its process died between its
 #: write and its bump); far longer than any write takes
 LEASE = timedelta(minutes=5)
@@ -102,8 +120,8 @@ LEASE = timedelta(minutes=5)
 #: the changed documents re-read ("patched"), or the scope read whole ("rebuilt")
 Outcome = Literal["unread", "fresh", "patched", "rebuilt"]
 Stamp = tuple[int, int]
-#: what the revision read asks for beside `changes`
-_HEAD: Doc = {"rev": 1, "born": 1, "pending": 1}
+#: what the revision read asks for: the whole document but the quota's fields
+_HEAD: Doc = {"rev": 1, "born": 1, "pending": 1, RECENT: 1, EARLIER: 1, LISTED: 1}
 
 
 class Held(Protocol):
@@ -126,7 +144,7 @@ class Head:
     """A scope's revision document as a reader found it."""
 
     rev: int
-    #: the last changed ids the read asked for, oldest first
+    #: the last changed ids the document names, oldest first
     changes: tuple[str, ...]
     #: a write was in flight at the read
     pending: bool
@@ -141,7 +159,7 @@ class Head:
         """The ids changed since revision `held` (each once, in order); None when this head no
         longer names them all (or `held` is newer): the copy is read whole."""
         behind = self.rev - held
-        if behind < 0 or behind > len(self.changes):
+        if behind < 0 or behind > min(len(self.changes), CHANGES):
             return None
         return list(dict.fromkeys(self.changes[len(self.changes) - behind :]))
 
@@ -164,6 +182,54 @@ def born() -> Doc:
     `rev` then counts again from 0: a copy of the erased documents must not take a later revision
     of the same number for its own (`refresh` compares incarnations)."""
     return {"$setOnInsert": {"born": uuid.uuid4().hex}}
+
+
+def named(doc: Doc) -> tuple[str, ...]:
+    """The changed ids a revision document names, oldest first: its list, when a process of the
+    previous version wrote one (left by it, or bumped by it since this version's last bump, which
+    unsets the list: what the list names is then all that is known to be in order), else its
+    texts (`_bumped`)."""
+    listed = doc.get(LISTED)
+    if isinstance(listed, list):
+        return tuple(str(c) for c in listed)
+    return _ids(doc.get(EARLIER)) + _ids(doc.get(RECENT))
+
+
+def _ids(text: object) -> tuple[str, ...]:
+    if not isinstance(text, str) or not text.endswith(","):
+        return ()
+    return tuple(str(i) for i in json.loads(f"[{text[:-1]}]"))
+
+
+def _bumped(
+    ids: tuple[str, ...], inc: Mapping[str, int], least: Mapping[str, object], token: str | None
+) -> list[Doc]:
+    """`bump`'s update, one pipeline: `rev` + len(ids), the ids appended to `recent` as text (one
+    value, where a list of CHANGES ids was CHANGES values: on the embedded engine every update of
+    the document costs per value it holds), rolled into `earlier` (the text before it dropped)
+    once `recent` would name more than CHANGES, so the document names between CHANGES and twice
+    as many; more than CHANGES in one bump name none (every copy behind it rebuilds). The previous
+    version's list is unset, and a document still holding one starts again from these ids (`named`
+    never joins the two). `inc` and `least` as `$inc` and `$min` would, `born` as `$setOnInsert`."""
+    k = len(ids)
+    fields: Doc = {
+        "rev": {"$sum": ["$rev", k]},
+        "born": {"$ifNull": ["$born", {"$literal": uuid.uuid4().hex}]},
+    }
+    if k > CHANGES:
+        fields |= {EARLIER: "", RECENT: "", RECENT_N: 0}
+    else:
+        text = {"$literal": "".join(json.dumps(i) + "," for i in ids)}
+        listed = {"$isArray": f"${LISTED}"}
+        roll = {"$or": [listed, {"$gt": [{"$sum": [f"${RECENT_N}", k]}, CHANGES]}]}
+        fields |= {
+            EARLIER: {"$cond": [listed, "", {"$cond": [roll, f"${RECENT}", f"${EARLIER}"]}]},
+            RECENT: {"$cond": [roll, text, {"$concat": [{"$ifNull": [f"${RECENT}", ""]}, text]}]},
+            RECENT_N: {"$cond": [roll, k, {"$sum": [f"${RECENT_N}", k]}]},
+        }
+    fields |= {f: {"$sum": [f"${f}", n]} for f, n in inc.items()}
+    fields |= {f: {"$min": [f"${f}", {"$literal": v}]} for f, v in least.items()}
+    return [{"$set": fields}, {"$unset": [LISTED] if token is None else [LISTED, f"pending.{token}"]}]
 
 
 async def read_by_id(coll: AsyncCollection[Doc], ids: list[str], fields: Doc) -> dict[str, Doc]:
@@ -235,20 +301,18 @@ class Coherence:
     ) -> None:
         """The scope's revision + 1 per document that changed, naming each (one change per
         revision is what a patch reads), and the write `token` (from `begin`) no longer in flight.
-        A bulk write names many in one update; more than `CHANGES` make every copy rebuild.
-        `inc`: other counters of the revision document moved in the same update, `least`: other
-        fields lowered to at most these values (`$min`); with `ids` only (long-term memory's
-        quota, `recall/quota.py`)."""
-        update: Doc = {}
+        A bulk write names many in one update; more than `CHANGES` name none (every copy behind
+        it rebuilds). `inc`: other counters of the revision document moved in the same update,
+        `least`: other fields lowered to at most these values (as `$min`); with `ids` only
+        (long-term memory's quota, `recall/quota.py`). With `ids`, one pipeline update
+        (`_bumped`: the ids are appended to a text, module docstring)."""
         if ids:
-            update["$inc"] = {"rev": len(ids), **(inc or {})}
-            update["$push"] = {"changes": {"$each": list(ids), "$slice": -CHANGES}}
-            if least:
-                update["$min"] = dict(least)
-        if token is not None:
-            update["$unset"] = {f"pending.{token}": ""}
-        if update:
-            await self.revisions.update_one({"_id": key}, update | born(), upsert=True)
+            pipeline = _bumped(ids, inc or {}, least or {}, token)
+            await self.revisions.update_one({"_id": key}, pipeline, upsert=True)
+        elif token is not None:
+            await self.revisions.update_one(
+                {"_id": key}, {"$unset": {f"pending.{token}": ""}, **born()}, upsert=True
+            )
 
     @contextlib.asynccontextmanager
     async def writing(
@@ -281,13 +345,11 @@ class Coherence:
         the revision read it is passed to."""
         return None if self.signal is None else self.signal.stamp(self.signal_key(key))
 
-    async def read(
-        self, key: str, held: int | None, *, now: datetime | None = None, whole: bool = False
-    ) -> Head:
-        """The scope's revision (`_head`), with the writes in flight past LEASE (by `now`; None
-        never takes one as abandoned) ended first: unset, and the revision jumped past CHANGES,
-        so every process's copy is read whole once, then trusted again."""
-        doc = await self._head(key, held, whole=whole)
+    async def read(self, key: str, *, now: datetime | None = None) -> Head:
+        """The scope's revision document (one read by `_id`), with the writes in flight past LEASE
+        (by `now`; None never takes one as abandoned) ended first: unset, and the revision jumped
+        past CHANGES, so every process's copy is read whole once, then trusted again."""
+        doc = await self.revisions.find_one({"_id": key}, _HEAD)
         pending = _pending(doc)
         abandoned = [t for t, at in pending.items() if _expired(at, now)]
         if abandoned:
@@ -296,28 +358,12 @@ class Coherence:
                 {"_id": key},
                 {"$unset": {f"pending.{t}": "" for t in abandoned}, "$inc": {"rev": CHANGES + 1}},
             )
-            doc = await self._head(key, None)
+            doc = await self.revisions.find_one({"_id": key}, _HEAD)
             pending = _pending(doc)
         if doc is None:
             return Head(0, (), False, len(abandoned))
         rev = int(doc.get("rev") or 0)
-        changes = tuple(str(c) for c in (doc.get("changes") or []))
-        return Head(rev, changes, bool(pending), len(abandoned), doc.get("born"), exists=True)
-
-    async def _head(self, key: str, held: int | None, *, whole: bool = False) -> Doc | None:
-        """The revision document: `rev`, `pending` and the last `HEAD_CHANGES` of `changes` (one
-        read by `_id`; the whole list of CHANGES ids took a third of the read's time). Read again
-        with every change when a copy at revision `held` is further behind than those; the second
-        read is the newer, and everything comes from it (the revision still read before any
-        document)."""
-        last = 1 if whole else {"$slice": -HEAD_CHANGES}
-        head = await self.revisions.find_one({"_id": key}, {**_HEAD, "changes": last})
-        if head is None or held is None:
-            return head
-        behind = int(head.get("rev") or 0) - held
-        if behind > HEAD_CHANGES and len(head.get("changes") or []) >= HEAD_CHANGES:
-            head = await self.revisions.find_one({"_id": key}, {**_HEAD, "changes": 1})
-        return head
+        return Head(rev, named(doc), bool(pending), len(abandoned), doc.get("born"), exists=True)
 
     async def refresh(
         self,
@@ -329,7 +375,6 @@ class Coherence:
         rebuild: Callable[[int], Awaitable[H]],
         now: datetime | None,
         stamp: Stamp | None,
-        whole: bool = False,
     ) -> Refreshed[H]:
         """The copy of `key` fresh as of the revision read now: the copy `held()` returns as it is
         (the signal did not move since it was verified at `stamp`, or the revision did not),
@@ -340,7 +385,7 @@ class Coherence:
         known = held()
         if stamp is not None and known is not None and _verified(known, fits, stamp):
             return Refreshed(known, "unread", True)
-        head = await self.read(key, None if known is None else known.rev, now=now, whole=whole)
+        head = await self.read(key, now=now)
         current = held()
         current = current if current is not None and _usable(current, head, fits) else None
         changed = None if current is None else head.since(current.rev)

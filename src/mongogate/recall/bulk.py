@@ -202,7 +202,7 @@ async def _unstored(
         return []
     ids = [memory_id(ident) for _, ident in firsts]
     try:
-        head = await store.coherence.read(scope_key(scope), None)  # before the documents
+        head = await store.coherence.read(scope_key(scope))  # before the documents
         found = store.memories.find({"_id": {"$in": ids}}, _FIELDS)
         stored = {str(d["_id"]): d async for d in found if in_scope(d, scope)}
     except PyMongoError as e:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from mongogate.indexing import (
     CHANGES,
-    HEAD_CHANGES,
     LEASE,
     Coherence,
     Head,
@@ -18,7 +17,6 @@ from mongogate.indexing import (
 
 __all__ = [
     "CHANGES",
-    "HEAD_CHANGES",
     "LEASE",
     "Coherence",
     "Head",

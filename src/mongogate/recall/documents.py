@@ -161,15 +161,20 @@ class CountDoc(TypedDict):
 
 class RevisionDoc(TypedDict, total=False):
     """A document of `memory_revisions`, `_id` the scope's key (`recall/model.py` scope_key):
-    written only by `$inc`, `$push`, `$set` and `$unset` (`coherence.Coherence.begin`, `bump`,
-    `quota.py`), so every field may be missing."""
+    written only by `$inc`, `$set`, `$unset` and `bump`'s pipeline (`coherence.Coherence.begin`,
+    `bump`, `quota.py`), so every field may be missing."""
 
     _id: str
     #: the document's incarnation, new each time it is created (`coherence.born`; an erasure deletes it)
     born: str
     #: +1 per memory changed; an index built at an older revision is patched or rebuilt
     rev: int
-    #: the last `coherence.CHANGES` memory ids changed, oldest first
+    #: the memory ids changed lately, oldest first, as text (`coherence.named`: each JSON-encoded
+    #: and followed by ","), how many `recent` names, and the text before it
+    recent: str
+    recent_n: int
+    earlier: str
+    #: the previous version's list of the last 256 ids (read; unset by the next bump)
     changes: list[str]
     #: writes in flight: token -> when it began (`coherence.Coherence.begin`)
     pending: dict[str, datetime]

@@ -78,8 +78,7 @@ class IndexPolicy:
     #: False: every recall reads its results back and embeds its question, as before the settled
     #: path (and never trusts the write signal)
     answer_settled: bool = True
-    #: False: the revision read takes every change and questions are tokenized each call, as
-    #: before they were trimmed
+    #: False: questions are tokenized each call, as before they were trimmed
     lean: bool = True
     #: False: the write signal is still written but never trusted
     trust_signal: bool = True
@@ -134,7 +133,6 @@ class IndexCache:
         self._stamp: Callable[[Coherence, str], tuple[int, int] | None] = (
             Coherence.stamp if trusted else _no_stamp
         )
-        self._whole = not policy.lean
         self._settles = policy.answer_settled
 
     def _kept_vector(self, model: str, text: str) -> list[float] | None:
@@ -186,7 +184,6 @@ class IndexCache:
             rebuild=partial(self._rebuild, memories, scope, model, dims),
             now=now,
             stamp=self._stamp(coherence, key),
-            whole=self._whole,
         )
         self._count(got)
         self._indexes.keep(key, got.held, tenant=scope.tenant, evict=got.outcome != "unread")

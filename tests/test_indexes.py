@@ -143,3 +143,30 @@ async def test_an_index_held_under_its_name_with_other_options_is_sent_again(
                 await ensure_indexes(coll, [declared])
     finally:
         await client.close()
+
+
+async def test_an_index_held_under_its_name_with_options_not_declared_is_sent_again(
+    engine_uri: str, db_name: str, sync_db: Any
+) -> None:
+    """Held under the declared name with an option the declaration lacks (unique: a second write
+    refused; a TTL: documents deleted; a partial filter: uniqueness only for some): the declared
+    index is sent and refused as before (old code: one `create_index`, refused), never taken
+    for the declared one."""
+    coll_name = "held_more"
+    sync_db[coll_name].create_index([("u", ASCENDING)], name="u_ix", unique=True)
+    sync_db[coll_name].create_index([("e", ASCENDING)], name="e_ix", expireAfterSeconds=60)
+    sync_db[coll_name].create_index(
+        [("p", ASCENDING)], name="p_ix", partialFilterExpression={"p": {"$gt": 0}}
+    )
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(engine_uri)
+    try:
+        coll = client[db_name][coll_name]
+        for field in ("u", "e", "p"):
+            with pytest.raises(OperationFailure):
+                await ensure_indexes(coll, [IndexModel([(field, ASCENDING)], name=f"{field}_ix")])
+        # what the server adds of its own (`v`, `ns`, `unique: false`) is never a difference
+        plain = IndexModel([("k", ASCENDING)], name="k_plain")
+        assert await ensure_indexes(coll, [plain]) == ["k_plain"]
+        assert await ensure_indexes(coll, [plain]) == []
+    finally:
+        await client.close()

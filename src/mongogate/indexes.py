@@ -37,13 +37,25 @@ def _key(held: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return key
 
 
+#: what a server lists of its own beside the options declared (never a difference): the index
+#: version, namespace, build mode, and a text index's weights and language settings
+_SERVER_ADDED = frozenset(
+    {"v", "ns", "background", "weights", "language_override", "textIndexVersion", "default_language"}
+)
+
+
 def _same(held: Mapping[str, Any] | None, declared: Mapping[str, Any]) -> bool:
-    """Whether ``held`` is the index ``declared`` describes: the same key, in order, and the same
-    value of every option declared (the server adds options of its own: `v`, a text index's
-    weights and language settings)."""
+    """Whether ``held`` is the index ``declared`` describes: the same key, in order, the same
+    value of every option declared, and no option held that is not declared (a unique, TTL or
+    partial index under the declared name is another index: sent, the server refuses it as it did
+    before), but those the server adds of its own (`_SERVER_ADDED`, and a false `unique`,
+    `sparse` or `hidden`)."""
     if held is None or _key(held) != list(dict(declared["key"]).items()):
         return False
-    return all(held.get(k) == v for k, v in declared.items() if k not in ("key", "name"))
+    if any(held.get(k) != v for k, v in declared.items() if k not in ("key", "name")):
+        return False
+    extra = {k: v for k, v in held.items() if k not in declared and k not in ("key", "name")}
+    return all(k in _SERVER_ADDED or (k in ("unique", "sparse", "hidden") and not v) for k, v in extra.items())
 
 
 async def ensure_indexes(

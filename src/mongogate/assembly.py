@@ -211,7 +211,7 @@ async def open_services(
     log.info("%s", report[1])
     for line in (report[0], *report[2:]):
         log.debug("%s", line)
-    if run_tools:  # checkpoints need their unique index before any call
+    if run_tools:  # the runs' indexes (and the retiring of an older version's unique one) before any call
         await state.runs.ensure_indexes()
     return state
 

@@ -55,7 +55,8 @@ def _same(held: Mapping[str, Any] | None, declared: Mapping[str, Any]) -> bool:
     if any(held.get(k) != v for k, v in declared.items() if k not in ("key", "name")):
         return False
     extra = {k: v for k, v in held.items() if k not in declared and k not in ("key", "name")}
-    return all(k in _SERVER_ADDED or (k in ("unique", "sparse", "hidden") and not v) for k, v in extra.items())
+    falsy_ok = ("unique", "sparse", "hidden")
+    return all(k in _SERVER_ADDED or (k in falsy_ok and not v) for k, v in extra.items())
 
 
 async def ensure_indexes(

@@ -18,8 +18,7 @@ Held compactly, so that a scope of long texts (a conversation of 66 KB messages)
 posting is a pair of C ints in its term's arrays (rows, term frequencies), and each row keeps its
 terms as a tuple of the index's one copy of each term's string with their counts in a C array
 (about 20 bytes a posting, where dicts of ints took about 200). A row of more than SCAN terms gets
-a set of them at its first ranking (`lookup`: which query words it holds, in O(1) a word), counted
-in `nbytes`.
+a set of them at its first ranking (`lookup`, O(1) a query word), counted in `nbytes`.
 """
 
 from __future__ import annotations
@@ -53,9 +52,8 @@ _POSTING_BYTES = 20
 _TERM_BYTES = 300
 #: per row: the row, its item (a dict of about 9 fields, two datetimes), its arrays' headers
 _ROW_BYTES = 1300
-#: a row of at most this many terms is searched in its tuple (as fast as a set's hash); a longer
-#: one gets a set at its first ranking (`lookup`): a 256 KiB message of random words holds about
-#: 30,000 terms, and scanning them for each query token took about 20 ms a search
+#: a row of at most this many terms is searched in its tuple (as fast as a set's hash); a longer one
+#: gets a set (`lookup`): scanning a 256 KiB message's ~30,000 random words took ~20 ms a search
 SCAN = 64
 
 

@@ -19,7 +19,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from hypothesis import given
+from hypothesis import strategies as st
+from jwt.algorithms import ECAlgorithm, HMACAlgorithm, RSAAlgorithm
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -28,6 +30,8 @@ from pydantic import SecretStr
 from mongogate.config import ApiKeyEntry, AuthSettings
 from mongogate.errors import AuthError, ConfigError
 from mongogate.principal import Principal
+from mongogate.server.auth.deferred import DeferredJwtVerifier
+from mongogate.server.auth.hs256 import secret_bytes
 from mongogate.server.auth.tokens import mint_dev_token, parse_ttl
 from mongogate.server.auth.verify import (
     ApiKeyVerifier,
@@ -323,7 +327,9 @@ async def test_single_jwks_key_without_kid(tmp_path: Path, keys: Keys) -> None:
 
 def test_build_token_verifier_by_mode(key_dir: Path) -> None:
     assert build_token_verifier(AuthSettings(mode="none", tenant="acme")) is None
-    assert isinstance(build_token_verifier(auth_settings(jwt_secret=SECRET)), JwtVerifier)
+    deferred = build_token_verifier(auth_settings(jwt_secret=SECRET))
+    assert isinstance(deferred, DeferredJwtVerifier)  # PyJWT imported at the first token
+    assert isinstance(deferred.built(), JwtVerifier)
     entry = ApiKeyEntry(sha256=hash_api_key("k" * 40), tenant="acme")
     assert isinstance(build_token_verifier(AuthSettings(mode="api_keys", api_keys=[entry])), ApiKeyVerifier)
 
@@ -348,6 +354,70 @@ def test_short_secret_refused() -> None:
 def test_pem_as_secret_refused(keys: Keys) -> None:
     with pytest.raises(ConfigError, match="jwt_public_key_file"):
         build_token_verifier(auth_settings(jwt_secret=public_pem(keys.rsa).decode()))
+
+
+@pytest.mark.anyio
+async def test_an_hs256_secret_server_verifies_its_first_token_with_pyjwt() -> None:
+    verifier = build_token_verifier(auth_settings(jwt_secret=SECRET))
+    assert verifier is not None
+    assert (await verifier.verify_token(hs(claims()))) is not None
+    assert await verifier.verify_token(hs(claims(), secret="another-secret-of-32-bytes-or-more!!")) is None
+
+
+_SSH = [
+    b"ssh-ed25519 AAAAC3Nza",
+    b"ssh-rsa AAAAB3",
+    b"ecdsa-sha2-nistp256 AAAA",
+    b"sk-ssh-ed25519@openssh.com AA",
+]
+_PEM_LABELS = [b"PUBLIC KEY", b"RSA PUBLIC KEY", b"CERTIFICATE", b"EC PRIVATE KEY", b"SOMETHING ELSE"]
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        *(s + b" " + b"x" * 40 for s in _SSH),
+        *(
+            b"-----BEGIN " + label + b"-----\n" + b"A" * 40 + b"\n-----END " + label + b"-----\n"
+            for label in _PEM_LABELS
+        ),
+        b"padding padding padding padding ---- BEGIN PUBLIC KEY ----\nAAAA\n---- END PUBLIC KEY ----",
+        b"-----BEGIN PUBLIC KEY----- and no end, padded to 32 bytes or more",
+    ],
+)
+def test_the_secret_check_without_pyjwt_refuses_what_pyjwt_refuses_and_more(secret: bytes) -> None:
+    """`hs256.secret_bytes` runs at build without PyJWT; PyJWT's check runs at the first token.
+    Ours must refuse every secret PyJWT's refuses (and may refuse more)."""
+    with pytest.raises(ConfigError, match="looks like a public key"):
+        secret_bytes(auth_settings(jwt_secret=secret.decode()))
+    pyjwt_refuses = False
+    try:
+        HMACAlgorithm(HMACAlgorithm.SHA256).prepare_key(secret)
+    except jwt.InvalidKeyError:
+        pyjwt_refuses = True
+    assert pyjwt_refuses or b"SOMETHING ELSE" in secret or b"no end" in secret or b"sk-ssh" in secret
+
+
+_PARTS = [b"-----BEGIN ", b"---- BEGIN ", b"-----END ", b"---- END ", b"-----", b" ----", b"PUBLIC KEY"]
+_PARTS += [
+    b"CERTIFICATE",
+    b"RSA PRIVATE KEY",
+    b"\n",
+    b"\r\n",
+    b"AAAA",
+    b" ",
+    b"ssh-rsa",
+    b"ecdsa-sha2-nistp384",
+]
+
+
+@given(st.lists(st.sampled_from(_PARTS), max_size=12).map(lambda parts: b"".join(parts) + b"x" * 32))
+def test_every_secret_pyjwt_refuses_is_refused_without_it(secret: bytes) -> None:
+    try:
+        HMACAlgorithm(HMACAlgorithm.SHA256).prepare_key(secret)
+    except jwt.InvalidKeyError:
+        with pytest.raises(ConfigError):
+            secret_bytes(auth_settings(jwt_secret=secret.decode()))
 
 
 def test_missing_pem_file(tmp_path: Path) -> None:

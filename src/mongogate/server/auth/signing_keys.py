@@ -21,16 +21,14 @@ from jwt.algorithms import HMACAlgorithm
 
 from mongogate.config import AuthSettings
 from mongogate.errors import ConfigError
+from mongogate.server.auth.hs256 import public_key_as_secret, secret_bytes
 
-#: RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
-MIN_HS256_SECRET_BYTES = 32
 #: NIST SP 800-131A; PyJWT warns below this, and a warning is an error in our tests.
 MIN_RSA_BITS = 2048
 
 _EC_ALG_BY_CURVE: dict[str, str] = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
 _EC_ALG_BY_JWK_CRV: dict[str, str] = {"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
 _RSA_ALGS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"})
-_GENERATE_SECRET_HINT = "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(48))'"
 
 
 @dataclass(frozen=True)
@@ -42,24 +40,14 @@ class Key:
 
 
 def hs256_secret_bytes(auth: AuthSettings) -> bytes:
-    """The configured HS256 secret, refused when too short or when it is really a PEM key."""
-    if auth.jwt_secret is None:
-        raise ConfigError("auth.jwt_secret is not set; HS256 needs a shared secret of at least 32 bytes")
-    secret = auth.jwt_secret.get_secret_value().encode("utf-8")
-    if len(secret) < MIN_HS256_SECRET_BYTES:
-        raise ConfigError(
-            f"auth.jwt_secret is {len(secret)} bytes; HS256 needs at least {MIN_HS256_SECRET_BYTES} "
-            f"random bytes (RFC 7518 §3.2). Set auth.jwt_secret or MONGOGATE_AUTH__JWT_SECRET; "
-            f"{_GENERATE_SECRET_HINT}"
-        )
+    """The configured HS256 secret, refused when too short or when it is really a PEM key (our
+    check, `hs256.secret_bytes`, then PyJWT's own)."""
+    secret = secret_bytes(auth)
     try:
         HMACAlgorithm(HMACAlgorithm.SHA256).prepare_key(secret)
     except jwt.InvalidKeyError as e:
         # PyJWT refuses PEM/SSH public keys as HMAC secrets: that is the algorithm-confusion trap.
-        raise ConfigError(
-            "auth.jwt_secret looks like a public key; for RS256/ES256 set auth.jwt_public_key_file "
-            "to the PEM file instead of putting the key in jwt_secret"
-        ) from e
+        raise ConfigError(public_key_as_secret()) from e
     return secret
 
 

@@ -28,8 +28,9 @@ from mongogate.server.auth.apikeys import (
 from mongogate.server.auth.reasons import Rejected, valid_tenant
 
 if TYPE_CHECKING:
+    from mongogate.server.auth.hs256 import MIN_HS256_SECRET_BYTES
     from mongogate.server.auth.jwt_verifier import JwtVerifier
-    from mongogate.server.auth.signing_keys import MIN_HS256_SECRET_BYTES, MIN_RSA_BITS, hs256_secret_bytes
+    from mongogate.server.auth.signing_keys import MIN_RSA_BITS, hs256_secret_bytes
 
 __all__ = [
     "API_KEY_ENV",
@@ -60,7 +61,7 @@ TOKEN_ENV = "MONGOGATE_TOKEN"
 #: names of the JWT modules, loaded on first use (PyJWT and cryptography: `reasons.py`)
 _JWT_NAMES = {
     "JwtVerifier": "mongogate.server.auth.jwt_verifier",
-    "MIN_HS256_SECRET_BYTES": "mongogate.server.auth.signing_keys",
+    "MIN_HS256_SECRET_BYTES": "mongogate.server.auth.hs256",
     "MIN_RSA_BITS": "mongogate.server.auth.signing_keys",
     "hs256_secret_bytes": "mongogate.server.auth.signing_keys",
 }
@@ -89,6 +90,10 @@ def build_token_verifier(auth: AuthSettings, *, clock: Clock = SYSTEM_CLOCK) -> 
     if auth.mode == "none":
         return None
     if auth.mode == "jwt":
+        if auth.jwt_secret is not None:  # checked now, PyJWT imported at the first token
+            from mongogate.server.auth.deferred import DeferredJwtVerifier
+
+            return DeferredJwtVerifier(auth, clock=clock)
         from mongogate.server.auth.jwt_verifier import JwtVerifier
 
         return JwtVerifier(auth, clock=clock)

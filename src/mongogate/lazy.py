@@ -10,7 +10,7 @@ message search and the embedders use it, never the answer to `initialize`, `tool
         np = lazy("numpy")
 
 so mypy sees the real module, and the process imports numpy at the first ``np.<name>`` read
-(tests/test_startup_imports.py pins that `serve` does not). After that first read the proxy holds
+(tests/test_lazy.py pins that `serve` does not). After that first read the proxy holds
 numpy's names itself: a read costs what a module attribute costs.
 """
 

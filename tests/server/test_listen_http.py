@@ -52,7 +52,13 @@ async def serving(
 
 
 def sdk_client(url: str, token: str) -> tuple[httpx2.AsyncClient, Client]:
-    hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    """At most 4 connections (below the budget of 12 with another tenant's beside them), none
+    reused: a kept-alive connection the server closes (its keep-alive timeout, or to make room)
+    just as the client sends its next request on it fails that POST with a ReadError the SDK's
+    client does not retry, and ends the client. Any keep-alive close races a client so; CI saw
+    such a ReadError here once, on a loaded machine (docs/decisions/http-and-transports.md)."""
+    limits = httpx2.Limits(max_connections=4, max_keepalive_connections=0)
+    hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60, limits=limits)
     return hc, Client(streamable_http_client(url, http_client=hc))
 
 

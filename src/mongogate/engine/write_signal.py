@@ -11,13 +11,23 @@ engine start) and a counter per bucket of scopes (a scope's key hashed into BUCK
 database stays the only truth; the file only says when a process may trust what it last read:
 
 - a writer (`writing`) takes a shared OFD lock on its bucket's flight byte, adds 1 to the bucket's
-  counter, does its whole bracketed write (`begin`, the memory write, `bump`), adds 1 again and
-  lets the lock go. The kernel lets the lock go when the process dies, and the counter already
-  moved at the start, so a write stopped halfway is never missed.
-- a recall (`stamp`) asks whether any lock is held on the bucket's flight byte (`F_OFD_GETLK`,
-  taking nothing); if none, the stamp is (epoch, counter). An index verified by a revision read
-  that found no write in flight, taken after a stamp, answers again without the read while the
-  stamp is the same: no write of that bucket began or ended since, and none is in flight.
+  counter, does its whole bracketed write (`begin`, the memory write, `bump`) and lets the lock
+  go. The kernel lets the lock go when the process dies, and the counter moved at the start, so a
+  write stopped halfway is never missed.
+- a recall (`stamp`) reads (epoch, counter), THEN asks whether any lock is held on the bucket's
+  flight byte (`F_OFD_GETLK`, taking nothing); if none, the stamp is what it read. Every write
+  counted in that counter had taken its flight lock before its addition, so none of them is
+  still writing; every write not counted moves the counter later. An index verified by a
+  revision read that found no write in flight, taken after a stamp, answers again without the
+  read while the stamp is the same.
+
+Before, a writer also added 1 at its end, and a recall asked about the flight lock before it
+read the counter: a write that began between the two gave a stamp that counted it while it was
+still writing, and only the end's addition moved the counter past it. That addition could be
+lost with no crash at all: when the counters' lock was held at the write's end, a daemon thread
+finished it, and a process that exited right after its write (an import, a script) took the
+thread with it (CI saw one of 1,200 additions lost). Reading first makes the end's addition
+unneeded, so there is none, and no thread.
 
 Counters only grow (each addition runs under an exclusive lock on the MUTEX byte), so a stamp
 never comes back. OFD locks belong to an open file description, not to a process: two writes
@@ -34,12 +44,10 @@ SIGSTOP, a host under memory pressure) held a blocking `F_OFD_SETLKW` and with i
 and `/healthz` until it died. A writer now tries each lock without blocking and waits between
 tries on its clock (`mongogate.clock`, so tests drive it), at most `LOCK_WAIT_S`; a write that
 cannot begin in time is refused before anything is written, as a retryable `StorageError`. The
-addition at a write's end (the write is done: it must be signalled) is tried once; when the
-counters' lock is held it is finished by a thread that waits for it, holding the flight lock
-until then, so every recall of the bucket reads its revision meanwhile. Only a regular file of
-this user that no other user can open is trusted or written (`_private`): a socket may be in a
-shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could plant
-a file, rewind its counters and hold its locks; a FIFO there never blocks an open.
+end of a write takes no lock: it closes the file, which lets the flight lock go. Only a regular
+file of this user that no other user can open is trusted or written (`_private`): a socket may be
+in a shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could
+plant a file, rewind its counters and hold its locks; a FIFO there never blocks an open.
 """
 
 from __future__ import annotations
@@ -52,7 +60,6 @@ import logging
 import os
 import stat
 import struct
-import threading
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -113,7 +120,7 @@ def _try(fd: int, kind: int, start: int) -> bool:
 
 
 def _add_locked(fd: int, buckets: Sequence[int]) -> None:
-    """Each counter of `buckets` + 1; the caller holds the exclusive MUTEX lock, then lets it go."""
+    """Each counter of `buckets` + 1; the caller holds the exclusive MUTEX lock, let go here."""
     try:
         for b in buckets:
             at = HEADER + 8 * b
@@ -121,23 +128,6 @@ def _add_locked(fd: int, buckets: Sequence[int]) -> None:
             os.pwrite(fd, _U64.pack(value + 1), at)
     finally:
         _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
-
-
-def _add(fd: int, buckets: Sequence[int]) -> None:
-    """Counters + 1 under the MUTEX lock, waited for (off the event loop only: a thread's)."""
-    _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, MUTEX)
-    _add_locked(fd, buckets)
-
-
-def _finish(fd: int, buckets: Sequence[int], path: Path) -> None:
-    """A write's end when the counters' lock was held: waited for on this thread, then the file
-    (and with it the flight lock) let go."""
-    try:
-        _add(fd, buckets)
-    except OSError as e:  # the flight lock goes with the file all the same; the start moved it
-        log.warning("write signal %s: the end of a write not added (%s)", path, e)
-    finally:
-        os.close(fd)
 
 
 #: how every process opens the file: never through a symlink, never waiting on a FIFO
@@ -231,7 +221,6 @@ class WriteSignal:
         if fd is None:
             yield
             return
-        owned = True  # the file is closed here, unless a thread finishes the write's end
         try:
             buckets = sorted({bucket_of(key) for key in keys})
             try:  # every flight lock, then +1 to each counter under the MUTEX lock
@@ -242,19 +231,9 @@ class WriteSignal:
                 _add_locked(fd, buckets)
             except OSError as e:
                 raise self._refused(e) from e
-            try:
-                yield
-            finally:
-                if _try(fd, fcntl.F_WRLCK, MUTEX):
-                    _add_locked(fd, buckets)
-                else:  # held: a thread waits for it; the flight lock stays held until then
-                    owned = False
-                    threading.Thread(
-                        target=_finish, args=(fd, buckets, self.path), name="write-signal", daemon=True
-                    ).start()
+            yield
         finally:
-            if owned:
-                os.close(fd)  # lets the flight lock go
+            os.close(fd)  # lets the flight lock go: the write is over (the counter moved at its start)
 
     async def _wait_for(self, fd: int, kind: int, start: int, clock: Clock, deadline: datetime) -> None:
         """One lock, tried until `deadline` of `clock`; past it a refusal (a retry may pass)."""
@@ -302,8 +281,6 @@ class WriteSignal:
             if fd is None:
                 return None
             b = bucket_of(key)
-            if in_flight(fd, b):
-                return None  # a write of the bucket is in flight
             try:  # no addition half-read; never waited for (a writer stopped inside one)
                 _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_RDLCK, MUTEX)
             except OSError as e:
@@ -315,6 +292,8 @@ class WriteSignal:
                 (count,) = _U64.unpack(os.pread(fd, 8, HEADER + 8 * b))
             finally:
                 _lock(fd, fcntl.F_OFD_SETLK, fcntl.F_UNLCK, MUTEX)
+            if in_flight(fd, b):  # asked AFTER the read: a write it counts may still be writing
+                return None
             return int(epoch), int(count)
         except (OSError, struct.error) as e:
             log.debug("write signal %s unreadable (%s): reading the revision", self.path, e)

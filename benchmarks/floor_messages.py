@@ -70,7 +70,7 @@ async def derive(search: MessageSearch, tenant: str) -> None:
     scope, _ = await search.index.fresh(tenant, None, tenant=tenant)
     ids = list(scope.pending)
     for at in range(0, len(ids), search.fill.per_call):
-        await search.fill.fill(tenant, ids[at : at + search.fill.per_call])
+        await search.fill.fill(tenant, ids[at : at + search.fill.per_call], tenant=tenant)
 
 
 async def run(floors: tuple[float, ...] = ()) -> list[str]:
@@ -106,13 +106,17 @@ async def run(floors: tuple[float, ...] = ()) -> list[str]:
                         where = c.__dict__["where"]
                         half = "tuning" if c.tuning else "held-out"
                         for q in c.questions:
-                            hits = (await vec.search(tenant, q.text, limit=10, min_score=at)).messages
+                            hits = (
+                                await vec.search(tenant, q.text, limit=10, min_score=at, owner=tenant)
+                            ).messages
                             ids = [where[(h.session_id, h.seq)] for h in hits]
                             want = set(q.evidence)
                             counts.setdefault(f"{half} @3", []).append(bool(set(ids[:3]) & want))
                             counts.setdefault(f"{half} @10", []).append(bool(set(ids) & want))
                         for q_text in UNRELATED_TUNING if c.tuning else UNRELATED_HELD_OUT:
-                            hits = (await vec.search(tenant, q_text, limit=10, min_score=at)).messages
+                            hits = (
+                                await vec.search(tenant, q_text, limit=10, min_score=at, owner=tenant)
+                            ).messages
                             counts.setdefault(f"{half} emptied", []).append(not hits)
                     cells = "  ".join(
                         f"{k} {100 * sum(v) / len(v):5.1f}"

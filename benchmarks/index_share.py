@@ -93,7 +93,7 @@ async def flood(uri: str, db_name: str, share: float | None, hostile: int, budge
             await memory.append("quiet", sid, f"t{i}", "user", f"quiet message {i} about invoice INV-{i:04d}")
             clock.advance(1)
         await ltm.recall(QUIET, "invoice INV-0007")
-        await found.search("quiet", "invoice INV-0007")
+        await found.search("quiet", "invoice INV-0007", owner="quiet")
         model, dims = ltm.embedder.model, ltm.embedder.dimensions
         reads = 0  # the quiet tenant's scopes found gone (read whole again at its next call)
         rng = random.Random(5)
@@ -113,7 +113,7 @@ async def flood(uri: str, db_name: str, share: float | None, hostile: int, budge
             reads += (ltm.index.held(QUIET, model, dims) is None) + (found.index.held("quiet") is None)
             t0 = time.perf_counter()
             await ltm.recall(QUIET, "invoice INV-0007")
-            await found.search("quiet", "invoice INV-0007")
+            await found.search("quiet", "invoice INV-0007", owner="quiet")
             quiet_ms.append((time.perf_counter() - t0) * 1000)
         budget = ltm.index.budget
         return {

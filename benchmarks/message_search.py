@@ -63,7 +63,7 @@ async def derive_all(search: Any) -> float:
     ids = list(scope.pending)
     with unchecked_seeding():
         for at in range(0, len(ids), search.fill.per_call):
-            await search.fill.fill("acme", ids[at : at + search.fill.per_call])
+            await search.fill.fill("acme", ids[at : at + search.fill.per_call], tenant="acme")
     return time.perf_counter() - t0
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "ScopeFields",
     "conversations_for",
     "scope_for",
+    "tenant_of_stored",
 ]
 
 #: the `owner` stored on every memory of a tenant-wide scope (scope = "tenant")
@@ -71,6 +72,13 @@ class MemoryScope:
         if self.subject is None:
             return self.tenant
         return f"{self.tenant}{SUBJECT_SEPARATOR}{self.subject}"
+
+
+def tenant_of_stored(stored: str) -> str:
+    """The tenant of a conversation's stored `tenant` (`MemoryScope.stored_tenant`), for a writer
+    that holds only the stored form (a write's listener): one-to-one, as the module's docstring
+    says, so this is its exact inverse."""
+    return stored.split(SUBJECT_SEPARATOR, 1)[0]
 
 
 def scope_for(scope: Literal["tenant", "subject"], tenant: str, subject: str) -> MemoryScope:

@@ -41,6 +41,7 @@ def searcher(
 
 
 async def search_messages(store: SessionRepository, tenant: str, query: object, **kw: Any) -> Hits:
-    """One search through the store's searcher (a term-only one made at first use)."""
+    """One search through the store's searcher (a term-only one made at first use); the scope is
+    the tenant's own unless `owner` says whose it is."""
     found = _searchers.get(store) or searcher(store)
-    return await found.search(tenant, query, **kw)
+    return await found.search(tenant, query, **{"owner": tenant, **kw})

@@ -62,11 +62,11 @@ async def test_a_scope_larger_than_the_index_budget_keeps_its_newest_and_says_pa
         await store.append("acme", sid, f"k{i}", "user", f"invoice note {i}")
         clock.advance(1)
     whole = searcher(store)
-    at = await whole.search("acme", "invoice")
+    at = await whole.search("acme", "invoice", owner="acme")
     assert not at.partial and len(at.messages) == 6
     held = whole.index.held("acme")
     assert held is not None
     small = searcher(store, budget_bytes=held.nbytes() // 2)
-    over = await small.search("acme", "invoice")
+    over = await small.search("acme", "invoice", owner="acme")
     assert over.partial and 0 < len(over.messages) < 6
     assert "invoice note 5" in {h.content for h in over.messages}  # the newest stay

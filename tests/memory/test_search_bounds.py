@@ -54,14 +54,14 @@ async def test_one_search_embeds_at_most_embed_per_call_messages_and_the_backgro
     await _talk(store, "acme", [f"{CHATTER[i % 5]} (note {i})" for i in range(40)])
     model = Counting()
     found = searcher(store, model, embed_per_call=8, background=True)
-    first = await found.search("acme", "fern water")
+    first = await found.search("acme", "fern water", owner="acme")
     assert max(len(b) for b in model.batches) <= 8  # the query alone, or at most 8 messages
     assert found.fill.stats.embedded <= 8
     assert first.partial  # not every message searched by its words yet, and it says so
     assert first.messages and "fern" in first.messages[0].content
     await found.fill.settle()  # the background's batches, run to the end
     assert max(len(b) for b in model.batches) <= 8 and found.fill.stats.embedded == 40
-    settled = await found.search("acme", "fern water")
+    settled = await found.search("acme", "fern water", owner="acme")
     assert not settled.partial
     assert ["fern" in h.content for h in settled.messages[:8]] == [True] * 8  # every fern note of the 40
 
@@ -79,7 +79,7 @@ async def test_twelve_huge_messages_are_embedded_by_their_first_embed_chars_only
     await _talk(big, "acme", texts)
     model = Counting()
     found = searcher(big, model)
-    got = await found.search("acme", "needle7")
+    got = await found.search("acme", "needle7", owner="acme")
     assert [h.content[-8:] for h in got.messages] == [" needle7"]
     assert max(n for b in model.batches for n in b) <= 2048  # the default embed_chars
     assert found.fill.stats.embedded_chars <= 12 * 2048
@@ -113,7 +113,7 @@ async def test_a_scope_larger_than_the_wire_limit_is_read_in_pages(
     for at in range(0, 1000, 50):  # the seeding bypasses the writers: a new index reads it whole
         await wide.messages.insert_many(docs[at : at + 50])
     found = searcher(wide, embed_per_call=4)
-    got = await found.search("acme", "zebra")
+    got = await found.search("acme", "zebra", owner="acme")
     assert got.messages[0].seq == 1000  # the newest derived first
     assert got.partial  # the rest is still to derive, and it says so
 
@@ -126,20 +126,20 @@ async def test_another_process_writes_and_erasures_are_seen(
     other = MemoryStore(mongo[db_name], MemorySettings(max_message_bytes=4096, max_context_limit=50), clock)
     here, there = searcher(store), searcher(other)
     sid = await _talk(store, "acme", CHATTER[:2])
-    assert [h.content for h in (await here.search("acme", "invoice")).messages] == [CHATTER[1]]
-    assert (await there.search("acme", "invoice")).messages
+    assert [h.content for h in (await here.search("acme", "invoice", owner="acme")).messages] == [CHATTER[1]]
+    assert (await there.search("acme", "invoice", owner="acme")).messages
     await other.append("acme", sid, "k9", "user", "A second invoice, INV-9, arrived.")
-    assert len((await here.search("acme", "invoice")).messages) == 2  # written by the other
+    assert len((await here.search("acme", "invoice", owner="acme")).messages) == 2  # written by the other
     assert here.index.stats.rebuilds == 1  # patched, not read whole again
     await other.delete_session("acme", sid)
-    assert (await here.search("acme", "invoice")).messages == []
+    assert (await here.search("acme", "invoice", owner="acme")).messages == []
 
 
 async def test_a_question_about_nothing_said_returns_no_message(store: MemoryStore) -> None:
     """Off-topic: no term shared, and no message close in meaning; recall's floor says so."""
     await _talk(store, "acme", CHATTER)
     found = searcher(store, LocalEmbedder())
-    assert (await found.search("acme", "quantum chromodynamics of gluon plasma")).messages == []
-    assert (await found.search("acme", "when does my plane depart for Portugal?")).messages[
+    assert (await found.search("acme", "quantum chromodynamics of gluon plasma", owner="acme")).messages == []
+    assert (await found.search("acme", "when does my plane depart for Portugal?", owner="acme")).messages[
         0
     ].content == CHATTER[4]

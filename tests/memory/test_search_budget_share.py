@@ -69,7 +69,7 @@ async def test_one_tenants_flood_of_large_indexes_never_evicts_another_tenants_s
         "quiet", quiet_sid, "t1", "user", "invoice INV-2231 " + random_words(rng, HOSTILE_BYTES)
     )
     assert (await ltm.recall(QUIET, "where is the spare key?")).memories
-    assert (await found.search("quiet", "invoice")).messages
+    assert (await found.search("quiet", "invoice", owner="quiet")).messages
     budget = ltm.index.budget
     budget.budget_bytes = 5 * budget.nbytes()
     loud_sid = await memory.create_session("loud")
@@ -78,7 +78,7 @@ async def test_one_tenants_flood_of_large_indexes_never_evicts_another_tenants_s
             "loud", loud_sid, f"t{i}", "user", f"needle{i} " + random_words(rng, HOSTILE_BYTES)
         )
         clock.advance(1)
-        assert (await found.search("loud", f"needle{i}")).messages, i  # its newest is held
+        assert (await found.search("loud", f"needle{i}", owner="loud")).messages, i  # its newest is held
         # the quiet tenant's scopes stay held, whatever the hostile one holds
         assert found.index.held("quiet") is not None, f"evicted at the hostile message {i}"
         assert ltm.index.held(QUIET, ltm.embedder.model, ltm.embedder.dimensions) is not None
@@ -86,7 +86,7 @@ async def test_one_tenants_flood_of_large_indexes_never_evicts_another_tenants_s
     assert budget.unkept["messages"] > 0  # its scope, past its share, was used and not kept
     rebuilds = (ltm.index.stats.rebuilds, found.index.stats.rebuilds)
     assert (await ltm.recall(QUIET, "where is the spare key?")).memories
-    assert (await found.search("quiet", "invoice")).messages
+    assert (await found.search("quiet", "invoice", owner="quiet")).messages
     # answered from the indexes held: nothing of the quiet tenant read whole again
     assert (ltm.index.stats.rebuilds, found.index.stats.rebuilds) == rebuilds
 
@@ -102,7 +102,7 @@ async def test_a_tenant_over_its_share_evicts_its_own_scopes_first(
     await memory.append(
         "quiet", quiet_sid, "t1", "user", "invoice INV-2231 " + random_words(rng, HOSTILE_BYTES)
     )
-    assert (await found.search("quiet", "invoice")).messages
+    assert (await found.search("quiet", "invoice", owner="quiet")).messages
     budget = ltm.index.budget
     budget.budget_bytes = 5 * budget.nbytes()
     keys = [f"loud{SUBJECT_SEPARATOR}user-{i}" for i in range(8)]
@@ -116,5 +116,5 @@ async def test_a_tenant_over_its_share_evicts_its_own_scopes_first(
     assert held[-1] and not held[0]  # its own least recently used went, its newest stays
     assert budget.evicted["messages"] == held.count(False) and budget.unkept["messages"] == 0
     rebuilds = found.index.stats.rebuilds
-    assert (await found.search("quiet", "invoice")).messages
+    assert (await found.search("quiet", "invoice", owner="quiet")).messages
     assert found.index.stats.rebuilds == rebuilds

@@ -36,13 +36,13 @@ async def test_a_derivation_landing_after_a_clear_never_labels_the_next_message_
         await store.add_items("acme", SID, [("user", "water the garden fern")], turn=TURN, new={}, name=SID)
 
     found.fill.before_write = clear_and_write_again
-    await found.search("acme", "anything")  # derives the message, the clear racing its write
+    await found.search("acme", "anything", owner="acme")  # derives the message, the clear racing its write
     assert raced
     found.fill.before_write = None
     for _ in range(2):  # a search derives what it finds missing, then searches again
-        fern = await found.search("acme", "garden fern")
+        fern = await found.search("acme", "garden fern", owner="acme")
         assert [h.content for h in fern.messages] == ["water the garden fern"]
-        assert (await found.search("acme", "swordfish vault password")).messages == []
+        assert (await found.search("acme", "swordfish vault password", owner="acme")).messages == []
 
 
 async def test_a_derivation_landing_after_a_pop_leaves_nothing_of_the_popped_words(
@@ -58,5 +58,5 @@ async def test_a_derivation_landing_after_a_pop_leaves_nothing_of_the_popped_wor
         assert await store.pop_item("acme", SID, name=SID) == secret
 
     found.fill.before_write = pop
-    await found.search("acme", "anything")  # derives the message, the pop racing its write
+    await found.search("acme", "anything", owner="acme")  # derives the message, the pop racing its write
     assert await store.db["message_index"].count_documents({}) == 0

@@ -23,10 +23,10 @@ async def test_one_tenant_of_many_subjects_never_crowds_the_others_out_of_the_qu
     subjects = QUEUE_MAX // QUEUE_PER_SCOPE + 1
     for s in range(subjects):  # a full queue's worth of its subjects' messages, and more
         key = f"evil{SUBJECT_SEPARATOR}user-{s}"
-        fill.want(key, [f"sess-{s}:t{i}:user" for i in range(QUEUE_PER_SCOPE)])
+        fill.want(key, [f"sess-{s}:t{i}:user" for i in range(QUEUE_PER_SCOPE)], tenant="evil")
     assert fill.stats.dropped > 0  # the hostile tenant's surplus is what is dropped
     dropped, queued = fill.stats.dropped, fill.queued()
-    fill.want("acme", ["acme-session:t1:user", "acme-session:t2:user"])
+    fill.want("acme", ["acme-session:t1:user", "acme-session:t2:user"], tenant="acme")
     assert (fill.stats.dropped, fill.queued()) == (dropped, queued + 2)  # acme's are queued
     assert fill.queued() <= QUEUE_MAX
 

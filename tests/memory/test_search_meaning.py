@@ -57,22 +57,22 @@ async def test_a_question_in_other_words_finds_the_message_bm25_misses(store: Me
     assert not set(tokens(QUESTION)) & set(tokens(FLIGHT))  # not one word in common
     assert (await search_messages(store, "acme", QUESTION)).messages == []  # BM25 alone: nothing
     found = searcher(store, LocalEmbedder())
-    got = await found.search("acme", QUESTION)
+    got = await found.search("acme", QUESTION, owner="acme")
     assert got.messages[0].content == FLIGHT
     scores = [h.score for h in got.messages]
     assert scores == sorted(scores, reverse=True) and all(0.0 < s <= 1.0 for s in scores)
     assert found.fill.stats.embedded == 5  # every message embedded once, and stored
-    again = await found.search("acme", QUESTION)
+    again = await found.search("acme", QUESTION, owner="acme")
     assert _shape(again) == _shape(got) and found.fill.stats.embedded == 5
     other = searcher(store, LocalEmbedder())  # another process: reads the stored vectors
-    assert _shape(await other.search("acme", QUESTION)) == _shape(got)
+    assert _shape(await other.search("acme", QUESTION, owner="acme")) == _shape(got)
     assert other.fill.stats.embedded == 0
 
 
 async def test_a_term_match_still_comes_first_and_is_never_dropped(store: MemoryStore) -> None:
     await _talk(store, "acme", [FLIGHT, *CHATTER])
     terms = await search_messages(store, "acme", "INV-2231 overdue")
-    fused = await searcher(store, LocalEmbedder()).search("acme", "INV-2231 overdue")
+    fused = await searcher(store, LocalEmbedder()).search("acme", "INV-2231 overdue", owner="acme")
     assert fused.messages[0].content == "Invoice INV-2231 is overdue."
     assert {h.content for h in terms.messages} <= {h.content for h in fused.messages}
 
@@ -80,7 +80,7 @@ async def test_a_term_match_still_comes_first_and_is_never_dropped(store: Memory
 async def test_another_tenants_messages_never_appear(store: MemoryStore) -> None:
     mine = await _talk(store, "acme", CHATTER)
     await _talk(store, "globex", [FLIGHT])  # the best answer, but another tenant's
-    got = await searcher(store, LocalEmbedder(), min_score=0.0).search("acme", QUESTION)
+    got = await searcher(store, LocalEmbedder(), min_score=0.0).search("acme", QUESTION, owner="acme")
     assert got.messages and {h.session_id for h in got.messages} == {mine}
     assert FLIGHT not in {h.content for h in got.messages}
 
@@ -94,9 +94,9 @@ async def test_a_failing_embedder_gives_the_term_ranking(store: MemoryStore) -> 
     )
     terms = await search_messages(store, "acme", "database restart")
     failing = searcher(store, unreachable)
-    failed = await failing.search("acme", "database restart")
+    failed = await failing.search("acme", "database restart", owner="acme")
     assert terms.messages and _shape(failed) == _shape(terms)
-    assert (await failing.search("acme", QUESTION)).messages == []
+    assert (await failing.search("acme", QUESTION, owner="acme")).messages == []
     assert failing.fill.stats.embedder_failures == 1  # then left alone while it rests
 
 
@@ -117,10 +117,10 @@ async def test_a_long_message_is_embedded_by_its_beginning_and_found_by_any_of_i
 
     model = Counting()
     found = searcher(store, model, embed_chars=64)
-    by_term = await found.search("acme", "ZX-4471")
+    by_term = await found.search("acme", "ZX-4471", owner="acme")
     assert by_term.messages[0].content == long  # by its last words
     assert max(model.seen) == 64  # no message text past its first 64 characters
-    by_meaning = await found.search("acme", QUESTION)
+    by_meaning = await found.search("acme", QUESTION, owner="acme")
     assert by_meaning.messages[0].content == long  # its first words, by meaning
 
 

@@ -46,7 +46,6 @@ from mongogate.memory.guard import derived
 from mongogate.memory.message_terms import TERMS_VERSION, encoded, of_message, terms_of_async
 from mongogate.memory.messages import DUPLICATE_KEY
 from mongogate.memory.repository import SessionRepository
-from mongogate.memory_scope import SUBJECT_SEPARATOR
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -99,11 +98,6 @@ class FillStats:
     embedder_failures: int = 0
 
 
-def tenant_of(key: str) -> str:
-    """The tenant of a conversation scope's key (the stored `tenant`: `memory_scope.py`)."""
-    return key.split(SUBJECT_SEPARATOR, 1)[0]
-
-
 class MessageFill:
     """The bounded derivation of messages' terms and vectors (module docstring)."""
 
@@ -135,9 +129,9 @@ class MessageFill:
 
     # -- the queue ----------------------------------------------------------------------------
 
-    def want(self, key: str, ids: Sequence[str]) -> None:
-        """Queue `ids` of scope `key` for the background (bounded; the rest is dropped)."""
-        tenant = tenant_of(key)
+    def want(self, key: str, ids: Sequence[str], *, tenant: str) -> None:
+        """Queue `ids` of scope `key`, a scope of `tenant` (`MemoryScope.tenant`: the queue's and
+        the lock's turns are per tenant), for the background (bounded; the rest is dropped)."""
         scopes = self._queue.setdefault(tenant, OrderedDict())
         held = scopes.setdefault(key, {})
         for mid in ids:
@@ -164,7 +158,7 @@ class MessageFill:
     def queued(self) -> int:
         return self._queued
 
-    def _next(self) -> tuple[str, list[str]] | None:
+    def _next(self) -> tuple[str, str, list[str]] | None:
         """The next tenant in turn that is not busy, its next scope in turn, and that scope's next
         batch: a tenant writing through many subjects gets one turn as any other tenant does."""
         for tenant in list(self._queue):
@@ -183,16 +177,16 @@ class MessageFill:
                 scopes[key] = held  # to the end: the tenant's next scope goes first
             if scopes:
                 self._queue[tenant] = scopes  # to the end: the next tenant goes first
-            return key, batch
+            return tenant, key, batch
         return None
 
     async def drain(self) -> None:
         """Derive everything queued, a batch at a time, scopes in turn (the background's loop;
         tests call it to finish the work without waiting)."""
         while (step := self._next()) is not None:
-            key, batch = step
+            tenant, key, batch = step
             try:
-                await self.fill(key, batch)
+                await self.fill(key, batch, tenant=tenant)
             except Exception as e:  # the next search of the scope finds these again
                 log.warning("message search: deriving %d message(s) failed: %s", len(batch), e)
             await anyio.sleep(0)
@@ -220,13 +214,12 @@ class MessageFill:
 
     # -- one batch ----------------------------------------------------------------------------
 
-    async def fill(self, key: str, ids: Sequence[str]) -> list[str]:
-        """Derive at most `embed_per_call` of `ids` (scope `key`) not derived yet, within
-        TOKENIZE_CHARS of text, after the tenant's fill in progress (one batch at most); the ids
-        derived."""
+    async def fill(self, key: str, ids: Sequence[str], *, tenant: str) -> list[str]:
+        """Derive at most `embed_per_call` of `ids` (scope `key`, of `tenant`) not derived yet,
+        within TOKENIZE_CHARS of text, after the tenant's fill in progress (one batch at most);
+        the ids derived."""
         if not ids:
             return []
-        tenant = tenant_of(key)
         lock, users = self._locks.setdefault(tenant, (asyncio.Lock(), [0]))
         users[0] += 1
         try:

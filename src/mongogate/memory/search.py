@@ -46,6 +46,7 @@ from mongogate.memory.message_fill import MessageFill, TextEmbedder
 from mongogate.memory.message_index import MessageIndex, MessageScope, item_of
 from mongogate.memory.model import session_not_found
 from mongogate.memory.repository import SessionRepository
+from mongogate.memory_scope import tenant_of_stored
 from mongogate.scoring import TEXT_WEIGHT
 from mongogate.textrank import query_tokens
 from mongogate.values import Doc, check_int, check_query_text, items_budget, within
@@ -132,8 +133,12 @@ class MessageSearch:
         self.index = MessageIndex(store, budget, model=model, dims=dims)
         self.fill = MessageFill(store, embedder, settings, background=background)
         if background:  # what every write of this process stores is derived soon after
-            store.guard.on_written = self.fill.want
+            store.guard.on_written = self._written
         self._queries: Memo[str, list[float]] = Memo()
+
+    def _written(self, key: str, ids: list[str]) -> None:
+        """A write stored `ids` in scope `key` (the stored form: all a writer holds)."""
+        self.fill.want(key, ids, tenant=tenant_of_stored(key))
 
     async def aclose(self) -> None:
         await self.fill.aclose()
@@ -147,12 +152,12 @@ class MessageSearch:
         limit: object = None,
         max_bytes: int = 256 * 1024,
         min_score: float | None = None,
-        owner: str | None = None,
+        owner: str,
     ) -> Hits:
         """The best `limit` messages of the conversation scope `tenant` (the stored form), of one
-        session when `session_id` is given. `owner`: the tenant the scope is of (`MemoryScope.tenant`,
-        its share of the index budget: `indexing/budget.py`); None: `tenant` itself, a tenant-wide
-        scope."""
+        session when `session_id` is given. `owner`: the tenant the scope is of (`MemoryScope.tenant`:
+        its share of the index budget, `indexing/budget.py`, and its turn in the derivation); no
+        default, so a caller never makes each subject a tenant of its own by forgetting it."""
         text = check_query_text(query, MAX_QUERY_CHARS)
         n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
         words = query_tokens(text)
@@ -162,7 +167,7 @@ class MessageSearch:
         floor = self.min_score if min_score is None else min_score
         now = self.store.clock.now()
         try:
-            scope, settled = await self._fresh(tenant, now, tenant if owner is None else owner)
+            scope, settled = await self._fresh(tenant, now, owner)
             vector = await self._query_vector(text)
             wt = 1.0 if vector is None else TEXT_WEIGHT
             ranked = scope.index.rank(
@@ -198,9 +203,9 @@ class MessageSearch:
         # while the embedder rests after a failure, only messages without terms are worth a call
         wanted = scope.unindexed if self.fill.resting() else scope.pending
         newest = sorted(wanted, key=lambda m: -rows[where[m]].order if m in where else 0.0)
-        done = await self.fill.fill(key, newest)
+        done = await self.fill.fill(key, newest, tenant=owner)
         if self.fill.background:
-            self.fill.want(key, [m for m in newest if m not in set(done)])
+            self.fill.want(key, [m for m in newest if m not in set(done)], tenant=owner)
         # read again: what this call derived, and what the background derived while it waited
         return await self.index.fresh(key, now, tenant=owner)
 

@@ -442,3 +442,228 @@ async def test_remember_while_another_process_holds_the_engines_signal_is_refuse
         assert client[db_name]["memories"].count_documents({}) == 1
     finally:
         client.close()
+
+
+#: a writer in another process that stops at each step of `writing` until told to go on (a line
+#: on stdin), printing the step it stopped at: before its first flight lock, after each flight lock
+#: ("flighted-<n>"), holding the counters' lock before its addition ("adding"), at the start of its
+#: body (where `begin` is sent: "added") and at its end (after `bump`: "bumped"), then closed
+STEPPED = textwrap.dedent(
+    """
+    import sys
+    import anyio
+    from pathlib import Path
+    from mongogate.engine import write_signal as ws
+
+    def stop(step):
+        print(step, flush=True)
+        sys.stdin.readline()
+
+    taken = []
+    try_lock, add_locked = ws._try, ws._add_locked
+
+    def stepped_try(fd, kind, start):
+        if start >= ws.FLIGHT and not taken:
+            stop("before-flight")
+        got = try_lock(fd, kind, start)
+        if got and start >= ws.FLIGHT:
+            taken.append(start)
+            stop(f"flighted-{len(taken)}")
+        return got
+
+    def stepped_add(fd, buckets):
+        stop("adding")
+        add_locked(fd, buckets)
+
+    ws._try, ws._add_locked = stepped_try, stepped_add
+
+    async def main():
+        async with ws.WriteSignal(Path(sys.argv[1])).writing(*sys.argv[2:]):
+            stop("added")
+            stop("bumped")
+        stop("closed")
+
+    anyio.run(main)
+    """
+)
+
+
+class Stepped:
+    """The STEPPED writer, driven one step at a time."""
+
+    def __init__(self, proc: subprocess.Popen[str], keys: int) -> None:
+        self.proc = proc
+        self.steps = ["before-flight", *(f"flighted-{n}" for n in range(1, keys + 1))]
+        self.steps += ["adding", "added", "bumped", "closed"]
+        self.at = self._read()
+
+    def _read(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+    def to(self, step: str) -> None:
+        """On until it stops at `step` (or ends, for "over")."""
+        assert self.proc.stdin is not None
+        while self.at != step:
+            assert self.at in self.steps, self.at
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+            self.at = self._read() if step != "over" or self.at != "closed" else "over"
+        if step == "over":
+            assert self.proc.wait(timeout=60) == 0
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait(timeout=60) == -signal.SIGKILL
+
+
+@contextlib.contextmanager
+def stepped(path: Path, *keys: str) -> Iterator[Stepped]:
+    with subprocess.Popen(
+        [sys.executable, "-c", STEPPED, str(path), *keys],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
+        try:
+            yield Stepped(proc, len(keys))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def three_buckets() -> list[str]:
+    """Three keys of three buckets, in the order a write locks their flights (by bucket)."""
+    found: dict[int, str] = {}
+    for key in (f"scope-{i}" for i in range(1000)):
+        found.setdefault(bucket_of(key), key)
+        if len(found) == 3:
+            break
+    return [found[b] for b in sorted(found)]
+
+
+KEYS3 = three_buckets()
+STEPS3 = ["before-flight", "flighted-1", "flighted-2", "flighted-3", "adding", "added", "bumped", "closed"]
+
+
+def expected_during(step: str, i: int, before: tuple[int, int]) -> tuple[int, int] | None:
+    """The stamp of the write's i-th key (in bucket order) while the write stops at `step`."""
+    if step == "before-flight":
+        return before
+    if step.startswith("flighted-"):
+        return None if i < int(step.split("-")[1]) else before
+    if step == "closed":
+        return (before[0], before[1] + 1)
+    return None  # the counters' lock held, or the flight: an addition or a write under way
+
+
+@pytest.mark.parametrize("end", ["ends", "killed"])
+@pytest.mark.parametrize("step", STEPS3)
+def test_a_stamp_taken_at_any_step_of_a_write_of_three_buckets_is_never_one_after_it(
+    tmp_path: Path, step: str, end: str
+) -> None:
+    """Another process writes three scopes of three buckets (one open file) and stops at `step`;
+    a recall stamps each scope there. A stamp of a scope is given only while its write has not
+    taken that bucket's flight (and then the write's addition moves the counter after it) or once
+    the write is over; the write then ends, or is killed there: a write killed before its
+    addition wrote nothing (its `begin` comes after it) and left every counter where it was, one
+    killed after it moved every counter. No stamp taken during the write equals one after it
+    unless the write was over."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = [reader.stamp(k) for k in KEYS3]
+    assert all(b is not None for b in before)
+    with stepped(path, *KEYS3) as writer:
+        writer.to(step)
+        during = [reader.stamp(k) for k in KEYS3]
+        if end == "killed":
+            writer.kill()
+        else:
+            writer.to("over")
+    after = [reader.stamp(k) for k in KEYS3]
+    wrote = end == "ends" or STEPS3.index(step) >= STEPS3.index("added")
+    for i, (b, d, a) in enumerate(zip(before, during, after, strict=True)):
+        assert b is not None and a is not None
+        assert d == expected_during(step, i, b), (i, d)
+        assert a == ((b[0], b[1] + 1) if wrote else b), (i, a)
+        assert d is None or d != a or step == "closed" or not wrote
+
+
+STEPS1 = ["before-flight", "flighted-1", "adding", "added", "bumped", "closed"]
+
+
+@pytest.mark.parametrize(
+    ("read_at", "ask_at"),
+    [(r, a) for i, r in enumerate(STEPS1) for a in STEPS1[i + 1 :]],
+)
+def test_a_write_that_moves_on_between_a_stamps_counter_read_and_its_flight_ask_is_counted_or_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_at: str, ask_at: str
+) -> None:
+    """A failpoint inside the recall: the counter is read with the writer (another process) at
+    `read_at`, and the writer moves on to `ask_at` before the recall asks about the flight. A
+    stamp is given only when the writer is over by the ask, and then it is the counter before the
+    write's addition (the next stamp differs) or after it (a revision read now sees its bump)."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    assert before is not None
+    asked = write_signal.in_flight
+    with stepped(path, "acme") as writer:
+
+        def the_writer_moves_on(fd: int, bucket: int) -> bool:
+            writer.to(ask_at)
+            return asked(fd, bucket)
+
+        writer.to(read_at)
+        monkeypatch.setattr(write_signal, "in_flight", the_writer_moves_on)
+        during = reader.stamp("acme")
+        monkeypatch.undo()
+        counted = read_at in ("added", "bumped")  # the addition landed before the counter read
+        if read_at == "adding":
+            assert during is None  # the counters' lock is held: no read, no ask
+        elif ask_at != "closed":
+            assert during is None  # the flight is held at the ask
+        else:
+            assert during == (before[0], before[1] + counted)
+        writer.to("over")
+    after = reader.stamp("acme")
+    assert after == (before[0], before[1] + 1)
+    assert during is None or during != after or ask_at == "closed"
+
+
+@pytest.mark.parametrize("change", ["restarted", "replaced"])
+def test_an_engine_restarted_or_a_file_replaced_between_a_counter_read_and_the_ask_is_never_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """A failpoint inside the recall: between its counter read and its flight ask the engine
+    starts again (a new epoch, same file) or the file is replaced (a new engine's), and a write of
+    the scope begins there and is still in flight. The stamp the recall then gives (if any) is
+    never given again: while the write is in flight no stamp, and after it every stamp differs."""
+    path = prepare(tmp_path)
+    assert path is not None
+    reader = WriteSignal(path)
+    before = reader.stamp("acme")
+    asked = write_signal.in_flight
+    with contextlib.ExitStack() as stack:
+
+        def the_file_changes(fd: int, bucket: int) -> bool:
+            if change == "restarted":
+                prepare(tmp_path)
+            else:
+                fresh = tmp_path / "fresh"
+                fresh.mkdir()
+                os.replace(prepare(fresh) or "", path)
+            stack.enter_context(holder(path, "acme"))  # a write of the new engine, in flight
+            return asked(fd, bucket)
+
+        monkeypatch.setattr(write_signal, "in_flight", the_file_changes)
+        during = reader.stamp("acme")
+        monkeypatch.undo()
+        assert during is None or during == before  # the old file: nothing it says is new
+        assert reader.stamp("acme") is None  # the new file's flight is seen
+    after = reader.stamp("acme")
+    assert after is not None and before is not None and after[0] != before[0]
+    assert during != after

@@ -14,11 +14,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pymongo import AsyncMongoClient, monitoring
 
 from mongogate.config import LimitsSettings, LongTermSettings
+from mongogate.engine import write_signal
 from mongogate.engine.write_signal import WriteSignal
+from mongogate.indexing import Coherence
 from mongogate.recall.embedding import LocalEmbedder
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.store import LongTermMemory
@@ -195,3 +198,120 @@ async def test_a_write_in_another_database_of_the_engine_leaves_this_scopes_reca
     finally:
         await mongo.drop_database(f"{db_name}_b")
     assert reads.reads == 1 and reader.index.stats.unread == 1
+
+
+#: where a write stops while a recall of the same scope runs (this process, its own client): before
+#: its flight lock, between it and the addition, between the addition and `begin`, between `begin`
+#: and the memory write, between the write and its `bump`, and after the bump, before its close
+STEPS = ["before-flight", "flighted", "added", "begun", "written", "bumped"]
+NEW = "The cat's vet is Dr. Okafor on Elm Street."
+
+
+def stop_at(monkeypatch: pytest.MonkeyPatch, step: str, reached: anyio.Event, go: anyio.Event) -> None:
+    """Failpoints in the write signal and the revision protocol: the write stops at `step` once."""
+
+    async def stop(here: str) -> None:
+        if here == step and not reached.is_set():
+            reached.set()
+            await go.wait()
+
+    wait_for, begin, bump = vars(WriteSignal)["_wait_for"], Coherence.begin, Coherence.bump
+
+    async def stepped_wait_for(self: WriteSignal, fd: int, kind: int, start: int, *args: Any) -> None:
+        await stop("before-flight" if start >= write_signal.FLIGHT else "flighted")
+        await wait_for(self, fd, kind, start, *args)
+
+    async def stepped_begin(self: Coherence, *args: Any, **kwargs: Any) -> str:
+        await stop("added")
+        token = await begin(self, *args, **kwargs)
+        await stop("begun")
+        return token
+
+    async def stepped_bump(self: Coherence, *args: Any, **kwargs: Any) -> None:
+        await stop("written")
+        await bump(self, *args, **kwargs)
+        if kwargs.get("token") is not None:  # the write's last update: over but for its close
+            await stop("bumped")
+
+    monkeypatch.setattr(WriteSignal, "_wait_for", stepped_wait_for)
+    monkeypatch.setattr(Coherence, "begin", stepped_begin)
+    monkeypatch.setattr(Coherence, "bump", stepped_bump)
+
+
+@pytest.mark.parametrize("write", ["forget", "remember"])
+@pytest.mark.parametrize("step", STEPS)
+async def test_a_recall_at_any_step_of_a_write_never_hides_it_from_the_recalls_after_it_answered(
+    listened: tuple[Mongo, RevisionReads],
+    mongo: Mongo,
+    db_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+    write: str,
+) -> None:
+    """A recall whose index is verified (it skips its revision read) runs twice while a write of
+    its scope, on another client of this process, stops at `step`: whatever stamp it took there
+    and whatever index it verified, once the write answered every recall sees it (a forgotten
+    memory never comes back, a remembered one is found). The event loop runs the recalls while
+    the write waits, so a stopped write blocks nothing."""
+    client, reads = listened
+    writer, reader = service(mongo, db_name), service(client, db_name)
+    ids = [(await writer.remember(ACME, t)).id for t in FACTS]
+    question = "what is the cat called, and who is its vet?"
+    for _ in range(2):
+        assert FACTS[1] in await texts(reader, question)
+    assert reader.index.stats.unread == 1
+    reached, go = anyio.Event(), anyio.Event()
+    stop_at(monkeypatch, step, reached, go)
+
+    async def the_write() -> None:
+        if write == "forget":
+            await writer.forget(ACME, id=ids[1])
+        else:
+            await writer.remember(ACME, NEW)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(the_write)
+        with anyio.fail_after(60):
+            await reached.wait()
+        for _ in range(2):  # during the write: either answer is right, the loop must run them
+            await texts(reader, question)
+        go.set()
+    read_before = reads.reads
+    for _ in range(2):
+        got = await texts(reader, question)
+        assert (FACTS[1] not in got) if write == "forget" else (NEW in got), got
+    assert reads.reads > read_before  # the first recall after the write read its revision
+
+
+async def test_a_write_answered_between_a_recalls_revision_read_and_its_answer_is_seen_by_the_next(
+    listened: tuple[Mongo, RevisionReads], mongo: Mongo, db_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failpoint inside the recall: right after its revision read returns, a whole write of the
+    scope (another client) answers. The index that recall verifies lacks that write, so it must
+    be verified at the stamp taken BEFORE the read (which the write's addition moved past), never
+    at one taken after it: the next recall reads again and finds the memory."""
+    client, reads = listened
+    writer, reader = await pair(mongo, client, db_name)
+    question = "who is the cat's vet?"
+    for _ in range(2):
+        await texts(reader, question)
+    assert reader.index.stats.unread == 1
+    await writer.remember(ACME, "Order ORD-77120 was returned on Friday.")  # the stamp moves
+    read = reader.coherence.read
+    wrote: list[str] = []
+
+    async def then_a_write_answers(key: str, **kwargs: Any) -> Any:
+        head = await read(key, **kwargs)
+        if not wrote:
+            wrote.append((await writer.remember(ACME, NEW)).id)
+        return head
+
+    monkeypatch.setattr(reader.coherence, "read", then_a_write_answers)
+    assert NEW not in await texts(reader, question)  # concurrent with the write: as before it
+    monkeypatch.undo()
+    assert wrote
+    read_before = reads.reads
+    for _ in range(2):
+        assert NEW in await texts(reader, question)
+    assert reads.reads == read_before + 1  # read once, then verified again
+    assert reader.index.stats.unread == 2

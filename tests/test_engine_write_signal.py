@@ -6,6 +6,7 @@ trusted as before. Real files, real processes, real OFD locks; no clock."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import multiprocessing
 import os
 import signal
@@ -667,3 +668,28 @@ def test_an_engine_restarted_or_a_file_replaced_between_a_counter_read_and_the_a
     after = reader.stamp("acme")
     assert after is not None and before is not None and after[0] != before[0]
     assert during != after
+
+
+@pytest.mark.anyio
+async def test_a_write_refused_because_the_file_cannot_be_checked_leaves_no_descriptor_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failpoint: checking the opened file fails (an I/O error). The write is refused before it
+    began, and the descriptor opened for it is closed: before, each such refusal leaked one, and
+    a server refused every write once its descriptors were gone."""
+    path = prepare(tmp_path)
+    assert path is not None
+
+    def unreadable(fd: int) -> bool:
+        raise OSError(errno.EIO, "Input/output error")
+
+    def held() -> int:  # this process's descriptors of the signal file
+        fds = Path("/proc/self/fd")
+        return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path.resolve()))
+
+    monkeypatch.setattr(write_signal, "_ours", unreadable)
+    for _ in range(3):
+        with pytest.raises(StorageError):
+            async with WriteSignal(path).writing("acme"):
+                raise AssertionError("the write began")
+    assert held() == 0

@@ -213,11 +213,17 @@ class WriteSignal:
         tries the write waits on `clock`, at most `wait_s`, then is refused (nothing written)."""
         try:  # before anything is written: a failure here refuses the write, and a retry may pass
             fd = self._open_for_writing()
-            if fd is not None and not _ours(fd):  # no reader trusts it: nothing to tell
-                os.close(fd)
-                fd = None
         except OSError as e:
             raise self._refused(e) from e
+        if fd is not None:
+            try:
+                trusted = _ours(fd)
+            except OSError as e:
+                os.close(fd)
+                raise self._refused(e) from e
+            if not trusted:  # no reader trusts it: nothing to tell
+                os.close(fd)
+                fd = None
         if fd is None:
             yield
             return

@@ -271,3 +271,16 @@ def test_spec_error_through_the_python_api_names_spec_key_and_expectation() -> N
         ConfigError, match=r"descripton: unknown key 'descripton'; did you mean 'description'"
     ):
         QueryToolSpec(name="t", descripton="d")  # type: ignore[call-arg]
+
+
+def test_the_server_keeps_an_idle_connection_longer_than_the_sdks_client_does() -> None:
+    """httpx, under the MCP SDK's HTTP client, drops a connection idle for 5 s; a server closing
+    it after the same 5 s raced the client's next POST on it, which failed with a ReadError the
+    SDK does not retry, ending the client (CI met it). By default the server outlives the
+    client's expiry, so the client drops an idle connection first; idle ones still make room
+    when `max_connections` is reached."""
+    import httpx2
+
+    sdk_expiry = httpx2.Limits().keepalive_expiry
+    assert sdk_expiry is not None
+    assert load_settings(None).server.keep_alive_timeout_s >= 5 * sdk_expiry

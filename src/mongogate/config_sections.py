@@ -89,8 +89,9 @@ class ServerSettings(Section):
     """A request body must arrive whole this soon after its head; else 408 and the connection closes."""
     max_connections: int = Field(default=200, ge=2, le=100_000)
     """Open connections (idle, streaming or in flight); a request beyond it gets 503."""
-    keep_alive_timeout_s: float = Field(default=5.0, gt=0, le=300)
-    """An idle keep-alive connection is closed after this long."""
+    keep_alive_timeout_s: float = Field(default=30.0, gt=0, le=300)
+    """An idle keep-alive connection is closed after this long; longer than clients keep one
+    (httpx and Node: 4-5 s), so the client closes first and never sends on a closing one."""
     keep_alive_max_requests: int = Field(default=1000, ge=1)
     """Requests served on one connection before it is closed (the client reconnects)."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)

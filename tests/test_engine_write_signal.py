@@ -60,8 +60,9 @@ def write_once(
 
 
 @contextlib.contextmanager
-def another_process(script: str, *args: str, ready: str) -> Iterator[subprocess.Popen[str]]:
-    """`script` in another process, once it printed `ready`; killed if still there at the end."""
+def another_process(script: str, *args: str, ready: str | None) -> Iterator[subprocess.Popen[str]]:
+    """`script` in another process, once it printed `ready` (None: at once); killed if still there
+    at the end."""
     with subprocess.Popen(
         [sys.executable, "-c", script, *args],
         stdin=subprocess.PIPE,
@@ -70,7 +71,8 @@ def another_process(script: str, *args: str, ready: str) -> Iterator[subprocess.
         cwd=ROOT,
     ) as proc:
         try:
-            assert proc.stdout is not None and proc.stdout.readline() == ready + "\n"
+            assert proc.stdout is not None
+            assert ready is None or proc.stdout.readline() == ready + "\n"
             yield proc
         finally:
             if proc.poll() is None:
@@ -520,18 +522,8 @@ class Stepped:
 
 @contextlib.contextmanager
 def stepped(path: Path, *keys: str) -> Iterator[Stepped]:
-    with subprocess.Popen(
-        [sys.executable, "-c", STEPPED, str(path), *keys],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    ) as proc:
-        try:
-            yield Stepped(proc, len(keys))
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with another_process(STEPPED, str(path), *keys, ready=None) as proc:
+        yield Stepped(proc, len(keys))
 
 
 def three_buckets() -> list[str]:

@@ -34,6 +34,7 @@ from mongogate.db import Database
 from mongogate.erasure import BATCH, JOURNAL_KEPT, Declared, ErasureReceipt, Kept, Sweep, Target
 from mongogate.errors import NotFound
 from mongogate.memory import MemoryStore, MessageSearch, Turns, ensure_search_index
+from mongogate.migrations import Migrations
 from mongogate.principal import Principal
 from mongogate.recall import Embedder, LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
@@ -175,11 +176,13 @@ def build_services(
     )
 
 
-async def ensure_memory_indexes(state: AppState) -> list[str]:
+async def ensure_memory_indexes(state: AppState, migrations: Migrations | None = None) -> list[str]:
     """Messages' and long-term memory's indexes and the message search index (idempotent, every
-    start); returns which vector path long-term memory runs (recall/search.py `path_report`)."""
-    await state.memory.ensure_indexes()
-    await state.recall.ensure_indexes()
+    start); returns which vector path long-term memory runs (recall/search.py `path_report`).
+    ``migrations``: the one-time steps done, read once for every service (mongogate/migrations.py)."""
+    migrations = migrations or Migrations(state.memory.db)
+    await state.memory.ensure_indexes(migrations)
+    await state.recall.ensure_indexes(migrations)
     await ensure_search_index(state.memory)
     return await path_report(state.recall)
 
@@ -207,12 +210,13 @@ async def open_services(
         faults=faults,
         background=True,
     )
-    report = await ensure_memory_indexes(state)
+    migrations = Migrations(db.memory)  # the marker read once, for every service's steps
+    report = await ensure_memory_indexes(state, migrations)
     log.info("%s", report[1])
     for line in (report[0], *report[2:]):
         log.debug("%s", line)
     if run_tools:  # the runs' indexes (and the retiring of an older version's unique one) before any call
-        await state.runs.ensure_indexes()
+        await state.runs.ensure_indexes(migrations)
     return state
 
 

@@ -97,9 +97,12 @@ def test_a_websocket_upgrade_is_answered_as_plain_http_and_logs_no_warning(
         "Sec-WebSocket-Version": "13",
         "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
     }
-    with caplog.at_level(logging.WARNING), BackgroundHttpServer(server) as http:
-        with httpx2.Client(timeout=10) as hc:
-            r = hc.get(http.url, headers=upgrade)
-            after = hc.get(http.url.replace("/mcp", "/healthz"))
+    with (
+        caplog.at_level(logging.WARNING),
+        BackgroundHttpServer(server) as http,
+        httpx2.Client(timeout=10) as hc,
+    ):
+        r = hc.get(http.url, headers=upgrade)
+        after = hc.get(http.url.replace("/mcp", "/healthz"))
     assert r.status_code == 401 and after.status_code == 200
     assert [rec.getMessage() for rec in caplog.records if "pgrade" in rec.getMessage()] == []

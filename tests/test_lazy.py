@@ -30,9 +30,15 @@ base = {"database": {"uri": uri, "name": name}, "server": {"data_dir": data}}
 stdio = load_settings(None, **base, auth={"mode": "none", "tenant": "acme"})
 build_server(stdio, registry_for(stdio, False), transport="stdio")
 http = load_settings(None, **base, auth={"mode": "jwt", "jwt_secret": secret})
-build_server(http, registry_for(http, True), transport="http")
+server = build_server(http, registry_for(http, True), transport="http")
+from mongogate.server.http import _config
+
+_config(server, http.server, "127.0.0.1", 0).load()  # what uvicorn does before it serves
 built = "numpy" in sys.modules
 signing = sorted({"jwt", "cryptography.x509"} & set(sys.modules))
+#: the websocket protocol (mongogate serves none), erasure declarations, memory import and export
+unused = {"websockets", "mongogate.erasure", "mongogate.recall.bulk", "mongogate.recall.reembedding"}
+unused = sorted(unused & set(sys.modules))
 
 async def open_them():
     from mongogate.assembly import no_caller, no_scope_check, open_services
@@ -50,7 +56,7 @@ async def open_them():
     await db.close()
 
 anyio.run(open_them)
-print(json.dumps({"built": built, "opened": "numpy" in sys.modules, "signing": signing}))
+print(json.dumps({"built": built, "opened": "numpy" in sys.modules, "signing": signing, "unused": unused}))
 """
 
 
@@ -60,7 +66,10 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
     """Old code: numpy was in sys.modules as soon as `mongogate.server.app` was imported, and
     PyJWT and cryptography.x509 (about 45 ms; the SDK imports the rest of cryptography) once an
     HTTP server with an HS256 secret was built; the secret is now checked at build without them
-    (`server/auth/hs256.py`)."""
+    (`server/auth/hs256.py`). Then (issue 38.6, fourth pass) uvicorn's websocket protocol with
+    `websockets` (about 9 ms; uvicorn's default `ws="auto"`), the erasure declarations (every
+    package's `ERASURE`) and long-term memory's import, export and re-embedding: none of them
+    serves a call of a started server, and `erase`, `memory` and the scheduler import them."""
     run = subprocess.run(
         [sys.executable, "-c", SERVE, engine_uri, db_name, str(tmp_path / "data"), DEV_SECRET],
         capture_output=True,
@@ -68,7 +77,12 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"built": False, "opened": False, "signing": []}
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {
+        "built": False,
+        "opened": False,
+        "signing": [],
+        "unused": [],
+    }
 
 
 def test_a_lazy_module_is_imported_at_its_first_attribute_read(

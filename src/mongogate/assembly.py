@@ -31,9 +31,9 @@ from mongogate.audit import AuditLog
 from mongogate.clock import SYSTEM_CLOCK, Clock
 from mongogate.config import Settings
 from mongogate.db import Database
-from mongogate.erasure import BATCH, JOURNAL_KEPT, Declared, ErasureReceipt, Kept, Sweep, Target
 from mongogate.errors import NotFound
 from mongogate.memory import MemoryStore, MessageSearch, Turns, ensure_search_index
+from mongogate.migrations import Migrations
 from mongogate.principal import Principal
 from mongogate.recall import Embedder, LongTermMemory, make_embedder, path_report
 from mongogate.runs import Runs
@@ -45,6 +45,7 @@ from mongogate.values import Doc
 if TYPE_CHECKING:
     from pymongo.asynchronous.database import AsyncDatabase
 
+    from mongogate.erasure import Declared, ErasureReceipt
     from mongogate.scheduler import Agent, AgentRegistry, LoopObserver, Scheduler, Schedules, WorkerReport
 
 log = logging.getLogger(__name__)
@@ -175,11 +176,13 @@ def build_services(
     )
 
 
-async def ensure_memory_indexes(state: AppState) -> list[str]:
+async def ensure_memory_indexes(state: AppState, migrations: Migrations | None = None) -> list[str]:
     """Messages' and long-term memory's indexes and the message search index (idempotent, every
-    start); returns which vector path long-term memory runs (recall/search.py `path_report`)."""
-    await state.memory.ensure_indexes()
-    await state.recall.ensure_indexes()
+    start); returns which vector path long-term memory runs (recall/search.py `path_report`).
+    ``migrations``: the one-time steps done, read once for every service (mongogate/migrations.py)."""
+    migrations = migrations or Migrations(state.memory.db)
+    await state.memory.ensure_indexes(migrations)
+    await state.recall.ensure_indexes(migrations)
     await ensure_search_index(state.memory)
     return await path_report(state.recall)
 
@@ -207,12 +210,13 @@ async def open_services(
         faults=faults,
         background=True,
     )
-    report = await ensure_memory_indexes(state)
+    migrations = Migrations(db.memory)  # the marker read once, for every service's steps
+    report = await ensure_memory_indexes(state, migrations)
     log.info("%s", report[1])
     for line in (report[0], *report[2:]):
         log.debug("%s", line)
     if run_tools:  # the runs' indexes (and the retiring of an older version's unique one) before any call
-        await state.runs.ensure_indexes()
+        await state.runs.ensure_indexes(migrations)
     return state
 
 
@@ -289,24 +293,24 @@ async def run_worker(
         await db.close()
 
 
-#: what the assembly itself writes: the write probe (tools/faults.py) and the erasures' journal
-ASSEMBLY_KEPT = Declared(
-    "assembly",
-    parts=(),
-    kept=(
-        Kept(PROBE_COLLECTION, "one document a server writes to learn whether writes work: no tenant"),
-        JOURNAL_KEPT,
-    ),
-)
-
-
 def erasure_plan() -> tuple[Declared, ...]:
     """What every package stores per tenant and subject (each package's `ERASURE`), in the order
     an erasure takes them: conversations, long-term memory, runs, the scheduler's investigations,
-    then the audit trail. A collection a package adds is one line in its own `erase.py`."""
-    from mongogate.scheduler import ERASURE as SCHEDULER  # here: `serve` never imports the scheduler
+    then the audit trail. A collection a package adds is one line in its own `erase.py`. Imported
+    here, not by `serve` (tests/test_lazy.py): the scheduler, the declarations, the sweep."""
+    from mongogate.erasure import JOURNAL_KEPT, Declared, Kept
+    from mongogate.scheduler import ERASURE as SCHEDULER
 
-    return (memory.ERASURE, recall.ERASURE, runs.ERASURE, SCHEDULER, audit.ERASURE, ASSEMBLY_KEPT)
+    #: what the assembly itself writes: the write probe (tools/faults.py) and the erasures' journal
+    assembly = Declared(
+        "assembly",
+        parts=(),
+        kept=(
+            Kept(PROBE_COLLECTION, "one document a server writes to learn whether writes work: no tenant"),
+            JOURNAL_KEPT,
+        ),
+    )
+    return (memory.ERASURE, recall.ERASURE, runs.ERASURE, SCHEDULER, audit.ERASURE, assembly)
 
 
 async def erase(
@@ -314,15 +318,19 @@ async def erase(
     tenant: str,
     subject: str | None = None,
     *,
-    batch: int = BATCH,
+    batch: int | None = None,
     clock: Clock = SYSTEM_CLOCK,
     faults: Faults = NO_FAULTS,
 ) -> ErasureReceipt:
     """`mongogate erase`: every document of `tenant` (or of `subject` within it) removed from every
     mongogate collection, its audit events redacted, and the receipt (docs/security.md, "Erasure").
     Safe while servers serve (long-term memory's coherence is kept: recall/erase.py), resumable
-    after a run was killed, idempotent (a second erasure removes 0). Bad names are `InvalidInput`."""
+    after a run was killed, idempotent (a second erasure removes 0). Bad names are `InvalidInput`.
+    ``batch``: documents per step (None: `erasure.BATCH`)."""
+    from mongogate.erasure import BATCH, Sweep, Target
+
     target = Target.of(tenant, subject)
+    batch = BATCH if batch is None else batch
     db = Database(settings.database, settings.server.data_dir)
     await db.open()
     try:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
+from mongogate.migrations import Migrations
 from mongogate.values import Doc
 
 log = logging.getLogger(__name__)
@@ -58,3 +59,15 @@ async def retire_unique(
         else:
             log.info("dropped the unique index %s.%s: uniqueness is carried by _id", coll.name, name)
     return False
+
+
+async def retire_unique_once(
+    coll: AsyncCollection[Doc], name: str, held: Mapping[str, object], migrations: Migrations, step: str
+) -> bool:
+    """`retire_unique` until it finds no ObjectId `_id` left, recorded as `step`; after that, only
+    when the retired index `name` is back (an older version started since: mongogate/migrations.py)."""
+    if not await migrations.needed(step, name in held):
+        return False
+    left = await retire_unique(coll, name, held)
+    await migrations.settle(step, left)
+    return left

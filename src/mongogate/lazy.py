@@ -17,7 +17,9 @@ numpy's names itself: a read costs what a module attribute costs.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -46,4 +48,21 @@ def lazy(name: str) -> Any:
     return _Lazy(name)
 
 
-__all__ = ["lazy"]
+def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` (PEP 562): each name of ``exports`` imported from the
+    module it maps to at its first read, then held by the package. For names a started server
+    never reads (the erasure declarations, memory import and export): the package writes the
+    imports under ``TYPE_CHECKING`` too, so mypy and the import contracts see them."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
+
+
+__all__ = ["lazy", "lazy_exports"]

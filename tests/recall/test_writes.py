@@ -15,10 +15,11 @@ from pymongo.errors import DuplicateKeyError
 from mongogate.clock import ManualClock
 from mongogate.config import LimitsSettings, LongTermSettings
 from mongogate.errors import NotFound, QuotaExceeded
+from mongogate.migrations import META
 from mongogate.recall import quota
 from mongogate.recall.documents import REVISIONS
 from mongogate.recall.history import read_memory
-from mongogate.recall.ids import META, memory_id
+from mongogate.recall.ids import memory_id
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.recall.setup import OLD_UNIQUE
 from mongogate.recall.store import LongTermMemory, identity, text_hash
@@ -365,7 +366,7 @@ async def test_a_database_of_the_previous_version_keeps_its_ids_and_is_served(
     again = LongTermMemory(mongo[db_name], LongTermSettings(max_per_scope=3), embedder, clock)
     await again.ensure_indexes()
     assert again.legacy is False
-    assert (await ltm.db[META].find_one({}) or {}).get("left") is False
+    assert (await ltm.db[META].find_one({"_id": "legacy_ids"}) or {}).get("left") is False
 
 
 async def test_a_new_database_is_not_legacy(ltm: LongTermMemory) -> None:

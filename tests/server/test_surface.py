@@ -79,3 +79,30 @@ def test_a_401_without_a_token_has_a_body_that_agrees_with_its_challenge(
     assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer resource_metadata=")
     assert "error" not in r.json() and "authentication required" in r.json()["error_description"]
     assert bad.status_code == 401 and bad.json()["error"] == "invalid_token"
+
+
+def test_a_websocket_upgrade_is_answered_as_plain_http_and_logs_no_warning(
+    engine_uri: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """mongogate serves no websocket. Old code (uvicorn's `ws="auto"`) imported `websockets` at
+    every start and handed an upgrade request to its protocol, off the guarded h11 path (a
+    websocket handshake: 403); now it is answered like any request (401 without a token), and
+    uvicorn's two warnings per request ("Unsupported upgrade request", "install websockets"),
+    which any client could repeat into the log, are one debug line."""
+    settings = make_settings(engine_uri, "t_surface", tmp_path, auth=jwt_auth())
+    server = build_server(settings, ToolRegistry(), transport="http")
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    with (
+        caplog.at_level(logging.WARNING),
+        BackgroundHttpServer(server) as http,
+        httpx2.Client(timeout=10) as hc,
+    ):
+        r = hc.get(http.url, headers=upgrade)
+        after = hc.get(http.url.replace("/mcp", "/healthz"))
+    assert r.status_code == 401 and after.status_code == 200
+    assert [rec.getMessage() for rec in caplog.records if "pgrade" in rec.getMessage()] == []

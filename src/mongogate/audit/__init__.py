@@ -7,13 +7,20 @@ Plain Python over pymongo: never MCP, the server or the tools.
 
 from __future__ import annotations
 
-from mongogate.audit.erase import ERASURE
+from typing import TYPE_CHECKING
+
 from mongogate.audit.forbidden import allowed_names
 from mongogate.audit.log import AuditLog, Rejection
 from mongogate.audit.query import AuditQuery
 from mongogate.audit.read import follow, read_events, summarize
 from mongogate.audit.setup import audit_from_settings
 from mongogate.audit.store import COLLECTION, follow_db, read_events_db
+from mongogate.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from mongogate.audit.erase import ERASURE
+else:  # what `erase` reads, never a started server
+    __getattr__ = lazy_exports(__name__, {"ERASURE": "mongogate.audit.erase"})
 
 __all__ = [
     "COLLECTION",

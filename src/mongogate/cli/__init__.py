@@ -34,9 +34,9 @@ def _command(argv: Sequence[str] | None) -> str | None:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser. Given the command line, the arguments of `worker` and `schedule` (and
-    the scheduler package behind them) are added only when that command (or no command: help)
-    is asked for, which keeps `serve`'s start-up short (benchmarks/startup.py)."""
+    """The whole parser. Given the command line, the arguments of `worker`, `schedule` and `erase`
+    (and the scheduler and erasure packages behind them) are added only when that command (or no
+    command: help) is asked for, which keeps `serve`'s start-up short (benchmarks/startup.py)."""
     from mongogate.cli import (
         audit,
         check,
@@ -82,7 +82,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         token,
         engine,
         memory,
-        erase,
         spec,
         client_config,
         config_doc,
@@ -90,6 +89,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         module.register(sub, with_config)
 
     command = _command(argv)
+    erase.register(sub, with_config, arguments=command in (None, "erase"))
     worker.register(sub, with_config, arguments=command in (None, "worker"))
     schedule.register(sub, with_config, arguments=command in (None, "schedule"))
     return p

@@ -47,9 +47,8 @@ def _batch_size(text: str) -> int:
     return value
 
 
-def register(sub: Any, with_config: Any) -> None:
-    from mongogate.erasure import BATCH
-
+def register(sub: Any, with_config: Any, *, arguments: bool) -> None:
+    """`mongogate erase`; with `arguments`, its options too (they import the erasure package)."""
     e = with_config(
         sub.add_parser(
             "erase",
@@ -57,6 +56,13 @@ def register(sub: Any, with_config: Any) -> None:
             "events, print a receipt",
         )
     )
+    if arguments:
+        add_arguments(e)
+
+
+def add_arguments(e: Any) -> None:
+    from mongogate.erasure import BATCH
+
     e.add_argument("--tenant", required=True, help="the tenant whose documents are removed")
     e.add_argument(
         "--subject",

@@ -1,6 +1,8 @@
+from typing import TYPE_CHECKING
+
+from mongogate.lazy import lazy_exports
 from mongogate.memory.capacity import collection_sizes, size_report
 from mongogate.memory.documents import SESSION_REVISIONS
-from mongogate.memory.erase import ERASURE
 from mongogate.memory.keys import MAX_TITLE_BYTES, ROLES, Role, check_content, check_id, message_id
 from mongogate.memory.model import SUMMARY_AUTHOR, SUMMARY_NOTICE, Context, Summary, summary_shape
 from mongogate.memory.search import (
@@ -14,6 +16,11 @@ from mongogate.memory.search import (
 from mongogate.memory.sessions import PAGE_DEFAULT, PAGE_MAX, retention_line, retention_seconds, session_shape
 from mongogate.memory.store import MemoryStore, Message
 from mongogate.memory.turns import Turns
+
+if TYPE_CHECKING:
+    from mongogate.memory.erase import ERASURE
+else:  # what `erase` reads, never a started server
+    __getattr__ = lazy_exports(__name__, {"ERASURE": "mongogate.memory.erase"})
 
 __all__ = [
     "ERASURE",

@@ -22,13 +22,14 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate import leases
 from mongogate.errors import Conflict, InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
-from mongogate.keyed import keyed_id, retire_unique
+from mongogate.keyed import keyed_id, retire_unique_once
 from mongogate.memory import documents as md
 from mongogate.memory.documents import SummaryDoc
 from mongogate.memory.gate import SESSION_STATE, lease_lost
 from mongogate.memory.keys import answer_key
 from mongogate.memory.model import Summary, session_not_found
-from mongogate.memory.repository import SessionRepository
+from mongogate.memory.repository import LEGACY_UNIQUE, SessionRepository
+from mongogate.migrations import SUMMARY_IDS, Migrations
 from mongogate.values import Doc, bson, check_int
 
 SUMMARY_FIELDS = {"text": 1, "through_seq": 1, "created_at": 1, "author": 1, "_id": 0}
@@ -58,14 +59,16 @@ def summary_conflict(key: str) -> Conflict:
     )
 
 
-async def ensure_summary_indexes(repo: SessionRepository, held: Mapping[str, Doc] | None = None) -> None:
+async def ensure_summary_indexes(
+    repo: SessionRepository, migrations: Migrations, held: Mapping[str, Doc] | None = None
+) -> None:
     """``held``: the summaries' indexes by name, if the caller read them (mongogate/indexes.py)."""
     coll = repo.db["summaries"]
     try:
         # Uniqueness is the derived `_id` (`summary_id`); the previous version's unique
         # (session_id, key) index stays only while its summaries do (mongogate/keyed.py).
         held = await held_indexes(coll) if held is None else held
-        repo.legacy_summaries = await retire_unique(coll, "session_key_unique", held)
+        repo.legacy_summaries = await retire_unique_once(coll, LEGACY_UNIQUE, held, migrations, SUMMARY_IDS)
         through = IndexModel(
             [("session_id", ASCENDING), ("through_seq", DESCENDING)], name="session_through_desc"
         )

@@ -67,6 +67,8 @@ TAKE_FIELDS = {
 COMMIT_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", md.NEXT_SEQ, md.COMMIT_NONCE), 1)}
 #: what a leased append decides from
 NUMBER_FIELDS = {**SESSION_STATE, **dict.fromkeys(("tenant", md.NEXT_SEQ), 1)}
+#: the previous version's unique (session_id, key) index of `messages` and `summaries` (mongogate/keyed.py)
+LEGACY_UNIQUE = "session_key_unique"
 
 
 class SessionRepository(MessageWrites):

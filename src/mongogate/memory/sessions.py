@@ -33,7 +33,8 @@ from mongogate.indexes import IndexModel, ensure_indexes
 from mongogate.keyset import after, decode_cursor, encode_cursor, newest_first
 from mongogate.memory import documents as md
 from mongogate.memory.guard import session
-from mongogate.memory.repository import SessionRepository
+from mongogate.memory.repository import LEGACY_UNIQUE, SessionRepository
+from mongogate.migrations import SESSION_ACTIVITY, Migrations
 from mongogate.values import ByteBudget, Doc, check_int
 
 #: sessions per list_sessions page: default and the most one call returns
@@ -110,17 +111,21 @@ def retention_line(settings: MemorySettings) -> str:
 
 
 async def ensure_session_indexes(
-    store: SessionRepository, held: Mapping[str, Mapping[str, Doc]] | None = None
+    store: SessionRepository, migrations: Migrations, held: Mapping[str, Mapping[str, Doc]] | None = None
 ) -> None:
-    """The listing index, `last_activity` on sessions written before it existed, and retention.
-    ``held``: each collection's indexes by name, if the caller read them (mongogate/indexes.py)."""
+    """The listing index, `last_activity` on sessions written before it existed (until done once,
+    or again after an older version started: mongogate/migrations.py), and retention. ``held``:
+    each collection's indexes by name, if the caller read them (mongogate/indexes.py)."""
     try:
         listing = [("tenant", ASCENDING), (md.LAST_ACTIVITY, DESCENDING), ("_id", DESCENDING)]
         known = held or {}
         await ensure_indexes(store.sessions, [IndexModel(listing, name=LIST_INDEX)], known.get("sessions"))
-        await store.sessions.update_many(
-            {md.LAST_ACTIVITY: {"$exists": False}}, [{"$set": {md.LAST_ACTIVITY: "$created_at"}}]
-        )
+        older = held is None or LEGACY_UNIQUE in known.get("messages", {})  # unknown: look
+        if await migrations.needed(SESSION_ACTIVITY, older):
+            await store.sessions.update_many(
+                {md.LAST_ACTIVITY: {"$exists": False}}, [{"$set": {md.LAST_ACTIVITY: "$created_at"}}]
+            )
+            await migrations.record(SESSION_ACTIVITY)
         ttl = retention_seconds(store.settings)
         for coll_name, field, name in (
             ("sessions", md.LAST_ACTIVITY, SESSION_TTL_INDEX),

@@ -18,7 +18,7 @@ from pymongo.errors import PyMongoError
 from mongogate import progress
 from mongogate.errors import StorageError
 from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
-from mongogate.keyed import retire_unique
+from mongogate.keyed import retire_unique_once
 from mongogate.memory import documents as md
 from mongogate.memory import items
 from mongogate.memory.compaction import Compacted, compact, ensure_summary_indexes, latest_summary, summary_of
@@ -33,7 +33,7 @@ from mongogate.memory.model import (
     session_not_found,
     summary_shape,
 )
-from mongogate.memory.repository import SessionRepository
+from mongogate.memory.repository import LEGACY_UNIQUE, SessionRepository
 from mongogate.memory.sessions import (
     Erased,
     SessionPage,
@@ -41,20 +41,29 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
+from mongogate.migrations import MESSAGE_IDS, Migrations
 from mongogate.values import ByteBudget, Doc, bson, check_int, reply_batch, wire_bytes
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AppendResult", "Context", "MemoryStore", "Message", "key_conflict", "session_not_found"]
-
-#: the previous version's unique (session_id, key) index of `messages` and `summaries`
-LEGACY_UNIQUE = "session_key_unique"
+__all__ = [
+    "LEGACY_UNIQUE",
+    "AppendResult",
+    "Context",
+    "MemoryStore",
+    "Message",
+    "key_conflict",
+    "session_not_found",
+]
 
 
 class MemoryStore(SessionRepository):
     """Messages, context windows, listing and erasing, over the session repository's collections."""
 
-    async def ensure_indexes(self) -> None:
+    async def ensure_indexes(self, migrations: Migrations | None = None) -> None:
+        """``migrations``: the one-time steps done (mongogate/migrations.py), shared by the caller's
+        other services so the marker is read once; None: read here."""
+        migrations = migrations or Migrations(self.db)
         try:
             # each collection's indexes read once, for every step below (mongogate/indexes.py)
             held = {
@@ -66,13 +75,15 @@ class MemoryStore(SessionRepository):
             )
             # Uniqueness is the derived `_id` (`memory/keys.py` `message_id`); the previous
             # version's (session_id, key) unique index stays only while its messages do.
-            self.legacy_messages = await retire_unique(self.messages, LEGACY_UNIQUE, held["messages"])
+            self.legacy_messages = await retire_unique_once(
+                self.messages, LEGACY_UNIQUE, held["messages"], migrations, MESSAGE_IDS
+            )
             seq = IndexModel([("session_id", ASCENDING), ("seq", DESCENDING)], name="session_seq_desc")
             await ensure_indexes(self.messages, [seq], held["messages"])
         except PyMongoError as e:
             raise StorageError("could not create the memory indexes") from e
-        await ensure_summary_indexes(self, held["summaries"])  # compaction (memory/compaction.py)
-        await ensure_session_indexes(self, held)  # listing and retention (memory/sessions.py)
+        await ensure_summary_indexes(self, migrations, held["summaries"])  # compaction (memory/compaction.py)
+        await ensure_session_indexes(self, migrations, held)  # listing and retention (memory/sessions.py)
 
     def check_limit(self, limit: object) -> int:
         return check_int(

@@ -7,16 +7,10 @@ Memories are scoped by `MemoryScope` (tenant, and subject under scope "subject")
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mongogate.indexing import OPERATORS, Compared
-from mongogate.recall.bulk import (
-    BATCH,
-    IMPORT_AUTHOR,
-    MAX_FILE_BYTES,
-    export_lines,
-    import_lines,
-    max_line_bytes,
-    read_lines,
-)
+from mongogate.lazy import lazy_exports
 from mongogate.recall.chain import MAX_SUPERSEDES
 from mongogate.recall.checks import (
     MAX_ID_CHARS,
@@ -31,7 +25,6 @@ from mongogate.recall.checks import (
 from mongogate.recall.coherence import Coherence, read_by_id
 from mongogate.recall.completion import memory_ids
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
-from mongogate.recall.erase import ERASURE
 from mongogate.recall.expiry import expired_ids, set_expiries
 from mongogate.recall.history import read_memory
 from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
@@ -51,11 +44,43 @@ from mongogate.recall.model import (
     scope_for,
 )
 from mongogate.recall.pages import item_json
-from mongogate.recall.reembedding import reembed, stale_counts
 from mongogate.recall.scope_filter import RecallFilter
 from mongogate.recall.search import path_report
 from mongogate.recall.searchindex.vectors import has_vector_search
 from mongogate.recall.store import LongTermMemory, identity
+
+#: read by `erase` and `mongogate memory`, never by a started server: imported at the first read
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "BATCH",
+            "IMPORT_AUTHOR",
+            "MAX_FILE_BYTES",
+            "export_lines",
+            "import_lines",
+            "max_line_bytes",
+            "read_lines",
+        ),
+        "mongogate.recall.bulk",
+    ),
+    "ERASURE": "mongogate.recall.erase",
+    "reembed": "mongogate.recall.reembedding",
+    "stale_counts": "mongogate.recall.reembedding",
+}
+if TYPE_CHECKING:
+    from mongogate.recall.bulk import (
+        BATCH,
+        IMPORT_AUTHOR,
+        MAX_FILE_BYTES,
+        export_lines,
+        import_lines,
+        max_line_bytes,
+        read_lines,
+    )
+    from mongogate.recall.erase import ERASURE
+    from mongogate.recall.reembedding import reembed, stale_counts
+else:
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "BATCH",

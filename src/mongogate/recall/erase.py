@@ -36,8 +36,8 @@ from mongogate.engine.write_signal import WriteSignal
 from mongogate.erasure import Declared, Kept, Redacted, Removed, Sweeping, Target
 from mongogate.indexing import CHANGES, Coherence
 from mongogate.leases import keep_unless, literal, same
+from mongogate.migrations import META
 from mongogate.recall.documents import REVISIONS
-from mongogate.recall.ids import META
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.values import Doc
 
@@ -137,7 +137,13 @@ ERASURE = Declared(
         Redacted("memory_versions", authored, unattributed),
         Removed("memory_revisions", revisions),
     ),
-    kept=(Kept(META, "one document: whether memories of an earlier version's ids are left (no tenant)"),),
+    kept=(
+        Kept(
+            META,
+            "mongogate's bookkeeping: whether an earlier version's ids are left, start-up steps done "
+            "(no tenant)",
+        ),
+    ),
     around=bracket,
 )
 

@@ -23,14 +23,15 @@ import json
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 
+from mongogate.migrations import META
 from mongogate.recall import documents as rd
 from mongogate.recall.model import MemoryScope
 from mongogate.values import Doc
 
 #: the fields that make a memory one (what `store.identity` returns)
 IDENTITY_FIELDS = {rd.TENANT: 1, rd.OWNER: 1, "namespace": 1, "keyed": 1, "key": 1, rd.TEXT_HASH: 1}
-#: the one document of `memory_meta` that says whether uuid-id memories are left
-META = "memory_meta"
+#: the document of `memory_meta` that says whether uuid-id memories are left (read only until
+#: the start-up marker records `MEMORY_IDS`, mongogate/migrations.py; kept written for the version before)
 _LEGACY = "legacy_ids"
 
 
@@ -65,11 +66,12 @@ def derived(doc: Doc) -> bool:
         return False
 
 
-async def legacy_ids(db: AsyncDatabase[Doc], memories: AsyncCollection[Doc]) -> bool:
+async def legacy_ids(db: AsyncDatabase[Doc], memories: AsyncCollection[Doc], *, look: bool = False) -> bool:
     """Whether memories stored under uuid ids are left. Once none is (a new database, or every one
-    forgotten or expired), that is recorded and never read again: no start-up scan."""
+    forgotten or expired), that is recorded and not scanned again, unless ``look`` (an older
+    version has started since: its unique indexes are back, recall/setup.py)."""
     meta = db[META]
-    mark = await meta.find_one({"_id": _LEGACY})
+    mark = None if look else await meta.find_one({"_id": _LEGACY})
     if mark is not None and mark.get("left") is False:
         return False
     left = False

@@ -13,6 +13,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 
 from mongogate import indexes
 from mongogate.errors import StorageError
+from mongogate.migrations import MEMORY_IDS, Migrations
 from mongogate.recall import documents as rd
 from mongogate.recall.ids import legacy_ids
 from mongogate.recall.repository import RecallRepository
@@ -26,9 +27,13 @@ TEXT_INDEX = "memory_text"
 TTL_INDEX = "expires_at_ttl"
 
 
-async def ensure_indexes(store: RecallRepository) -> None:
+async def ensure_indexes(store: RecallRepository, migrations: Migrations | None = None) -> None:
     """Idempotent: `serve` and `check` run it at every start. No unique index but `_id`: the
-    previous version's compound unique indexes are dropped (each made every insert scan)."""
+    previous version's compound unique indexes are dropped (each made every insert scan), and
+    their presence says an older version has started since the uuid ids were last looked for
+    (mongogate/migrations.py)."""
+    migrations = migrations or Migrations(store.db)
+    older = False
     try:
         ttl = indexes.IndexModel([(rd.EXPIRES_AT, ASCENDING)], name=TTL_INDEX, expireAfterSeconds=0)
         wanted = {
@@ -60,9 +65,14 @@ async def ensure_indexes(store: RecallRepository) -> None:
             held = await indexes.held_indexes(store.db[coll])
             for name in names:
                 if name in held:
+                    older = True
                     with contextlib.suppress(OperationFailure):  # another process dropped it
                         await store.db[coll].drop_index(name)
             await indexes.ensure_indexes(store.db[coll], wanted[coll], held)
-        store.legacy = await legacy_ids(store.db, store.memories)
+        if await migrations.needed(MEMORY_IDS, older):
+            store.legacy = await legacy_ids(store.db, store.memories, look=older)
+            await migrations.settle(MEMORY_IDS, store.legacy)
+        else:
+            store.legacy = False
     except PyMongoError as e:
         raise StorageError("could not create the long-term memory indexes") from e

@@ -32,6 +32,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from mongogate.clock import as_utc, utc_or_none
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
+from mongogate.migrations import Migrations
 from mongogate.recall import checks, quota, search, supersession
 from mongogate.recall import documents as rd
 from mongogate.recall import history as hist
@@ -73,9 +74,10 @@ def identity(scope: MemoryScope, namespace: str, key: str | None, digest: str) -
 class LongTermMemory(RecallRepository):
     """remember, forget, list and history over the repository's collections; recall is in `search.py`."""
 
-    async def ensure_indexes(self) -> None:
-        """Idempotent: `serve` and `check` run it at every start (`recall/setup.py`)."""
-        await ensure_indexes(self)
+    async def ensure_indexes(self, migrations: Migrations | None = None) -> None:
+        """Idempotent: `serve` and `check` run it at every start (`recall/setup.py`); ``migrations``:
+        as `MemoryStore.ensure_indexes`'s (mongogate/migrations.py)."""
+        await ensure_indexes(self, migrations)
 
     # -- remember -----------------------------------------------------------------------------
 

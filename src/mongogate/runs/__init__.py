@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mongogate.runs.erase import ERASURE
+from typing import TYPE_CHECKING
+
+from mongogate.lazy import lazy_exports
 from mongogate.runs.model import (
     DEFAULT_EVENTS_LIMIT,
     MAX_EVENTS_LIMIT,
@@ -17,6 +19,11 @@ from mongogate.runs.model import (
     run_not_found,
 )
 from mongogate.runs.service import Runs
+
+if TYPE_CHECKING:
+    from mongogate.runs.erase import ERASURE
+else:  # what `erase` reads, never a started server
+    __getattr__ = lazy_exports(__name__, {"ERASURE": "mongogate.runs.erase"})
 
 __all__ = [
     "DEFAULT_EVENTS_LIMIT",

@@ -28,8 +28,9 @@ from mongogate.clock import SYSTEM_CLOCK, Clock, as_utc
 from mongogate.config import MemorySettings
 from mongogate.errors import InvalidInput, LeaseBusy, LeaseLost, StorageError
 from mongogate.indexes import IndexModel, ensure_indexes, held_indexes
-from mongogate.keyed import keyed_id, retire_unique
+from mongogate.keyed import keyed_id, retire_unique_once
 from mongogate.memory import check_id
+from mongogate.migrations import RUN_EVENT_IDS, Migrations
 from mongogate.runs import documents as rd
 from mongogate.runs.documents import RunDoc, RunEventDoc
 from mongogate.runs.events import read_events
@@ -96,14 +97,18 @@ class Runs:
         #: events with ObjectId `_id`s (the previous version's) may exist; `ensure_indexes` settles it
         self.legacy_events = True
 
-    async def ensure_indexes(self) -> None:
+    async def ensure_indexes(self, migrations: Migrations | None = None) -> None:
+        """``migrations``: as `MemoryStore.ensure_indexes`'s (mongogate/migrations.py)."""
+        migrations = migrations or Migrations(self.db)
         try:
             runs = [IndexModel([(rd.TENANT, ASCENDING), (rd.STATUS, ASCENDING)], name="tenant_status")]
             events: list[IndexModel] = []
             # Uniqueness is the derived `_id` (`event_id`). The previous version's unique index
             # serves reads while its events remain; then a plain index on the same fields does.
             held = await held_indexes(self.events)
-            self.legacy_events = await retire_unique(self.events, LEGACY_EVENTS_UNIQUE, held)
+            self.legacy_events = await retire_unique_once(
+                self.events, LEGACY_EVENTS_UNIQUE, held, migrations, RUN_EVENT_IDS
+            )
             if not self.legacy_events:
                 seq = [(rd.TENANT, ASCENDING), (rd.RUN_ID, ASCENDING), (rd.SEQ, ASCENDING)]
                 events.append(IndexModel(seq, name="run_seq"))

@@ -107,6 +107,12 @@ class GuardedH11Protocol(H11Protocol):
             self._budget.make_room()  # past the budget: the longest idle connection closes
         self._arm()
 
+    def _unsupported_upgrade_warning(self) -> None:
+        # uvicorn warns twice per request with an `Upgrade` header (the second line advises
+        # installing a websocket library): any client could fill the log. The request is served
+        # as plain HTTP; say so once, at debug.
+        log.debug("an Upgrade header was ignored: mongogate serves plain HTTP")
+
     def data_received(self, data: bytes) -> None:
         if self._budget is not None:
             self._budget.idle_done(self)
@@ -200,6 +206,10 @@ class GuardedConfig(uvicorn.Config):
             log_config=None,  # uvicorn's lines go through mongogate's handler (text or JSON, logs.py)
             lifespan="on",
             http=GuardedH11Protocol,
+            # mongogate serves no websocket: uvicorn's default ("auto") imported `websockets` and
+            # its protocol at every start (about 9 ms) and handed an upgrade request to it, off
+            # this guarded h11 path; now such a request is an ordinary HTTP request here
+            ws="none",
             limit_concurrency=None,  # BudgetGate: probes have their own budget (server/conn_budget.py)
             timeout_keep_alive=max(1, round(settings.keep_alive_timeout_s)),
         )

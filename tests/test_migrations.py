@@ -48,7 +48,7 @@ WARM = sorted(
 )
 
 
-async def _start(settings: Settings, heard: Heard | None = None) -> dict[str, bool]:
+async def _start(settings: Settings, heard: Any = None) -> dict[str, bool]:
     """A server's start up to ready (open, services, indexes); what it decided about older ids."""
     db = Database(settings.database, settings.server.data_dir, listeners=[heard] if heard else [])
     await db.open()

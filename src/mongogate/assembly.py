@@ -181,8 +181,10 @@ async def ensure_memory_indexes(state: AppState, migrations: Migrations | None =
     start); returns which vector path long-term memory runs (recall/search.py `path_report`).
     ``migrations``: the one-time steps done, read once for every service (mongogate/migrations.py)."""
     migrations = migrations or Migrations(state.memory.db)
-    await state.memory.ensure_indexes(migrations)
+    # long-term memory first: its older unique indexes are read before the marker is, so a start
+    # racing another that drops them and un-records the step sees one or the other (migrations.py)
     await state.recall.ensure_indexes(migrations)
+    await state.memory.ensure_indexes(migrations)
     await ensure_search_index(state.memory)
     return await path_report(state.recall)
 

@@ -13,7 +13,11 @@ An older version started on the database after the marker was written (one befor
 the only ones that write what these steps look for) re-creates at its start the unique indexes
 this version retires (`session_key_unique`, `run_seq_unique`, recall's `OLD_UNIQUE`), and every
 start reads those collections' indexes anyway: a step whose collection holds its retired index
-runs again, so what that version wrote is found (docs/decisions/startup-and-config.md).
+runs again, so what that version wrote is found (docs/decisions/startup-and-config.md). Such a
+step's record is removed (`reopen`) before its sign is dropped: a start killed in between leaves
+the step un-recorded, so the next start runs it though the index is gone. Long-term memory's
+signs are read before the marker (`assembly.ensure_memory_indexes`): its index is dropped while
+uuid memories remain, so a start racing another sees the index or the un-record.
 Deleting the marker makes the next start run every step.
 """
 
@@ -62,7 +66,14 @@ class Migrations:
         removed: the sign that sent it looking may be gone at the next start, recall's indexes)."""
         if not left:
             await self.record(step)
-        elif await self.done(step):
+        else:
+            await self.reopen(step)
+
+    async def reopen(self, step: str) -> None:
+        """`step` must run until it records again: called before its sign (an older version's
+        retired index) is dropped, so a start killed between the drop and the step's record
+        leaves the step to the next start instead of skipped for good."""
+        if await self.done(step):
             await self._change({"$unset": {step: ""}})
             assert self._done is not None
             self._done.discard(step)

@@ -41,7 +41,7 @@ from mongogate.memory.sessions import (
     ensure_session_indexes,
     list_sessions,
 )
-from mongogate.migrations import MESSAGE_IDS, Migrations
+from mongogate.migrations import MESSAGE_IDS, SESSION_ACTIVITY, Migrations
 from mongogate.values import ByteBudget, Doc, bson, check_int, reply_batch, wire_bytes
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,10 @@ class MemoryStore(SessionRepository):
                 self.sessions, [IndexModel([("tenant", ASCENDING)], name="tenant")], held["sessions"]
             )
             # Uniqueness is the derived `_id` (`memory/keys.py` `message_id`); the previous
-            # version's (session_id, key) unique index stays only while its messages do.
+            # version's (session_id, key) unique index stays only while its messages do. It is
+            # also the back-fill's sign (memory/sessions.py): un-recorded before it may be dropped.
+            if LEGACY_UNIQUE in held["messages"]:
+                await migrations.reopen(SESSION_ACTIVITY)
             self.legacy_messages = await retire_unique_once(
                 self.messages, LEGACY_UNIQUE, held["messages"], migrations, MESSAGE_IDS
             )

@@ -66,6 +66,13 @@ def derived(doc: Doc) -> bool:
         return False
 
 
+async def look_again(db: AsyncDatabase[Doc]) -> None:
+    """An older version has started since uuid ids were last looked for (its unique indexes are
+    back): its "none left" is forgotten before those indexes are dropped, so the next
+    `legacy_ids` scans even if this start is killed first (and so does the version before)."""
+    await db[META].delete_one({"_id": _LEGACY})
+
+
 async def legacy_ids(db: AsyncDatabase[Doc], memories: AsyncCollection[Doc], *, look: bool = False) -> bool:
     """Whether memories stored under uuid ids are left. Once none is (a new database, or every one
     forgotten or expired), that is recorded and not scanned again, unless ``look`` (an older

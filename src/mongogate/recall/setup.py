@@ -15,7 +15,7 @@ from mongogate import indexes
 from mongogate.errors import StorageError
 from mongogate.migrations import MEMORY_IDS, Migrations
 from mongogate.recall import documents as rd
-from mongogate.recall.ids import legacy_ids
+from mongogate.recall.ids import legacy_ids, look_again
 from mongogate.recall.repository import RecallRepository
 
 #: the unique indexes of the previous version, dropped by `ensure_indexes` (uniqueness is the `_id`)
@@ -65,6 +65,9 @@ async def ensure_indexes(store: RecallRepository, migrations: Migrations | None 
             held = await indexes.held_indexes(store.db[coll])
             for name in names:
                 if name in held:
+                    if not older:  # the sign goes with the index: "none left" forgotten first
+                        await migrations.reopen(MEMORY_IDS)
+                        await look_again(store.db)
                     older = True
                     with contextlib.suppress(OperationFailure):  # another process dropped it
                         await store.db[coll].drop_index(name)

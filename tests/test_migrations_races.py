@@ -13,21 +13,24 @@ import contextlib
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from pymongo import MongoClient
+from pymongo import MongoClient, monitoring
 
-from mongogate.assembly import AppState, no_caller, no_scope_check, open_services
+from mongogate.assembly import no_caller, no_scope_check, open_services
 from mongogate.audit import audit_from_settings
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.memory_scope import MemoryScope
+from mongogate.tools.state import AppState
 from tests.conftest import make_settings
-from tests.test_migrations import NONE_LEFT, _start
+from tests.test_migrations import NONE_LEFT, WARM, _start, warm_start
 
 pytestmark = pytest.mark.anyio
 
@@ -143,7 +146,8 @@ async def test_a_start_killed_after_dropping_the_messages_older_index_leaves_ses
     created = datetime(2026, 11, 1, tzinfo=UTC)
     now = datetime.now(UTC)
     sync_db["sessions"].insert_one(
-        {"_id": "new", "tenant": "acme", "title": None, "next_seq": 1, "created_at": now, "last_activity": now}
+        {"_id": "new", "tenant": "acme", "title": None, "next_seq": 1, "created_at": now}
+        | {"last_activity": now}
     )
     # an older version starts (its unique index back) and creates a session, no `last_activity`
     sync_db["messages"].create_index([("session_id", 1), ("key", 1)], unique=True, name="session_key_unique")
@@ -158,3 +162,84 @@ async def test_a_start_killed_after_dropping_the_messages_older_index_leaves_ses
         second = await state.memory.list_sessions("acme", limit=1, cursor=first.next_cursor)
     assert [s.session_id for s in first.sessions + second.sessions] == ["new", "old"]
     assert sync_db["sessions"].find_one({"_id": "old"})["last_activity"] == created
+
+
+class HoldAfterMarker(monitoring.CommandListener):
+    """Holds a start's loop once the engine has answered its first read of the marker, until
+    `go` is set: another start runs whole in between."""
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self.held = threading.Event()
+        self.go = threading.Event()
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name == "find" and event.command.get("find") == "memory_meta":
+            self.ids.add(event.request_id)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        if event.request_id in self.ids and not self.held.is_set():
+            self.held.set()
+            assert self.go.wait(60)
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def a_whole_while_b_holds_after_the_marker(settings: Settings) -> dict[str, dict[str, bool]]:
+    """Start B (its own thread and loop) up to its first read of the marker, start A whole, then
+    let B finish; what each decided."""
+    hold = HoldAfterMarker()
+    found: dict[str, dict[str, bool]] = {}
+
+    def start_b() -> None:
+        found["b"] = anyio.run(_start, settings, hold)
+
+    b = threading.Thread(target=start_b)
+    b.start()
+    try:
+        assert await anyio.to_thread.run_sync(hold.held.wait, 60)
+        found["a"] = await _start(settings)
+    finally:
+        hold.go.set()
+        await anyio.to_thread.run_sync(b.join, 60)
+    return found
+
+
+async def test_a_start_that_read_the_marker_before_another_dropped_the_older_index_still_finds_uuid_ids(
+    settings: Settings, sync_db: Any
+) -> None:
+    """Two starts at once after an older version ran: B reads the marker (every step done), then
+    A runs whole (drops the older unique indexes, finds the uuid memory, un-records the step),
+    then B reads long-term memory's indexes. Old code: B read the marker before those indexes,
+    saw neither the index nor the un-record, and served without the uuid fallback for its life."""
+    async with served(settings) as state:
+        first = await state.recall.remember(ACME, "the deploy window is friday", key="deploy")
+    doc = sync_db["memories"].find_one_and_delete({"_id": first.id})
+    sync_db["memories"].insert_one({**doc, "_id": "0f" * 16})
+    keys = [("tenant", 1), ("owner", 1), ("namespace", 1), ("key", 1)]
+    sync_db["memories"].create_index(
+        keys, unique=True, name="scope_namespace_key_unique", partialFilterExpression={"keyed": True}
+    )
+    found = await a_whole_while_b_holds_after_the_marker(settings)
+    assert found["a"]["memories"] is True
+    assert found["b"]["memories"] is True
+
+
+async def test_two_starts_at_once_on_a_fresh_database_record_every_step(
+    settings: Settings, sync_db: Any
+) -> None:
+    """B read no marker, A records every step, B finds nothing left and records over it: one
+    marker, every step in it, and the next start is warm."""
+    found = await a_whole_while_b_holds_after_the_marker(settings)
+    assert found == {"a": NONE_LEFT, "b": NONE_LEFT}
+    marker = sync_db["memory_meta"].find_one({"_id": "migrations"})
+    assert set(marker) - {"_id"} == {
+        "session_activity",
+        "message_ids",
+        "summary_ids",
+        "run_event_ids",
+        "memory_ids",
+    }
+    assert sync_db["memory_meta"].count_documents({}) == 2  # the marker and recall's `legacy_ids`
+    assert await warm_start(settings) == WARM

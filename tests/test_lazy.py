@@ -101,3 +101,55 @@ def test_a_lazy_module_is_imported_at_its_first_attribute_read(
     assert probe.LATER == "added after"  # a name the module gains later is still found
     with pytest.raises(AttributeError):
         _ = probe.MISSING
+
+
+#: in a fresh interpreter: two threads read every name of the packages' `__all__` at once, the
+#: lazily exported ones (`lazy.lazy_exports`) imported by whichever thread reads first
+EXPORTS = """
+import importlib, json, sys, threading
+from mongogate.recall import _LAZY
+
+lazy = {f"mongogate.{p}": {"ERASURE": f"mongogate.{p}.erase"} for p in ("audit", "memory", "runs")}
+lazy["mongogate.recall"] = dict(_LAZY)
+packages = {p: importlib.import_module(p) for p in lazy}
+before = sorted({m for names in lazy.values() for m in names.values()} & set(sys.modules))
+start = threading.Barrier(2)
+read = [{}, {}]
+
+def reader(i):
+    start.wait()
+    for p, package in packages.items():
+        for name in package.__all__:
+            read[i][p + "." + name] = getattr(package, name)
+
+threads = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+star = {}
+for p in packages:
+    exec(f"from {p} import *", star)
+print(json.dumps({
+    "before": before,
+    "read": [len(r) for r in read],
+    "differ": sorted(k for k in read[0] if read[0][k] is not read[1].get(k)),
+    "not_theirs": sorted(
+        f"{p}.{n}" for p, names in lazy.items() for n, m in names.items()
+        if read[0][f"{p}.{n}"] is not getattr(sys.modules[m], n)
+    ),
+    "star_missing": sorted(n for p in packages for n in packages[p].__all__ if n not in star),
+}))
+"""
+
+
+def test_every_lazy_export_read_from_two_threads_at_once_is_the_defining_modules_object() -> None:
+    """The erasure declarations and memory import/export/re-embedding: not imported with their
+    package, then every name of `__all__` reads (and star-imports) as the object its module defines,
+    the same from two threads that first read them at once."""
+    run = subprocess.run([sys.executable, "-c", EXPORTS], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["before"] == []
+    assert found["read"][0] == found["read"][1] > 100
+    assert found["differ"] == found["not_theirs"] == found["star_missing"] == []

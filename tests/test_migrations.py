@@ -9,8 +9,9 @@ already reads: those steps run again."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from mongogate.audit import audit_from_settings
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.recall.searchindex.vectors import forget_probes
+from mongogate.tools.state import AppState
 from tests.conftest import make_settings
 from tests.test_indexes import Heard
 
@@ -51,8 +53,11 @@ WARM = sorted(
 )
 
 
-async def _start(settings: Settings, heard: monitoring.CommandListener | None = None) -> dict[str, bool]:
-    """A server's start up to ready (open, services, indexes); what it decided about older ids."""
+@contextlib.asynccontextmanager
+async def served(
+    settings: Settings, heard: monitoring.CommandListener | None = None
+) -> AsyncIterator[AppState]:
+    """The services of a started server (open, services, indexes), `heard` hearing its commands."""
     db = Database(settings.database, settings.server.data_dir, listeners=[heard] if heard else [])
     await db.open()
     audit = audit_from_settings(settings, db.uri, "test")
@@ -60,16 +65,24 @@ async def _start(settings: Settings, heard: monitoring.CommandListener | None = 
         state = await open_services(
             settings, db, audit=audit, principal=no_caller, require_scopes=no_scope_check, run_tools=True
         )
-        await state.message_search.aclose()
+        try:
+            yield state
+        finally:
+            await state.message_search.aclose()
+    finally:
+        audit.close()
+        await db.close()
+
+
+async def _start(settings: Settings, heard: monitoring.CommandListener | None = None) -> dict[str, bool]:
+    """A server's start up to ready; what it decided about older ids."""
+    async with served(settings, heard) as state:
         return {
             "messages": state.memory.legacy_messages,
             "summaries": state.memory.legacy_summaries,
             "run_events": state.runs.legacy_events,
             "memories": state.recall.legacy,
         }
-    finally:
-        audit.close()
-        await db.close()
 
 
 async def warm_start(settings: Settings) -> list[tuple[str, str]]:

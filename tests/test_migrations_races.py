@@ -9,12 +9,11 @@ the step un-recorded, or every later start skips it: memories under uuid ids nev
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,10 @@ import anyio
 import pytest
 from pymongo import MongoClient, monitoring
 
-from mongogate.assembly import no_caller, no_scope_check, open_services
-from mongogate.audit import audit_from_settings
 from mongogate.config import Settings
-from mongogate.db import Database
 from mongogate.memory_scope import MemoryScope
-from mongogate.tools.state import AppState
 from tests.conftest import make_settings
-from tests.test_migrations import NONE_LEFT, WARM, _start, warm_start
+from tests.test_migrations import NONE_LEFT, WARM, _start, served, warm_start
 
 pytestmark = pytest.mark.anyio
 
@@ -82,23 +77,17 @@ def killed_start(settings: Settings, command: str, collection: str) -> int:
     return done.returncode
 
 
-@contextlib.asynccontextmanager
-async def served(settings: Settings) -> AsyncIterator[AppState]:
-    """The services of a started server."""
-    db = Database(settings.database, settings.server.data_dir)
-    await db.open()
-    audit = audit_from_settings(settings, db.uri, "test")
-    try:
-        state = await open_services(
-            settings, db, audit=audit, principal=no_caller, require_scopes=no_scope_check, run_tools=True
-        )
-        try:
-            yield state
-        finally:
-            await state.message_search.aclose()
-    finally:
-        audit.close()
-        await db.close()
+async def a_memory_under_a_uuid(settings: Settings, sync_db: Any) -> None:
+    """A migrated database (the marker records every step), then an older version starts (its
+    unique index back) and holds a memory under a uuid id."""
+    async with served(settings) as state:
+        first = await state.recall.remember(ACME, "the deploy window is friday", key="deploy")
+    doc = sync_db["memories"].find_one_and_delete({"_id": first.id})
+    sync_db["memories"].insert_one({**doc, "_id": "0f" * 16})
+    keys = [("tenant", 1), ("owner", 1), ("namespace", 1), ("key", 1)]
+    sync_db["memories"].create_index(
+        keys, unique=True, name="scope_namespace_key_unique", partialFilterExpression={"keyed": True}
+    )
 
 
 @pytest.fixture
@@ -118,15 +107,7 @@ async def test_a_start_killed_after_dropping_recalls_older_index_leaves_the_uuid
     """Old code: the killed start dropped the older version's unique index (the only sign) before
     un-recording `memory_ids`; every later start skipped the uuid memory, and a second remember
     of its key stored a second memory beside it."""
-    async with served(settings) as state:  # migrated: the marker records every step
-        first = await state.recall.remember(ACME, "the deploy window is friday", key="deploy")
-    # an older version starts (its unique index back) and stores the memory under a uuid id
-    doc = sync_db["memories"].find_one_and_delete({"_id": first.id})
-    sync_db["memories"].insert_one({**doc, "_id": "0f" * 16})
-    keys = [("tenant", 1), ("owner", 1), ("namespace", 1), ("key", 1)]
-    sync_db["memories"].create_index(
-        keys, unique=True, name="scope_namespace_key_unique", partialFilterExpression={"keyed": True}
-    )
+    await a_memory_under_a_uuid(settings, sync_db)
     killed_start(settings, "dropIndexes", "memories")
     assert "scope_namespace_key_unique" not in sync_db["memories"].index_information()  # the sign is gone
     assert (await _start(settings))["memories"] is True
@@ -213,14 +194,7 @@ async def test_a_start_that_read_the_marker_before_another_dropped_the_older_ind
     A runs whole (drops the older unique indexes, finds the uuid memory, un-records the step),
     then B reads long-term memory's indexes. Old code: B read the marker before those indexes,
     saw neither the index nor the un-record, and served without the uuid fallback for its life."""
-    async with served(settings) as state:
-        first = await state.recall.remember(ACME, "the deploy window is friday", key="deploy")
-    doc = sync_db["memories"].find_one_and_delete({"_id": first.id})
-    sync_db["memories"].insert_one({**doc, "_id": "0f" * 16})
-    keys = [("tenant", 1), ("owner", 1), ("namespace", 1), ("key", 1)]
-    sync_db["memories"].create_index(
-        keys, unique=True, name="scope_namespace_key_unique", partialFilterExpression={"keyed": True}
-    )
+    await a_memory_under_a_uuid(settings, sync_db)
     found = await a_whole_while_b_holds_after_the_marker(settings)
     assert found["a"]["memories"] is True
     assert found["b"]["memories"] is True

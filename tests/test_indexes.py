@@ -7,7 +7,8 @@ created before the open returns."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from mongogate.audit import audit_from_settings
 from mongogate.config import Settings
 from mongogate.db import Database
 from mongogate.indexes import ensure_indexes
+from mongogate.tools.state import AppState
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.anyio
@@ -45,8 +47,11 @@ class Heard(monitoring.CommandListener):
         return [coll for command, coll in self.sent if command == name]
 
 
-async def _start(settings: Settings, heard: Heard | None = None) -> None:
-    """What a server's lifespan does before it reports ready: open, then the services and their indexes."""
+@contextlib.asynccontextmanager
+async def served(
+    settings: Settings, heard: monitoring.CommandListener | None = None
+) -> AsyncIterator[AppState]:
+    """The services of a started server (open, services, indexes), `heard` hearing its commands."""
     db = Database(settings.database, settings.server.data_dir, listeners=[heard] if heard else [])
     await db.open()
     audit = audit_from_settings(settings, db.uri, "test")
@@ -54,10 +59,19 @@ async def _start(settings: Settings, heard: Heard | None = None) -> None:
         state = await open_services(
             settings, db, audit=audit, principal=no_caller, require_scopes=no_scope_check, run_tools=True
         )
-        await state.message_search.aclose()
+        try:
+            yield state
+        finally:
+            await state.message_search.aclose()
     finally:
         audit.close()
         await db.close()
+
+
+async def _start(settings: Settings, heard: Heard | None = None) -> None:
+    """What a server's lifespan does before it reports ready: open, then the services and their indexes."""
+    async with served(settings, heard):
+        pass
 
 
 @pytest.fixture

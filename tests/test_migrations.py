@@ -9,9 +9,8 @@ already reads: those steps run again."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,10 @@ import pytest
 from bson import ObjectId
 from pymongo import MongoClient, monitoring
 
-from mongogate.assembly import no_caller, no_scope_check, open_services
-from mongogate.audit import audit_from_settings
 from mongogate.config import Settings
-from mongogate.db import Database
 from mongogate.recall.searchindex.vectors import forget_probes
-from mongogate.tools.state import AppState
 from tests.conftest import make_settings
-from tests.test_indexes import Heard
+from tests.test_indexes import Heard, served
 
 pytestmark = pytest.mark.anyio
 
@@ -51,27 +46,6 @@ WARM = sorted(
     ]
     + [("find", "memory_meta"), ("endSessions", "")]
 )
-
-
-@contextlib.asynccontextmanager
-async def served(
-    settings: Settings, heard: monitoring.CommandListener | None = None
-) -> AsyncIterator[AppState]:
-    """The services of a started server (open, services, indexes), `heard` hearing its commands."""
-    db = Database(settings.database, settings.server.data_dir, listeners=[heard] if heard else [])
-    await db.open()
-    audit = audit_from_settings(settings, db.uri, "test")
-    try:
-        state = await open_services(
-            settings, db, audit=audit, principal=no_caller, require_scopes=no_scope_check, run_tools=True
-        )
-        try:
-            yield state
-        finally:
-            await state.message_search.aclose()
-    finally:
-        audit.close()
-        await db.close()
 
 
 async def _start(settings: Settings, heard: monitoring.CommandListener | None = None) -> dict[str, bool]:

@@ -25,7 +25,8 @@ from pymongo import MongoClient, monitoring
 from mongogate.config import Settings
 from mongogate.memory_scope import MemoryScope
 from tests.conftest import make_settings
-from tests.test_migrations import NONE_LEFT, WARM, _start, served, warm_start
+from tests.test_indexes import served
+from tests.test_migrations import NONE_LEFT, WARM, _start, warm_start
 
 pytestmark = pytest.mark.anyio
 

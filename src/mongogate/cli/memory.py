@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from mongogate.cli.common import settings_from
+from mongogate.cli.common import INTERRUPTED, settings_from
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
 from mongogate.safefs import open_dir
@@ -268,8 +268,6 @@ _INTERRUPTED = {
     "export": "nothing was written over the file (an export is renamed into place once whole); run it again",
     "reembed": "the memories re-embedded so far stay; run it again to go on with the rest",
 }
-#: the exit status of a command ended by SIGINT, as a shell reports it (128 + 2)
-INTERRUPTED = 130
 
 
 def cmd_memory(args: argparse.Namespace) -> int:

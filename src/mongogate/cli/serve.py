@@ -6,15 +6,18 @@ Nothing here prints to stdout while a stdio server runs: stdout carries the prot
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import logging
 import os
+import signal
 import sys
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
 
 import anyio
 
-from mongogate.cli.common import data_dir_line, registry_for, settings_from
+from mongogate.cli.common import INTERRUPTED, data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
@@ -85,17 +88,64 @@ def _collect_from_now_on() -> None:
     gc.enable()
 
 
-def _serve_stdio(server: Any) -> int:
+def _stopped_by_ctrl_c() -> int:
+    """One line for a server stopped with Ctrl-C, once it has shut down (its lifespan flushed the
+    audit log and closed the database): uvicorn (HTTP) and the asyncio runner (stdio) raise
+    KeyboardInterrupt only then."""
+    print("mongogate: stopped (Ctrl-C)", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
+@dataclass
+class _StdioStop:
+    """What ends a stdio server early: Ctrl-C (SIGINT) or SIGTERM (what a client sends a server
+    that does not leave once its stdin is closed). Either cancels the server, whose lifespan then
+    flushes the audit log and closes the database (SIGTERM's default action would end the process
+    at once, both skipped); the process ends right there (`closed`), since the SDK's stdin reader
+    can stay blocked in its thread, uncancellable, for as long as the client keeps the pipe open."""
+
+    signum: int | None = None
+
+    def received(self, signum: int, task: asyncio.Task[Any]) -> None:
+        if self.signum is not None:  # a second signal: no more waiting
+            self.end()
+        self.signum = signum
+        task.cancel()  # edge-triggered, as the asyncio runner's own Ctrl-C: the lifespan's awaits run
+
+    def closed(self) -> None:
+        """The lifespan has shut down (build_server's ``on_closed``)."""
+        if self.signum is not None:
+            self.end()
+
+    def end(self) -> NoReturn:
+        sys.stderr.flush()
+        if self.signum == signal.SIGTERM:  # ended by the signal, as a supervisor expects
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+        os._exit(_stopped_by_ctrl_c())  # stdout carries the protocol: no interpreter shutdown
+
+
+async def _stdio_until_stopped(server: Any, stop: _StdioStop) -> None:
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.received, signum, task)
+    await server.run_stdio_async()
+
+
+def _serve_stdio(server: Any, stop: _StdioStop) -> int:
     """A client that vanishes (its process died) is a normal shutdown: status 0, one INFO line.
 
     The lifespan has closed the database (and released the data directory) by the time
     `run` returns or raises; in-flight turns keep their leases, which a retry of the same
-    turn takes over at once.
+    turn takes over at once. A signal ends the process in `stop` (`_StdioStop`).
     """
     _collect_from_now_on()
     try:
-        server.run("stdio")
+        anyio.run(_stdio_until_stopped, server, stop)  # what the SDK's `run("stdio")` runs, and `stop`
     except BaseException as e:
+        if stop.signum is not None:  # cancelled before the lifespan began
+            stop.end()
         if not _client_went_away(e):
             raise
         log.info("stdio client went away; shutting down")
@@ -116,6 +166,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """`_serve`; Ctrl-C ends it in one line, status 130 (SIGTERM over HTTP: uvicorn shuts down,
+    then ends the process by the signal)."""
+    try:
+        return _serve(args)
+    except KeyboardInterrupt:
+        return _stopped_by_ctrl_c()
+
+
+def _serve(args: argparse.Namespace) -> int:
     """Config, port, database, then serve; the banner is printed only once the server is up."""
     from mongogate.server.app import build_server
 
@@ -150,10 +209,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # initialize is answered at once; the database opens (and is checked, the indexes after
         # the demo's seeding) meanwhile, and a tool call waits for it. A failed check ends the
         # process with its one line.
+        stop = _StdioStop()
         stdio = build_server(
-            settings, registry, transport="stdio", checks=checks, on_open_failure=_stdio_open_failed, **hooks
+            settings,
+            registry,
+            transport="stdio",
+            checks=checks,
+            on_open_failure=_stdio_open_failed,
+            on_closed=stop.closed,
+            **hooks,
         )
-        return _serve_stdio(stdio)
+        return _serve_stdio(stdio, stop)
     # The database opens once, in the server's lifespan, which runs the checks (after the start-up
     # hooks: --demo's seeding creates its own index) before the port is served; a refusal comes
     # back from serve_http as the error itself, one line (server/startup.py run_bound).

@@ -204,7 +204,9 @@ class _Opener:
 
 
 def _lifespan(
-    opener: _Opener, on_open_failure: Callable[[BaseException], None] | None
+    opener: _Opener,
+    on_open_failure: Callable[[BaseException], None] | None,
+    on_closed: Callable[[], None] | None = None,
 ) -> Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState | PendingState]]:
     settings = opener.settings
 
@@ -238,24 +240,29 @@ def _lifespan(
             waiting = pending = PendingState(settings, opener.principal, start)
             yield waiting
         finally:
-            if pending is not None:
-                pending.kick()  # a client that left before initialize: still report a bad database
-            if task is not None and not task.done():
-                # The client left before the open finished: let it finish (bounded by the
-                # database timeouts), so a database that cannot be used is still reported.
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await task
-            for job in later:  # short (a count per collection): finished, not cut off
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await job
-            for state in states:  # message search's background work: left to later searches
-                with anyio.CancelScope(shield=True):
-                    await state.message_search.aclose()
-            readiness.db = None
-            readiness.writes = None
-            for audit in opened:  # flush what is queued before the process goes
-                await anyio.to_thread.run_sync(audit.close)
-            await db.close()
+            try:
+                if pending is not None:
+                    pending.kick()  # a client that left before initialize: still report a bad database
+                if task is not None and not task.done():
+                    # The client left before the open finished: let it finish (bounded by the
+                    # database timeouts), so a database that cannot be used is still reported.
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await task
+                for job in later:  # short (a count per collection): finished, not cut off
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await job
+                for state in states:  # message search's background work: left to later searches
+                    with anyio.CancelScope(shield=True):
+                        await state.message_search.aclose()
+                readiness.db = None
+                readiness.writes = None
+                for audit in opened:  # flush what is queued before the process goes
+                    await anyio.to_thread.run_sync(audit.close)
+                await db.close()
+                log.info("shut down: the audit log flushed and the database closed")
+            finally:
+                if on_closed is not None:
+                    on_closed()
 
     return lifespan
 
@@ -282,6 +289,7 @@ def build_server(
     environ: dict[str, str] | None = None,
     checks: StartupChecks | None = DEFAULT_CHECKS,
     on_open_failure: Callable[[BaseException], None] | None = None,
+    on_closed: Callable[[], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     faults: Faults = NO_FAULTS,
     tracer_provider: Any = None,
@@ -294,7 +302,8 @@ def build_server(
     create them). A refusal is a ConfigError that stops the start; None skips them (`serve
     --http` ran them already). With ``on_open_failure`` the lifespan does not wait for the
     database: the server answers at once, tool calls wait for the open, and a failed open (or
-    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits). ``clock`` and
+    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits); ``on_closed`` is
+    called once the lifespan has shut down (stdio `serve` ends a signalled process there). ``clock`` and
     ``faults`` are test hooks (mongogate/assembly.py): the system clock and none by default;
     ``tracer_provider`` too (an OpenTelemetry SDK provider for `server.tracing`; None: made from
     the `OTEL_*` environment, server/tracing.py)."""
@@ -350,7 +359,7 @@ def build_server(
         # a PendingState while the database opens: every reader resolves it with tools.state.app_state
         lifespan=cast(
             "Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]",
-            _lifespan(opener, on_open_failure),
+            _lifespan(opener, on_open_failure, on_closed),
         ),
         token_verifier=auth.verifier,
         auth=auth.sdk_auth,

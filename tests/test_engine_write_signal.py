@@ -277,6 +277,35 @@ def test_a_writer_stopped_inside_an_addition_never_blocks_a_recall(tmp_path: Pat
     assert reader.stamp("acme") is not None
 
 
+def test_an_engine_start_never_waits_forever_for_a_writer_stopped_inside_an_addition(
+    tmp_path: Path,
+) -> None:
+    """Old code: the start (each `engine start`, `make run`) took the counters' lock in a blocking
+    call and hung for as long as the stopped writer lived. Now it tries the lock on its clock for
+    LOCK_WAIT_S, then refuses with the file and what to do; once the writer is gone it starts."""
+    path = prepare(tmp_path)
+    assert path is not None
+    epoch = WriteSignal(path).stamp("acme")
+    clock = ManualClock()
+    waited: list[float] = []
+
+    def pause(seconds: float) -> None:
+        waited.append(seconds)
+        clock.advance(seconds)
+
+    with (
+        another_process(MUTEX_HOLDER, str(path), ready="holding"),
+        pytest.raises(StorageError) as refused,
+    ):
+        prepare(tmp_path, clock=clock, pause=pause)
+    assert LOCK_WAIT_S <= sum(waited) < LOCK_WAIT_S + 1
+    assert str(path) in str(refused.value) and "stopped" in str(refused.value)
+    assert refused.value.exit_status == 3
+    assert prepare(tmp_path, clock=clock, pause=pause) == path  # the writer gone: the start goes on
+    again = WriteSignal(path).stamp("acme")
+    assert epoch is not None and again is not None and again[0] != epoch[0]  # under a new epoch
+
+
 NO_FILES_LEFT = textwrap.dedent(
     """
     import os, resource, sys

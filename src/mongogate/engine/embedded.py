@@ -72,7 +72,11 @@ class EmbeddedEngine:
             from mongogate.engine.write_signal import prepare
 
             # before the socket exists: every client finds the file, under this start's new epoch
-            prepare(self.socket_path.parent)
+            try:
+                prepare(self.socket_path.parent)
+            except BaseException:
+                self.stop()  # the loop's thread, started above
+                raise
 
             server = UnixProxyServer(self.socket_path, engine=sqlite, auth_users=users)
         else:

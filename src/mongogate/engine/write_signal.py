@@ -43,7 +43,8 @@ tenant's calls, and a writer of the same user stopped inside its locked section 
 SIGSTOP, a host under memory pressure) held a blocking `F_OFD_SETLKW` and with it every tenant
 and `/healthz` until it died. A writer now tries each lock without blocking and waits between
 tries on its clock (`mongogate.clock`, so tests drive it), at most `LOCK_WAIT_S`; a write that
-cannot begin in time is refused before anything is written, as a retryable `StorageError`. The
+cannot begin in time is refused before anything is written, as a retryable `StorageError`; an
+engine start (`prepare`) waits as long, then refuses to start, naming the file. The
 end of a write takes no lock: it closes the file, which lets the flight lock go. Only a regular
 file of this user that no other user can open is trusted or written (`_private`): a socket may be
 in a shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could
@@ -60,7 +61,8 @@ import logging
 import os
 import stat
 import struct
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -147,16 +149,35 @@ def _ours(fd: int) -> bool:
     return _private(st) and st.st_size == SIZE and os.pread(fd, 8, 0) == MAGIC
 
 
-def prepare(directory: Path) -> Path | None:
+def prepare(
+    directory: Path,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    pause: Callable[[float], None] = time.sleep,
+    wait_s: float = LOCK_WAIT_S,
+) -> Path | None:
     """At every engine start: the signal file in `directory`, created if absent, with a new
-    epoch. None where the platform has no OFD locks (recalls then always read the revision)."""
+    epoch. None where the platform has no OFD locks (recalls then always read the revision).
+    The counters' lock is tried as a writer tries it (`pause` between tries, on `clock`), at most
+    `wait_s`: a process of this user stopped inside an addition refuses the start, naming the
+    file, where a blocking lock hung it for as long as that process lived."""
     if not supported():
         return None
     path = directory / FILE
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o600)
     try:
-        _lock(fd, fcntl.F_OFD_SETLKW, fcntl.F_WRLCK, MUTEX)
+        deadline, wait = clock.now() + timedelta(seconds=wait_s), _POLL_S
+        while not _try(fd, fcntl.F_WRLCK, MUTEX):
+            if clock.now() >= deadline:
+                raise StorageError(
+                    f"the write signal {path} is locked by another process of this user that kept "
+                    f"it over {wait_s:g} s",
+                    advice="a process stopped inside a write (a debugger, SIGSTOP)? `fuser` on the "
+                    "file names it: resume or end it, then start the engine again",
+                )
+            pause(wait)
+            wait = min(wait * 2, _POLL_MAX_S)
         try:
             os.fchmod(fd, 0o600)  # the engine's owner only, whatever made it
             if not _ours(fd):

@@ -39,6 +39,26 @@ signing = sorted({"jwt", "cryptography.x509"} & set(sys.modules))
 #: the websocket protocol (mongogate serves none), erasure declarations, memory import and export
 unused = {"websockets", "mongogate.erasure", "mongogate.recall.bulk", "mongogate.recall.reembedding"}
 unused = sorted(unused & set(sys.modules))
+#: what runs a call, never a start: the policy walk, `spec`/`check`'s sampling, recall's rankers
+called = {
+    "mongogate.policy.execute",
+    "mongogate.policy.aggregate_run",
+    "mongogate.policy.sampling",
+    "mongogate.recall.inprocess.ranker",
+    "mongogate.recall.searchindex.ranker",
+}
+from mongogate.tools.base import ToolInput, ToolOutput
+
+def models(base):
+    for sub in base.__subclasses__():
+        yield sub
+        yield from models(sub)
+
+#: tool I/O models whose core schema is built: at start each is only the key of its stored
+#: schemas (tools/stored_schemas.py); the first validation or dump builds it
+def built_models():
+    every = [m for b in (ToolInput, ToolOutput) for m in models(b)]
+    return sorted(m.__qualname__ for m in every if m.__pydantic_complete__)
 
 async def open_them():
     from mongogate.assembly import no_caller, no_scope_check, open_services
@@ -56,7 +76,9 @@ async def open_them():
     await db.close()
 
 anyio.run(open_them)
-print(json.dumps({"built": built, "opened": "numpy" in sys.modules, "signing": signing, "unused": unused}))
+called = sorted(called & set(sys.modules))
+print(json.dumps({"built": built, "opened": "numpy" in sys.modules, "signing": signing, "unused": unused,
+                  "called": called, "models": built_models(), "some": len(list(models(ToolOutput)))}))
 """
 
 
@@ -69,7 +91,10 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
     (`server/auth/hs256.py`). Then (issue 38.6, fourth pass) uvicorn's websocket protocol with
     `websockets` (about 9 ms; uvicorn's default `ws="auto"`), the erasure declarations (every
     package's `ERASURE`) and long-term memory's import, export and re-embedding: none of them
-    serves a call of a started server, and `erase`, `memory` and the scheduler import them."""
+    serves a call of a started server, and `erase`, `memory` and the scheduler import them.
+    Then (fifth pass) the policy walk that runs a query call and the sampling of `spec`/`check`,
+    recall's two rankers, and the core schemas of the tool I/O models (`defer_build`: their JSON
+    schemas are stored, tools/stored_schemas.py): built at the first call, not at start."""
     run = subprocess.run(
         [sys.executable, "-c", SERVE, engine_uri, db_name, str(tmp_path / "data"), DEV_SECRET],
         capture_output=True,
@@ -77,11 +102,15 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == {
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found.pop("some") > 10  # the walk below saw the tool output models
+    assert found == {
         "built": False,
         "opened": False,
         "signing": [],
         "unused": [],
+        "called": [],
+        "models": [],
     }
 
 
@@ -109,8 +138,11 @@ EXPORTS = """
 import importlib, json, sys, threading
 from mongogate.recall import _LAZY
 
+from mongogate.policy import _LAZY as _POLICY
+
 lazy = {f"mongogate.{p}": {"ERASURE": f"mongogate.{p}.erase"} for p in ("audit", "memory", "runs")}
 lazy["mongogate.recall"] = dict(_LAZY)
+lazy["mongogate.policy"] = dict(_POLICY)
 packages = {p: importlib.import_module(p) for p in lazy}
 before = sorted({m for names in lazy.values() for m in names.values()} & set(sys.modules))
 start = threading.Barrier(2)
@@ -144,9 +176,9 @@ print(json.dumps({
 
 
 def test_every_lazy_export_read_from_two_threads_at_once_is_the_defining_modules_object() -> None:
-    """The erasure declarations and memory import/export/re-embedding: not imported with their
-    package, then every name of `__all__` reads (and star-imports) as the object its module defines,
-    the same from two threads that first read them at once."""
+    """The erasure declarations, memory import/export/re-embedding and the policy walk and sampling:
+    not imported with their package, then every name of `__all__` reads (and star-imports) as the
+    object its module defines, the same from two threads that first read them at once."""
     run = subprocess.run([sys.executable, "-c", EXPORTS], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     found = json.loads(run.stdout.strip().splitlines()[-1])

@@ -32,12 +32,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from mongogate.recall import checks
-from mongogate.recall.inprocess import ranker as inprocess
 from mongogate.recall.model import MemoryScope, Question, Ranking, Recalled, RecallMethod
 from mongogate.recall.pages import cap_items
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_filter import RecallFilter
-from mongogate.recall.searchindex import ranker as searchindex
 from mongogate.recall.searchindex.vectors import has_vector_search, vector_index_definition
 
 
@@ -49,8 +47,24 @@ class Ranker:
     rank: Callable[[RecallRepository, RecallFilter, Question], Awaitable[Ranking]]
 
 
-IN_PROCESS = Ranker("index", inprocess.rank)
-SEARCH_INDEX = Ranker("text", searchindex.rank)
+# The two rankers are imported at the first recall, not with the package: a started server answers
+# `initialize`, `tools/list` and `/readyz` without them (tests/test_lazy.py; benchmarks/startup.py).
+
+
+async def _in_process(store: RecallRepository, filt: RecallFilter, q: Question) -> Ranking:
+    from mongogate.recall.inprocess import ranker
+
+    return await ranker.rank(store, filt, q)
+
+
+async def _search_index(store: RecallRepository, filt: RecallFilter, q: Question) -> Ranking:
+    from mongogate.recall.searchindex import ranker
+
+    return await ranker.rank(store, filt, q)
+
+
+IN_PROCESS = Ranker("index", _in_process)
+SEARCH_INDEX = Ranker("text", _search_index)
 
 
 async def vector_path(store: RecallRepository) -> str:
@@ -69,7 +83,9 @@ async def ranker_for(store: RecallRepository) -> Ranker:
     """The ranker of this deployment: the search index's where it answers, else the in-process
     index's (the server log says which, once)."""
     if await vector_path(store) == "scan":
-        searchindex.log_path("index", store)
+        from mongogate.recall.searchindex import ranker
+
+        ranker.log_path("index", store)
         return IN_PROCESS
     return SEARCH_INDEX
 

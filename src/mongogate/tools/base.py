@@ -90,7 +90,7 @@ def fill_limits(schema: dict[str, Any], values: Mapping[str, object]) -> dict[st
 class ToolInput(ArgModelBase):
     """Tool arguments: unknown keys are an error, and there is never a tenant argument."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, defer_build=True)
 
 
 class RawArguments(ArgModelBase):
@@ -103,7 +103,7 @@ class RawArguments(ArgModelBase):
 
 
 class ToolOutput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def outcome_of(err: MongogateError) -> Outcome:

@@ -18,17 +18,15 @@ from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import ConfigDict
 
+from mongogate import policy
 from mongogate.config import Settings
 from mongogate.policy import (
-    QueryResult,
     Renderer,
     aggregate_input_schema,
     aggregate_output_schema,
     encode,
     input_schema,
     output_schema,
-    run_pipeline,
-    run_query,
 )
 from mongogate.requests import current as current_request
 from mongogate.specs import AggregateToolSpec, QueryToolSpec
@@ -38,6 +36,7 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
 
     from mongogate.db import Database
+    from mongogate.policy import QueryResult
 
 
 log = logging.getLogger("mongogate.query")
@@ -52,7 +51,9 @@ class QueryArgs(ToolInput):
         return dict(self.__pydantic_extra__ or {})
 
 
-Runner = Callable[["AsyncCollection[Any]", dict[str, Any], str], Awaitable[QueryResult]]
+#: the policy walk a call runs (`policy.run_query`, `policy.run_pipeline`): read at the call, so
+#: `serve` imports it at the first query, not at start (tests/test_lazy.py)
+Runner = Callable[["AsyncCollection[Any]", dict[str, Any], str], Awaitable["QueryResult"]]
 
 
 def _handler(
@@ -138,7 +139,7 @@ def query_tool(spec: QueryToolSpec, settings: Settings) -> Tool:
     render = Renderer(spec)
 
     async def run(coll: AsyncCollection[Any], raw: dict[str, Any], tenant: str) -> QueryResult:
-        return await run_query(coll, spec, raw, tenant, limits, render)
+        return await policy.run_query(coll, spec, raw, tenant, limits, render)
 
     fields = ", ".join(f"{k} ({v})" for k, v in spec.fields.items())
     params, out = input_schema(spec, limits), output_schema(spec)
@@ -170,7 +171,7 @@ def aggregate_tool(spec: AggregateToolSpec, settings: Settings) -> Tool:
     limits = settings.policy
 
     async def run(coll: AsyncCollection[Any], raw: dict[str, Any], tenant: str) -> QueryResult:
-        return await run_pipeline(coll, spec, raw, tenant, limits)
+        return await policy.run_pipeline(coll, spec, raw, tenant, limits)
 
     return make_tool(
         name=spec.name,

@@ -15,6 +15,8 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.helpers import EXE, INITIALIZE, free_port, send, stdio_serve, wait_for_port
+from tests.helpers import EXE, INITIALIZE, ROOT, free_port, send, stdio_serve, wait_for_port
 
 STOPPED = "mongogate: stopped (Ctrl-C)"
 #: the lifespan's last line (INFO)
@@ -208,3 +210,42 @@ def test_a_signal_once_stdin_closed_lets_the_shutdown_finish(
         assert lines[-1] == STOPPED, err
         lines.pop()
     assert lines[-1].endswith(SHUT_DOWN), err  # the open finished, then the whole shutdown ran
+
+
+#: `mongogate serve` held while it loads its commands (an import hook reading stdin): a barrier
+#: for a Ctrl-C during start-up, before `serve` itself runs
+LOADING = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    from mongogate.cli import main
+
+    class Hold(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "mongogate.cli.serve":
+                sys.meta_path.remove(self)
+                print("loading", flush=True)
+                sys.stdin.readline()  # Ctrl-C comes here
+            return None
+
+    sys.meta_path.insert(0, Hold())
+    sys.exit(main(["serve"]))
+    """
+)
+
+
+def test_ctrl_c_while_serve_loads_is_one_line_too(env: dict[str, str]) -> None:
+    """Old code: Ctrl-C in `make run`'s first half second (the commands still loading, before
+    `serve` runs) printed the KeyboardInterrupt traceback the one line was meant to replace."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOADING],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "loading\n"
+    status, err = _stopped(proc)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert status == 130 and err.strip().splitlines() == [STOPPED], err

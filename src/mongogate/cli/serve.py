@@ -17,7 +17,8 @@ from typing import Any, Literal, NoReturn
 
 import anyio
 
-from mongogate.cli.common import INTERRUPTED, data_dir_line, registry_for, settings_from
+from mongogate.cli import stopped_by_ctrl_c
+from mongogate.cli.common import data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
@@ -88,14 +89,6 @@ def _collect_from_now_on() -> None:
     gc.enable()
 
 
-def _stopped_by_ctrl_c() -> int:
-    """One line for a server stopped with Ctrl-C, once it has shut down (its lifespan flushed the
-    audit log and closed the database): uvicorn (HTTP) and the asyncio runner (stdio) raise
-    KeyboardInterrupt only then."""
-    print("mongogate: stopped (Ctrl-C)", file=sys.stderr, flush=True)
-    return INTERRUPTED
-
-
 @dataclass
 class _StdioStop:
     """What ends a stdio server early: Ctrl-C (SIGINT) or SIGTERM (what a client sends a server
@@ -132,7 +125,7 @@ class _StdioStop:
         if self.signum == signal.SIGTERM:  # ended by the signal, as a supervisor expects
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
-        os._exit(_stopped_by_ctrl_c())  # stdout carries the protocol: no interpreter shutdown
+        os._exit(stopped_by_ctrl_c())  # stdout carries the protocol: no interpreter shutdown
 
 
 async def _stdio_until_stopped(server: Any, stop: _StdioStop) -> None:
@@ -182,8 +175,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     then ends the process by the signal)."""
     try:
         return _serve(args)
-    except KeyboardInterrupt:
-        return _stopped_by_ctrl_c()
+    except KeyboardInterrupt:  # uvicorn (HTTP) and the asyncio runner raise it only once shut down
+        return stopped_by_ctrl_c()
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -21,6 +21,17 @@ from typing import TYPE_CHECKING, Any
 from mongogate.errors import MongogateError
 from mongogate.version import __version__
 
+#: the exit status of a command ended by Ctrl-C (SIGINT), as a shell reports it (128 + 2)
+INTERRUPTED = 130
+
+
+def stopped_by_ctrl_c() -> int:
+    """One line for a command stopped with Ctrl-C (a server: once it has shut down; its lifespan
+    flushed the audit log and closed the database), and its status, 130."""
+    print("mongogate: stopped (Ctrl-C)", file=sys.stderr, flush=True)
+    return INTERRUPTED
+
+
 if TYPE_CHECKING:
     from mongogate.assembly import Faults
     from mongogate.clock import Clock
@@ -137,14 +148,16 @@ def main(
         # Start-up builds many long-lived objects (models, schemas, tools) and no garbage cycles:
         # the collector would walk them again and again. `serve` re-enables it (frozen) to serve.
         gc.disable()
-    args = build_parser(words).parse_args(words)
-    args.clock, args.faults, args.return_freed_memory = clock, faults, return_freed_memory
-    configure_logging(args)
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
+        args = build_parser(words).parse_args(words)
+        args.clock, args.faults, args.return_freed_memory = clock, faults, return_freed_memory
+        configure_logging(args)
+        os.environ.setdefault("PYTHONUNBUFFERED", "1")
         return int(args.func(args))
     except MongogateError as e:
         print(f"mongogate: {e}", file=sys.stderr)
         return e.exit_status  # 2 configuration, 3 database unreachable, 4 port or data directory taken
+    except KeyboardInterrupt:  # Ctrl-C before the command could handle it (still loading, say)
+        return stopped_by_ctrl_c()
     finally:
         gc.enable()  # a start-up that failed (or an in-process caller): never leave it off

@@ -8,9 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from mongogate.config import Settings, load_settings
 
-#: the exit status of a command ended by Ctrl-C (SIGINT), as a shell reports it (128 + 2)
-INTERRUPTED = 130
-
 if TYPE_CHECKING:
     from mongogate.tools.registry import ToolRegistry
 

@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from mongogate.cli.common import INTERRUPTED, settings_from
+from mongogate.cli import INTERRUPTED
+from mongogate.cli.common import settings_from
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
 from mongogate.safefs import open_dir

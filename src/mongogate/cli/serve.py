@@ -17,7 +17,8 @@ from typing import Any, Literal, NoReturn
 
 import anyio
 
-from mongogate.cli.common import INTERRUPTED, data_dir_line, registry_for, settings_from
+from mongogate.cli import stopped_by_ctrl_c
+from mongogate.cli.common import data_dir_line, registry_for, settings_from
 from mongogate.config import Settings
 from mongogate.errors import MongogateError
 
@@ -88,29 +89,31 @@ def _collect_from_now_on() -> None:
     gc.enable()
 
 
-def _stopped_by_ctrl_c() -> int:
-    """One line for a server stopped with Ctrl-C, once it has shut down (its lifespan flushed the
-    audit log and closed the database): uvicorn (HTTP) and the asyncio runner (stdio) raise
-    KeyboardInterrupt only then."""
-    print("mongogate: stopped (Ctrl-C)", file=sys.stderr, flush=True)
-    return INTERRUPTED
-
-
 @dataclass
 class _StdioStop:
     """What ends a stdio server early: Ctrl-C (SIGINT) or SIGTERM (what a client sends a server
     that does not leave once its stdin is closed). Either cancels the server, whose lifespan then
     flushes the audit log and closes the database (SIGTERM's default action would end the process
     at once, both skipped); the process ends right there (`closed`), since the SDK's stdin reader
-    can stay blocked in its thread, uncancellable, for as long as the client keeps the pipe open."""
+    can stay blocked in its thread, uncancellable, for as long as the client keeps the pipe open.
+    A signal once the lifespan is shutting down already (`closing`: the client closed stdin, then
+    sent SIGTERM) cancels nothing: that shutdown runs to its end, then the process ends."""
 
     signum: int | None = None
+    #: the lifespan has begun to shut down (build_server's ``on_closing``)
+    shutting_down: bool = False
 
     def received(self, signum: int, task: asyncio.Task[Any]) -> None:
         if self.signum is not None:  # a second signal: no more waiting
             self.end()
         self.signum = signum
-        task.cancel()  # edge-triggered, as the asyncio runner's own Ctrl-C: the lifespan's awaits run
+        log.info("%s: stopping once shut down (a second signal: at once)", signal.Signals(signum).name)
+        if not self.shutting_down:
+            task.cancel()  # edge-triggered, as the asyncio runner's own Ctrl-C: the lifespan's awaits run
+
+    def closing(self) -> None:
+        """The lifespan begins to shut down (build_server's ``on_closing``)."""
+        self.shutting_down = True
 
     def closed(self) -> None:
         """The lifespan has shut down (build_server's ``on_closed``)."""
@@ -122,7 +125,7 @@ class _StdioStop:
         if self.signum == signal.SIGTERM:  # ended by the signal, as a supervisor expects
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.raise_signal(signal.SIGTERM)
-        os._exit(_stopped_by_ctrl_c())  # stdout carries the protocol: no interpreter shutdown
+        os._exit(stopped_by_ctrl_c())  # stdout carries the protocol: no interpreter shutdown
 
 
 async def _stdio_until_stopped(server: Any, stop: _StdioStop) -> None:
@@ -143,6 +146,8 @@ def _serve_stdio(server: Any, stop: _StdioStop) -> int:
     _collect_from_now_on()
     try:
         anyio.run(_stdio_until_stopped, server, stop)  # what the SDK's `run("stdio")` runs, and `stop`
+        if stop.signum is not None:  # came once the lifespan had shut down, before the loop ended
+            stop.end()
     except BaseException as e:
         if stop.signum is not None:  # cancelled before the lifespan began
             stop.end()
@@ -170,8 +175,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     then ends the process by the signal)."""
     try:
         return _serve(args)
-    except KeyboardInterrupt:
-        return _stopped_by_ctrl_c()
+    except KeyboardInterrupt:  # uvicorn (HTTP) and the asyncio runner raise it only once shut down
+        return stopped_by_ctrl_c()
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -216,6 +221,7 @@ def _serve(args: argparse.Namespace) -> int:
             transport="stdio",
             checks=checks,
             on_open_failure=_stdio_open_failed,
+            on_closing=stop.closing,
             on_closed=stop.closed,
             **hooks,
         )

@@ -207,6 +207,7 @@ def _lifespan(
     opener: _Opener,
     on_open_failure: Callable[[BaseException], None] | None,
     on_closed: Callable[[], None] | None = None,
+    on_closing: Callable[[], None] | None = None,
 ) -> Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState | PendingState]]:
     settings = opener.settings
 
@@ -240,10 +241,13 @@ def _lifespan(
             waiting = pending = PendingState(settings, opener.principal, start)
             yield waiting
         finally:
+            if on_closing is not None:
+                on_closing()  # before any await: a signal from now on must not cut this short
             try:
                 if pending is not None:
                     pending.kick()  # a client that left before initialize: still report a bad database
                 if task is not None and not task.done():
+                    log.info("shutting down: waiting for the database to finish opening")
                     # The client left before the open finished: let it finish (bounded by the
                     # database timeouts), so a database that cannot be used is still reported.
                     with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
@@ -290,6 +294,7 @@ def build_server(
     checks: StartupChecks | None = DEFAULT_CHECKS,
     on_open_failure: Callable[[BaseException], None] | None = None,
     on_closed: Callable[[], None] | None = None,
+    on_closing: Callable[[], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     faults: Faults = NO_FAULTS,
     tracer_provider: Any = None,
@@ -302,8 +307,9 @@ def build_server(
     create them). A refusal is a ConfigError that stops the start; None skips them (`serve
     --http` ran them already). With ``on_open_failure`` the lifespan does not wait for the
     database: the server answers at once, tool calls wait for the open, and a failed open (or
-    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits); ``on_closed`` is
-    called once the lifespan has shut down (stdio `serve` ends a signalled process there). ``clock`` and
+    check) is handed to ``on_open_failure`` (stdio `serve` prints it and exits); ``on_closing`` is
+    called as the lifespan begins to shut down and ``on_closed`` once it has (stdio `serve`: a
+    signal no longer cancels a shutdown under way; a signalled process ends once it is done). ``clock`` and
     ``faults`` are test hooks (mongogate/assembly.py): the system clock and none by default;
     ``tracer_provider`` too (an OpenTelemetry SDK provider for `server.tracing`; None: made from
     the `OTEL_*` environment, server/tracing.py)."""
@@ -359,7 +365,7 @@ def build_server(
         # a PendingState while the database opens: every reader resolves it with tools.state.app_state
         lifespan=cast(
             "Callable[[MCPServer[AppState]], AbstractAsyncContextManager[AppState]]",
-            _lifespan(opener, on_open_failure, on_closed),
+            _lifespan(opener, on_open_failure, on_closed, on_closing),
         ),
         token_verifier=auth.verifier,
         auth=auth.sdk_auth,

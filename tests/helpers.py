@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -63,6 +64,30 @@ def wait_for_port(port: int, proc: subprocess.Popen[str], timeout_s: float = 120
         except (OSError, urllib.error.URLError):
             time.sleep(0.05)
     raise AssertionError(f"server on port {port} did not start within {timeout_s} s")
+
+
+def served_env(data_dir: Path, engine_uri: str, db_name: str, **settings: str) -> dict[str, str]:
+    """The environment of a `mongogate` process on the session's engine, tenant `acme` (no
+    `MONGOGATE_*` of the caller's), plus ``settings`` (`MONGOGATE_<KEY>` each)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
+    return e | {
+        "MONGOGATE_SERVER__DATA_DIR": str(data_dir),
+        "MONGOGATE_DATABASE__URI": engine_uri,
+        "MONGOGATE_DATABASE__NAME": db_name,
+        "MONGOGATE_AUTH__TENANT": "acme",
+        **{f"MONGOGATE_{k.upper()}": v for k, v in settings.items()},
+    }
+
+
+def http_serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
+    """`mongogate serve --http --insecure-no-auth --port <port>` in its own process, stderr piped."""
+    return subprocess.Popen(
+        [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def stdio_serve(env: dict[str, str], *args: str, stderr: int = subprocess.PIPE) -> subprocess.Popen[str]:

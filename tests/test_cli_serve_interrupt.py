@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -24,7 +23,16 @@ from urllib.parse import unquote
 
 import pytest
 
-from tests.helpers import EXE, INITIALIZE, ROOT, free_port, send, stdio_serve, wait_for_port
+from tests.helpers import (
+    INITIALIZE,
+    ROOT,
+    free_port,
+    http_serve,
+    send,
+    served_env,
+    stdio_serve,
+    wait_for_port,
+)
 
 STOPPED = "mongogate: stopped (Ctrl-C)"
 #: the lifespan's last line (INFO)
@@ -33,14 +41,7 @@ SHUT_DOWN = "shut down: the audit log flushed and the database closed"
 
 @pytest.fixture
 def env(engine_uri: str, db_name: str, tmp_path: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
-    return e | {
-        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
-        "MONGOGATE_DATABASE__URI": engine_uri,
-        "MONGOGATE_DATABASE__NAME": db_name,
-        "MONGOGATE_AUTH__TENANT": "acme",
-        "MONGOGATE_SERVER__LOG_LEVEL": "INFO",
-    }
+    return served_env(tmp_path / "data", engine_uri, db_name, server__log_level="INFO")
 
 
 def _stopped(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> tuple[int, str]:
@@ -55,24 +56,23 @@ def _ended(proc: subprocess.Popen[str]) -> tuple[int, str]:
         assert proc.stderr is not None
         err = proc.stderr.read()
     finally:
-        if proc.poll() is None:  # pragma: no cover
-            proc.kill()
-            proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        _gone(proc)
     return proc.returncode, err
+
+
+def _gone(proc: subprocess.Popen[str]) -> None:
+    """Killed if it is still there, its pipes closed."""
+    if proc.poll() is None:  # pragma: no cover
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def test_ctrl_c_stops_an_http_server_in_one_line(env: dict[str, str]) -> None:
     port = free_port()
-    proc = subprocess.Popen(
-        [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = http_serve(env, port)
     wait_for_port(port, proc)
     status, err = _stopped(proc)
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
@@ -196,12 +196,7 @@ def test_a_signal_once_stdin_closed_lets_the_shutdown_finish(
         status, err = _ended(proc)
     finally:
         held.close()
-        if proc.poll() is None:  # pragma: no cover
-            proc.kill()
-            proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        _gone(proc)
     err = "".join(seen) + err
     assert "Traceback" not in err, err
     assert status == (130 if sig == signal.SIGINT else -signal.SIGTERM), err

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.helpers import EXE, INITIALIZE, free_port, send, stdio_serve
+from tests.helpers import EXE, INITIALIZE, free_port, http_serve, send, served_env, stdio_serve
 
 
 @pytest.fixture
@@ -204,19 +204,7 @@ async def test_readyz_says_ready_only_when_a_call_can_be_answered(
     from mcp import Client
 
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")} | {
-        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
-        "MONGOGATE_DATABASE__URI": engine_uri,
-        "MONGOGATE_DATABASE__NAME": db_name,
-        "MONGOGATE_AUTH__TENANT": "acme",
-    }
-    proc = subprocess.Popen(
-        [*EXE, "serve", "--http", "--insecure-no-auth", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = http_serve(served_env(tmp_path / "data", engine_uri, db_name), port)
     try:
         while True:  # readiness polled, not waited for: each refused connection is retried
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""

@@ -4,7 +4,6 @@ whether it exists (the embedded engine has no search indexes: the exact scan run
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -14,17 +13,12 @@ from mongogate.db import EmbeddedEngine
 from mongogate.recall.embedding import LOCAL_DIMENSIONS
 from mongogate.recall.searchindex.vectors import vector_index_definition
 from tests.conftest import Cli
+from tests.helpers import served_env
 
 
 @pytest.fixture
 def env(tmp_path: Path, engine_uri: str, db_name: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("MONGOGATE_")}
-    return e | {
-        "MONGOGATE_SERVER__DATA_DIR": str(tmp_path / "data"),
-        "MONGOGATE_DATABASE__URI": engine_uri,
-        "MONGOGATE_DATABASE__NAME": db_name,
-        "MONGOGATE_AUTH__TENANT": "acme",
-    }
+    return served_env(tmp_path / "data", engine_uri, db_name)
 
 
 @pytest.mark.parametrize("mode", ["auto", "scan"])

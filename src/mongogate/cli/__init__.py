@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib
 import logging
 import os
 import sys
@@ -44,26 +45,34 @@ def _command(argv: Sequence[str] | None) -> str | None:
     return next((w for w in argv if not w.startswith("-")), None)
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser. Given the command line, the arguments of `worker`, `schedule` and `erase`
-    (and the scheduler and erasure packages behind them) are added only when that command (or no
-    command: help) is asked for, which keeps `serve`'s start-up short (benchmarks/startup.py)."""
-    from mongogate.cli import (
-        audit,
-        check,
-        client_config,
-        config_doc,
-        engine,
-        erase,
-        memory,
-        schedule,
-        serve,
-        spec,
-        token,
-        try_tool,
-        worker,
-    )
+#: each command's module (`check` registers `tools` too), in the order `--help` lists them
+COMMANDS: dict[str, str] = {
+    "serve": "serve",
+    "check": "check",
+    "tools": "check",
+    "try": "try_tool",
+    "audit": "audit",
+    "token": "token",
+    "engine": "engine",
+    "memory": "memory",
+    "spec": "spec",
+    "client-config": "client_config",
+    "config-doc": "config_doc",
+    "erase": "erase",
+    "worker": "worker",
+    "schedule": "schedule",
+}
+#: the commands whose `register` adds their arguments only when asked (they import a package)
+_ON_REQUEST = frozenset({"erase", "worker", "schedule"})
 
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser. Given a command line that names a command, only that command's module is
+    imported and registered (the others cost every start, `serve`'s too: benchmarks/startup.py);
+    with no command or an unknown one (help, or argparse's list of choices), every command.
+    Given the command line, the arguments of `worker`, `schedule` and `erase` (and the scheduler
+    and erasure packages behind them) are added only when that command (or none: help) is asked
+    for."""
     p = argparse.ArgumentParser(prog="mongogate", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument(
         "-v", "--verbose", action="store_true", help="log at INFO on stderr (default: server.log_level)"
@@ -85,24 +94,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             )
         return sp
 
-    for module in (
-        serve,
-        check,
-        try_tool,
-        audit,
-        token,
-        engine,
-        memory,
-        spec,
-        client_config,
-        config_doc,
-    ):
-        module.register(sub, with_config)
-
     command = _command(argv)
-    erase.register(sub, with_config, arguments=command in (None, "erase"))
-    worker.register(sub, with_config, arguments=command in (None, "worker"))
-    schedule.register(sub, with_config, arguments=command in (None, "schedule"))
+    named = COMMANDS.get(command) if command is not None else None
+    for name in [named] if named is not None else dict.fromkeys(COMMANDS.values()):
+        module = importlib.import_module(f"mongogate.cli.{name}")
+        if name in _ON_REQUEST:
+            module.register(sub, with_config, arguments=command in (None, name))
+        else:
+            module.register(sub, with_config)
     return p
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 from mongogate.cli import main
 from mongogate.engine import client as engine_client
 from mongogate.engine import write_signal
-from mongogate.engine.files import DB_FILE, ENGINE_LOCK, START_LOCK, open_lock, try_lock
+from mongogate.engine.files import DB_FILE, ENGINE_LOCK, LOG_FILE, START_LOCK, lock_pid, open_lock, try_lock
 from mongogate.engine.write_signal import FILE, prepare
 from tests.helpers import EXE, ROOT, free_port
 from tests.test_engine_write_signal import MUTEX_HOLDER, another_process
@@ -104,6 +106,29 @@ def test_a_failed_engine_start_exits_with_what_failed(
     assert lines[-1].startswith(f"mongogate: could not start the embedded engine for {data}: "), lines
     assert says.format(data=data) in lines[-1], lines[-1]
     assert not engine_client.engine_running(data)
+
+
+def test_an_engine_killed_while_starting_exits_3_and_names_its_log(tmp_path: Path, data: Path) -> None:
+    """The engine process dies before it could say why (the OOM killer, a signal): its starter
+    hears nothing from it, a runtime failure, 3. Here its SQLite file is a FIFO, so the engine
+    stays inside opening it (after writing its pid into engine.lock) until the test kills it."""
+    data.mkdir(mode=0o700)
+    os.mkfifo(data / DB_FILE, 0o600)
+    with subprocess.Popen(
+        [*EXE, "engine", "start"], env=_env(tmp_path, data), cwd=ROOT, stderr=subprocess.PIPE, text=True
+    ) as starting:
+        deadline = time.monotonic() + 120  # a cap on a busy machine; the engine waits for as long
+        while (pid := lock_pid(data)) is None:
+            assert time.monotonic() < deadline and starting.poll() is None, "the engine never started"
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        _, err = starting.communicate(timeout=120)
+    [line] = err.strip().splitlines()
+    assert starting.returncode == 3, err
+    assert line.startswith(
+        f"mongogate: could not start the embedded engine for {data.resolve()}: the engine process exited "
+        f"while starting (log: {data.resolve() / LOG_FILE}): retry once the cause in its log is gone"
+    ), line
 
 
 @pytest.fixture

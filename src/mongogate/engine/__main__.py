@@ -38,7 +38,7 @@ def _detach(data_dir: Path) -> int | None:
         if told == "already running":
             return ALREADY_RUNNING
         # the child's failure (one JSON line, engine/failure.py), or none: it died while starting
-        died = word("unreachable", f"the engine process exited while starting; see {data_dir / LOG_FILE}")
+        died = word("unreachable", "the engine process exited while starting")  # its log says why
         print(told or died, file=sys.stderr)
         return 1
     os.close(r)

@@ -76,7 +76,7 @@ def _failed(data_dir: Path, last: list[str], returncode: int) -> MongogateError:
     if kind == "in_use":
         return InUse(what)
     if kind == "unreachable":
-        return StorageError(what, advice="it failed while starting; retry once the cause in its log is gone")
+        return StorageError(what, advice="retry once the cause in its log is gone")
     return ConfigError(what)
 
 

@@ -26,7 +26,7 @@ from mongogate.clock import SYSTEM_CLOCK, Clock, ManualClock
 from mongogate.engine import write_signal
 from mongogate.engine.files import socket_uri
 from mongogate.engine.write_signal import BUCKETS, FILE, LOCK_WAIT_S, WriteSignal, bucket_of, prepare
-from mongogate.errors import StorageError
+from mongogate.errors import InUse, StorageError
 
 pytestmark = pytest.mark.skipif(not write_signal.supported(), reason="no OFD locks on this platform")
 
@@ -295,12 +295,12 @@ def test_an_engine_start_never_waits_forever_for_a_writer_stopped_inside_an_addi
 
     with (
         another_process(MUTEX_HOLDER, str(path), ready="holding"),
-        pytest.raises(StorageError) as refused,
+        pytest.raises(InUse) as refused,
     ):
         prepare(tmp_path, clock=clock, pause=pause)
     assert LOCK_WAIT_S <= sum(waited) < LOCK_WAIT_S + 1
     assert str(path) in str(refused.value) and "stopped" in str(refused.value)
-    assert refused.value.exit_status == 3
+    assert refused.value.exit_status == 4  # held by another process: end or resume it (not 2, not 3)
     assert prepare(tmp_path, clock=clock, pause=pause) == path  # the writer gone: the start goes on
     again = WriteSignal(path).stamp("acme")
     assert epoch is not None and again is not None and again[0] != epoch[0]  # under a new epoch

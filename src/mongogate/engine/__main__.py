@@ -17,22 +17,29 @@ from pathlib import Path
 def _detach(data_dir: Path) -> int | None:
     """In the parent: wait for the child's word and return the exit status. In the child: None."""
     from mongogate.engine.daemon import ALREADY_RUNNING
+    from mongogate.engine.failure import word, word_of
     from mongogate.engine.files import LOG_FILE, private_file, secure_dir
 
-    secure_dir(data_dir)
-    private_file(data_dir / LOG_FILE)
+    try:
+        secure_dir(data_dir)
+        private_file(data_dir / LOG_FILE)
+    except Exception as e:  # the starter reads the failure's kind from the last line (failure.py)
+        print(word_of(e), file=sys.stderr)
+        return 1
     r, w = os.pipe()
     if os.fork():
         os.close(w)
         chunks = []
         while chunk := os.read(r, 4096):
             chunks.append(chunk)
-        word = b"".join(chunks).decode(errors="replace")
-        if word == "ok":
+        told = b"".join(chunks).decode(errors="replace")
+        if told == "ok":
             return 0
-        if word == "already running":
+        if told == "already running":
             return ALREADY_RUNNING
-        print(word or f"engine exited; see {data_dir / LOG_FILE}", file=sys.stderr)
+        # the child's failure (one JSON line, engine/failure.py), or none: it died while starting
+        died = word("unreachable", "the engine process exited while starting")  # its log says why
+        print(told or died, file=sys.stderr)
         return 1
     os.close(r)
     os.setsid()

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from mongogate.engine import failure
 from mongogate.engine.daemon import ALREADY_RUNNING
 from mongogate.engine.files import (
     ENGINE_LOCK,
     LOG_FILE,
     START_LOCK,
+    STATE_FILE,
     EngineState,
     credentials,
     engine_running,
@@ -31,7 +33,7 @@ from mongogate.engine.files import (
     read_state,
     secure_dir,
 )
-from mongogate.errors import ConfigError
+from mongogate.errors import ConfigError, InUse, MongogateError, StorageError
 
 #: a cap on waiting for the start lock or a starting engine (a loaded machine, not a margin)
 START_TIMEOUT_S = 120.0
@@ -60,11 +62,22 @@ def _spawn(data_dir: Path, idle_stop_s: float) -> bool:
     if done.returncode == ALREADY_RUNNING:
         return False
     if done.returncode != 0:
-        detail = (done.stderr or "").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-        raise ConfigError(
-            f"could not start the embedded engine for {data_dir}: {detail[0]} (log: {data_dir / LOG_FILE})"
-        )
+        raise _failed(data_dir, (done.stderr or "").strip().splitlines()[-1:], done.returncode)
     return True
+
+
+def _failed(data_dir: Path, last: list[str], returncode: int) -> MongogateError:
+    """The error of a start that failed, by the kind the engine process told (engine/failure.py)."""
+    if last:
+        kind, message = failure.read(last[0])
+    else:  # no word at all: the starting process itself was killed
+        kind, message = "unreachable", f"the engine process ended with status {returncode}"
+    what = f"could not start the embedded engine for {data_dir}: {message} (log: {data_dir / LOG_FILE})"
+    if kind == "in_use":
+        return InUse(what)
+    if kind == "unreachable":
+        return StorageError(what, advice="retry once the cause in its log is gone")
+    return ConfigError(what)
 
 
 def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
@@ -72,7 +85,8 @@ def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
     secure_dir(data_dir)
     lock = open_lock(data_dir / START_LOCK)
     try:
-        lock_within(lock, START_TIMEOUT_S, f"{data_dir / START_LOCK}")
+        held = data_dir / START_LOCK
+        lock_within(lock, START_TIMEOUT_S, f"{held}", hint=f"`fuser {held}`")
         password = credentials(data_dir)
         started = False
         if not engine_running(data_dir):
@@ -83,11 +97,26 @@ def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
             time.sleep(0.05)  # an engine started by hand (no start lock) has not published yet
             state = status(data_dir)
         if state is None:
-            raise ConfigError(f"the engine of {data_dir} is not running (log: {data_dir / LOG_FILE})")
+            raise _unpublished(data_dir)
         return EngineLease(state, state.uri(password), started, lock)
     except BaseException:
         lock.close()
         raise
+
+
+def _unpublished(data_dir: Path) -> MongogateError:
+    """No engine to connect to after a start: one holds engine.lock but never published (InUse),
+    or none runs any more (it stopped while starting: a runtime failure, StorageError)."""
+    if engine_running(data_dir):
+        pid = lock_pid(data_dir)
+        return InUse(
+            f"{data_dir / ENGINE_LOCK} is held by another process{f' (pid {pid})' if pid else ''} that "
+            f"published no {STATE_FILE} within {START_TIMEOUT_S:.0f} s: an engine stuck while starting? "
+            f"`fuser {data_dir / ENGINE_LOCK}` names it: end it, then start again"
+        )
+    return StorageError(
+        f"the engine of {data_dir} stopped while starting", advice=f"see {data_dir / LOG_FILE}, then retry"
+    )
 
 
 def status(data_dir: Path) -> EngineState | None:

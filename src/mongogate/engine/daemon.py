@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from mongogate.engine.embedded import EmbeddedEngine
+from mongogate.engine.failure import word_of
 from mongogate.engine.files import (
     ENGINE_LOCK,
     MECHANISM,
@@ -49,7 +50,8 @@ POLL_S = 0.5
 
 
 def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
-    """Serve until SIGTERM/SIGINT or idle; `ready` is a pipe fd told "ok" (or the error) once serving."""
+    """Serve until SIGTERM/SIGINT or idle; `ready` is a pipe fd told "ok" once serving, or the
+    failure as a value (`failure.word_of`: its kind and message)."""
     os.umask(0o077)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,7 +102,7 @@ def run(data_dir: Path, idle_stop_s: float, ready: int | None = None) -> int:
         held = _serve(data_dir, engine, idle_stop_s, stop)
         return 0
     except BaseException as e:
-        tell(f"engine failed to start: {e}")
+        tell(word_of(e))
         raise
     finally:
         # Under the start lock: nobody may find engine.lock held while engine.json is gone.

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import quote, quote_plus
 
-from mongogate.errors import ConfigError
+from mongogate.errors import ConfigError, InUse
 from mongogate.safefs import check_dir_path
 
 STATE_FILE = "engine.json"
@@ -201,12 +201,16 @@ def try_lock(f: IO[str]) -> bool:
     return True
 
 
-def lock_within(f: IO[str], timeout_s: float, what: str) -> None:
-    """Take an exclusive flock, polling (so a stuck holder is reported, not waited on forever)."""
+def lock_within(f: IO[str], timeout_s: float, what: str, *, hint: str = "") -> None:
+    """Take an exclusive flock, polling (so a stuck holder is reported, not waited on forever).
+
+    Past `timeout_s` it is InUse (exit 4): ending or resuming the holder helps, not the
+    configuration; `hint` says how to find it."""
     deadline = time.monotonic() + timeout_s
     while not try_lock(f):
         if time.monotonic() > deadline:
-            raise ConfigError(f"{what} is held by another process for more than {timeout_s:.0f} s")
+            tail = f": {hint} names it" if hint else ""
+            raise InUse(f"{what} is held by another process for more than {timeout_s:.0f} s{tail}")
         time.sleep(0.02)
 
 

@@ -44,7 +44,7 @@ SIGSTOP, a host under memory pressure) held a blocking `F_OFD_SETLKW` and with i
 and `/healthz` until it died. A writer now tries each lock without blocking and waits between
 tries on its clock (`mongogate.clock`, so tests drive it), at most `LOCK_WAIT_S`; a write that
 cannot begin in time is refused before anything is written, as a retryable `StorageError`; an
-engine start (`prepare`) waits as long, then refuses to start, naming the file. The
+engine start (`prepare`) waits as long, then refuses to start, naming the file (`InUse`, exit 4). The
 end of a write takes no lock: it closes the file, which lets the flight lock go. Only a regular
 file of this user that no other user can open is trusted or written (`_private`): a socket may be
 in a shared directory (a real mongod's /tmp/mongodb-27017.sock), where another local user could
@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from mongogate.clock import SYSTEM_CLOCK, Clock
-from mongogate.errors import StorageError
+from mongogate.errors import InUse, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -170,11 +170,10 @@ def prepare(
         deadline, wait = clock.now() + timedelta(seconds=wait_s), _POLL_S
         while not _try(fd, fcntl.F_WRLCK, MUTEX):
             if clock.now() >= deadline:
-                raise StorageError(
+                raise InUse(
                     f"the write signal {path} is locked by another process of this user that kept "
-                    f"it over {wait_s:g} s",
-                    advice="a process stopped inside a write (a debugger, SIGSTOP)? `fuser` on the "
-                    "file names it: resume or end it, then start the engine again",
+                    f"it over {wait_s:g} s: a process stopped inside a write (a debugger, SIGSTOP)? "
+                    f"`fuser {path}` names it: resume or end it, then start the engine again"
                 )
             pause(wait)
             wait = min(wait * 2, _POLL_MAX_S)

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from mongogate.engine import client as engine_client
 from mongogate.engine import write_signal
 from mongogate.engine.files import DB_FILE, ENGINE_LOCK, LOG_FILE, START_LOCK, lock_pid, open_lock, try_lock
 from mongogate.engine.write_signal import FILE, prepare
+from mongogate.errors import StorageError
 from tests.helpers import EXE, ROOT, free_port
 from tests.test_engine_write_signal import MUTEX_HOLDER, another_process
 
@@ -168,3 +170,20 @@ def test_plain_text_from_an_older_engine_process_is_still_a_configuration_error(
 
     err = _failed(tmp_path, ["engine failed to start: something an older engine process said"], 1)
     assert err.exit_status == 2 and "something an older engine process said" in str(err)
+
+
+def test_an_engine_that_never_answers_its_start_is_one_line_and_3_not_a_traceback(tmp_path: Path) -> None:
+    """The detached start says nothing within its bound (an engine stuck while starting, a
+    machine under heavy load): a runtime failure, 3, in one line naming the log. Before, pymongo's
+    `subprocess.TimeoutExpired` escaped: a traceback and exit status 1. The start command here is
+    a real process that never answers (it sleeps), with a bound of 0.5 s."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    never = [sys.executable, "-c", "import time; time.sleep(600)"]
+    with pytest.raises(StorageError) as refused:
+        engine_client.spawn(data, 60.0, command=never, timeout_s=0.5)
+    assert refused.value.exit_status == 3
+    assert str(refused.value) == (
+        f"could not start the embedded engine for {data}: it did not say it was serving within 0.5 s "
+        f"(log: {data / LOG_FILE}): see its log; `mongogate engine status` tells whether it came up later"
+    )

@@ -52,13 +52,26 @@ class EngineLease:
             self._lock = None
 
 
-def _spawn(data_dir: Path, idle_stop_s: float) -> bool:
-    """Start a detached engine process; False when another one won the race (it is running)."""
-    cmd = [sys.executable, "-m", "mongogate.engine", "run", "--detach", "--data-dir", str(data_dir)]
-    cmd += ["--idle-stop-s", repr(idle_stop_s)]
-    done = subprocess.run(
-        cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False
-    )
+def spawn(
+    data_dir: Path, idle_stop_s: float, *, command: list[str] | None = None, timeout_s: float | None = None
+) -> bool:
+    """Start a detached engine process; False when another one won the race (it is running).
+    ``command`` and ``timeout_s``: the start's command and bound (the engine's own and
+    START_TIMEOUT_S; a test passes a process that never answers)."""
+    if command is None:
+        command = [sys.executable, "-m", "mongogate.engine", "run", "--detach", "--data-dir", str(data_dir)]
+        command += ["--idle-stop-s", repr(idle_stop_s)]
+    bound = START_TIMEOUT_S if timeout_s is None else timeout_s
+    try:
+        done = subprocess.run(
+            command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=bound, check=False
+        )
+    except subprocess.TimeoutExpired as e:  # the starter is killed; an engine it forked goes on starting
+        raise StorageError(
+            f"could not start the embedded engine for {data_dir}: it did not say it was serving within "
+            f"{bound:g} s (log: {data_dir / LOG_FILE})",
+            advice="see its log; `mongogate engine status` tells whether it came up later",
+        ) from e
     if done.returncode == ALREADY_RUNNING:
         return False
     if done.returncode != 0:
@@ -90,7 +103,7 @@ def lease(data_dir: Path, idle_stop_s: float) -> EngineLease:
         password = credentials(data_dir)
         started = False
         if not engine_running(data_dir):
-            started = _spawn(data_dir, idle_stop_s)
+            started = spawn(data_dir, idle_stop_s)
         state = status(data_dir)
         deadline = time.monotonic() + START_TIMEOUT_S
         while state is None and engine_running(data_dir) and time.monotonic() < deadline:

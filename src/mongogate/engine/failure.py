@@ -1,7 +1,7 @@
 """What kind of failure stopped an engine start, carried to the starter as a value, never as text.
 
 The engine process tells its detached parent through a pipe, and that parent tells the process
-that spawned it (`client._spawn`) on the last line of its stderr: one JSON object
+that spawned it (`client.spawn`) on the last line of its stderr: one JSON object
 ``{"kind": ..., "message": ...}``. The kind picks the error class, so the exit status says what
 an operator should do (docs/operations.md, "Exit statuses"):
 

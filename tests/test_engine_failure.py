@@ -174,7 +174,7 @@ def test_plain_text_from_an_older_engine_process_is_still_a_configuration_error(
 
 def test_an_engine_that_never_answers_its_start_is_one_line_and_3_not_a_traceback(tmp_path: Path) -> None:
     """The detached start says nothing within its bound (an engine stuck while starting, a
-    machine under heavy load): a runtime failure, 3, in one line naming the log. Before, pymongo's
+    machine under heavy load): a runtime failure, 3, in one line naming the log. Before, the
     `subprocess.TimeoutExpired` escaped: a traceback and exit status 1. The start command here is
     a real process that never answers (it sleeps), with a bound of 0.5 s."""
     data = tmp_path / "data"

@@ -46,6 +46,22 @@ called = {
     "mongogate.policy.sampling",
     "mongogate.recall.inprocess.ranker",
     "mongogate.recall.searchindex.ranker",
+    # the in-process indexes (their rows, chains, ranking), message derivation, supersession,
+    # history and expiry of long-term memory: a search, a write or a read of memory builds them
+    "mongogate.indexing.entries",
+    "mongogate.indexing.fusion",
+    "mongogate.indexing.rows",
+    "mongogate.indexing.scope_index",
+    "mongogate.memory.message_fill",
+    "mongogate.memory.message_index",
+    "mongogate.memory.message_terms",
+    "mongogate.recall.expiry",
+    "mongogate.recall.history",
+    "mongogate.recall.inprocess.chains",
+    "mongogate.recall.inprocess.rows",
+    "mongogate.recall.inprocess.scope_index",
+    "mongogate.recall.on_version",
+    "mongogate.recall.supersession",
 }
 from mongogate.tools.base import ToolInput, ToolOutput
 
@@ -94,7 +110,10 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
     serves a call of a started server, and `erase`, `memory` and the scheduler import them.
     Then (fifth pass) the policy walk that runs a query call and the sampling of `spec`/`check`,
     recall's two rankers, and the core schemas of the tool I/O models (`defer_build`: their JSON
-    schemas are stored, tools/stored_schemas.py): built at the first call, not at start."""
+    schemas are stored, tools/stored_schemas.py): built at the first call, not at start. Then
+    (sixth pass) the in-process indexes (`indexing/` entries, rows, fusion, scope_index; recall's
+    rows, chains and scope index), message search's index and derivation (`MessageSearch.index`
+    and `.fill` made at first use), supersession, history and expiry of long-term memory."""
     run = subprocess.run(
         [sys.executable, "-c", SERVE, engine_uri, db_name, str(tmp_path / "data"), DEV_SECRET],
         capture_output=True,
@@ -139,10 +158,12 @@ import importlib, json, sys, threading
 from mongogate.recall import _LAZY
 
 from mongogate.policy import _LAZY as _POLICY
+from mongogate.indexing import _LAZY as _INDEXING
 
 lazy = {f"mongogate.{p}": {"ERASURE": f"mongogate.{p}.erase"} for p in ("audit", "memory", "runs")}
 lazy["mongogate.recall"] = dict(_LAZY)
 lazy["mongogate.policy"] = dict(_POLICY)
+lazy["mongogate.indexing"] = dict(_INDEXING)
 packages = {p: importlib.import_module(p) for p in lazy}
 before = sorted({m for names in lazy.values() for m in names.values()} & set(sys.modules))
 start = threading.Barrier(2)
@@ -176,9 +197,10 @@ print(json.dumps({
 
 
 def test_every_lazy_export_read_from_two_threads_at_once_is_the_defining_modules_object() -> None:
-    """The erasure declarations, memory import/export/re-embedding and the policy walk and sampling:
-    not imported with their package, then every name of `__all__` reads (and star-imports) as the
-    object its module defines, the same from two threads that first read them at once."""
+    """The erasure declarations, memory import/export/re-embedding, the policy walk and sampling,
+    the indexes' ranking (`mongogate.indexing`): not imported with their package, then every name
+    of `__all__` reads (and star-imports) as the object its module defines, the same from two
+    threads that first read them at once."""
     run = subprocess.run([sys.executable, "-c", EXPORTS], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     found = json.loads(run.stdout.strip().splitlines()[-1])

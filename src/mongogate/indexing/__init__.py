@@ -15,6 +15,8 @@ import each other.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mongogate.indexing.budget import IndexBudget, Indexed, Shelf
 from mongogate.indexing.coherence import (
     CHANGES,
@@ -28,10 +30,21 @@ from mongogate.indexing.coherence import (
     read_by_id,
 )
 from mongogate.indexing.compare import OPERATORS, RANGES, Compared, condition, is_number, matches
-from mongogate.indexing.entries import Entry, Ranked, above_floor, matches_all
 from mongogate.indexing.memo import QUERIES, Memo
-from mongogate.indexing.scope_index import K1, B, ScopeIndex
 from mongogate.indexing.vectors import FIELD, FLOAT32_HEADER, pack, unpack
+from mongogate.lazy import lazy_exports
+
+#: what a call ranks with, never a start (building the services holds no index yet): imported at
+#: the first read (tests/test_lazy.py)
+_LAZY = {
+    **dict.fromkeys(("Entry", "Ranked", "above_floor", "matches_all"), "mongogate.indexing.entries"),
+    **dict.fromkeys(("K1", "B", "ScopeIndex"), "mongogate.indexing.scope_index"),
+}
+if TYPE_CHECKING:
+    from mongogate.indexing.entries import Entry, Ranked, above_floor, matches_all
+    from mongogate.indexing.scope_index import K1, B, ScopeIndex
+else:
+    __getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "CHANGES",

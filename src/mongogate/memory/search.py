@@ -32,7 +32,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from pymongo.errors import PyMongoError
 
@@ -40,16 +41,19 @@ from mongogate.clock import as_utc
 from mongogate.config import MessageSearchSettings
 from mongogate.errors import StorageError
 from mongogate.indexes import IndexModel, ensure_indexes
-from mongogate.indexing import IndexBudget, Memo, Ranked, above_floor
+from mongogate.indexing import IndexBudget, Memo
 from mongogate.memory import documents as md
-from mongogate.memory.message_fill import MessageFill, TextEmbedder
-from mongogate.memory.message_index import MessageIndex, MessageScope, item_of
 from mongogate.memory.model import session_not_found
 from mongogate.memory.repository import SessionRepository
 from mongogate.memory_scope import tenant_of_stored
 from mongogate.scoring import TEXT_WEIGHT
 from mongogate.textrank import query_tokens
 from mongogate.values import Doc, check_int, check_query_text, items_budget, within
+
+if TYPE_CHECKING:
+    from mongogate.indexing import Ranked
+    from mongogate.memory.message_fill import MessageFill, TextEmbedder
+    from mongogate.memory.message_index import MessageIndex, MessageScope
 
 log = logging.getLogger(__name__)
 
@@ -129,19 +133,39 @@ class MessageSearch:
         self.store = store
         self.embedder = embedder
         self.min_score = min_score
-        model, dims = ("", 0) if embedder is None else (embedder.model, embedder.dimensions)
-        self.index = MessageIndex(store, budget, model=model, dims=dims)
-        self.fill = MessageFill(store, embedder, settings, background=background)
+        self._budget = budget
+        self._settings = settings
+        self._background = background
+        #: the embedding model whose vectors the index holds, as given (a wrapper set later, e.g.
+        #: tracing's, embeds with the same model)
+        self._model = ("", 0) if embedder is None else (embedder.model, embedder.dimensions)
         if background:  # what every write of this process stores is derived soon after
             store.guard.on_written = self._written
         self._queries: Memo[str, list[float]] = Memo()
+
+    # The index and the derivation are made at their first use (a search, a write to derive, a
+    # metrics scrape): their modules are a call's, never a start's (tests/test_lazy.py).
+
+    @cached_property
+    def index(self) -> MessageIndex:
+        from mongogate.memory.message_index import MessageIndex
+
+        model, dims = self._model
+        return MessageIndex(self.store, self._budget, model=model, dims=dims)
+
+    @cached_property
+    def fill(self) -> MessageFill:
+        from mongogate.memory.message_fill import MessageFill
+
+        return MessageFill(self.store, self.embedder, self._settings, background=self._background)
 
     def _written(self, key: str, ids: list[str]) -> None:
         """A write stored `ids` in scope `key` (the stored form: all a writer holds)."""
         self.fill.want(key, ids, tenant=tenant_of_stored(key))
 
     async def aclose(self) -> None:
-        await self.fill.aclose()
+        if "fill" in vars(self):  # made: its background may run
+            await self.fill.aclose()
 
     async def search(
         self,
@@ -158,6 +182,8 @@ class MessageSearch:
         session when `session_id` is given. `owner`: the tenant the scope is of (`MemoryScope.tenant`:
         its share of the index budget, `indexing/budget.py`, and its turn in the derivation); no
         default, so a caller never makes each subject a tenant of its own by forgetting it."""
+        from mongogate.indexing import above_floor
+
         text = check_query_text(query, MAX_QUERY_CHARS)
         n = check_int(limit, "limit", 1, SEARCH_MAX, default=SEARCH_DEFAULT, hint="messages")
         words = query_tokens(text)
@@ -234,6 +260,8 @@ class MessageSearch:
         """What each ranked message shows: from the index when settled (read now, before any
         await), its text read back when too long to hold; else every one read back by `_id`
         (the database decides what exists)."""
+        from mongogate.memory.message_index import item_of
+
         if not settled:
             self.index.stats.readbacks += 1
             read = await self.index.read_back(key, [r.id for r in kept])

@@ -25,8 +25,6 @@ from mongogate.recall.checks import (
 from mongogate.recall.coherence import Coherence, read_by_id
 from mongogate.recall.completion import memory_ids
 from mongogate.recall.embedding import Embedder, LocalEmbedder, make_embedder
-from mongogate.recall.expiry import expired_ids, set_expiries
-from mongogate.recall.history import read_memory
 from mongogate.recall.inprocess.cache import IndexCache, IndexPolicy
 from mongogate.recall.listing import PAGE_DEFAULT, PAGE_MAX
 from mongogate.recall.model import (
@@ -49,7 +47,7 @@ from mongogate.recall.search import path_report
 from mongogate.recall.searchindex.vectors import has_vector_search
 from mongogate.recall.store import LongTermMemory, identity
 
-#: read by `erase` and `mongogate memory`, never by a started server: imported at the first read
+#: read by `erase` and `mongogate memory`, or by a call, never by a start: imported at the first read
 _LAZY = {
     **dict.fromkeys(
         (
@@ -64,6 +62,10 @@ _LAZY = {
         "mongogate.recall.bulk",
     ),
     "ERASURE": "mongogate.recall.erase",
+    #: a call's (a resource read, LangGraph's TTL sweep), never a start's
+    "expired_ids": "mongogate.recall.expiry",
+    "set_expiries": "mongogate.recall.expiry",
+    "read_memory": "mongogate.recall.history",
     "reembed": "mongogate.recall.reembedding",
     "stale_counts": "mongogate.recall.reembedding",
 }
@@ -78,6 +80,8 @@ if TYPE_CHECKING:
         read_lines,
     )
     from mongogate.recall.erase import ERASURE
+    from mongogate.recall.expiry import expired_ids, set_expiries
+    from mongogate.recall.history import read_memory
     from mongogate.recall.reembedding import reembed, stale_counts
 else:
     __getattr__ = lazy_exports(__name__, _LAZY)

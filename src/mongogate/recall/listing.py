@@ -16,7 +16,6 @@ from mongogate.recall.model import MemoryPage, MemoryScope
 from mongogate.recall.pages import ITEM_FIELDS, cap_items
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.scope_filter import RecallFilter
-from mongogate.recall.supersession import marked
 from mongogate.values import check_int
 
 #: memories per list_memories page
@@ -35,6 +34,8 @@ async def list_page(
     occurred_before: object = None,
 ) -> MemoryPage:
     """Newest first (last written), through the (scope, updated_at, _id) index."""
+    from mongogate.recall.supersession import marked  # a call's, never a start's
+
     n = check_int(limit, "limit", 1, PAGE_MAX, default=PAGE_DEFAULT, hint="memories per page")
     filt = RecallFilter.of(
         scope, store.clock.now(), namespace, occurred_after=occurred_after, occurred_before=occurred_before

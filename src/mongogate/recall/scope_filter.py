@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from mongogate.clock import as_utc, utc_or_none
-from mongogate.indexing import condition, matches, matches_all
+from mongogate.indexing import condition, matches
 from mongogate.recall import checks
 from mongogate.recall import documents as rd
 from mongogate.recall.model import MemoryScope
 from mongogate.recall.pages import live
 from mongogate.values import Doc
 
-__all__ = ["RecallFilter", "matches", "matches_all"]
+__all__ = ["RecallFilter", "matches"]
 
 
 @dataclass(frozen=True)
@@ -120,5 +120,7 @@ class RecallFilter:
         created = utc_or_none(doc.get(rd.CREATED_AT))
         if self.as_of is not None and (created is None or created > self.as_of):
             return False
+        from mongogate.indexing import matches_all  # a read's, never a start's
+
         meta = doc.get("metadata") or {}
         return matches_all(meta if isinstance(meta, dict) else {}, self.metadata)

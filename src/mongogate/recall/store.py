@@ -33,13 +33,10 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from mongogate.clock import as_utc, utc_or_none
 from mongogate.errors import InvalidInput, QuotaExceeded, StorageError
 from mongogate.migrations import Migrations
-from mongogate.recall import checks, quota, search, supersession
+from mongogate.recall import checks, quota, search
 from mongogate.recall import documents as rd
-from mongogate.recall import history as hist
 from mongogate.recall.documents import MemoryDoc, VectorFields, VersionDoc
-from mongogate.recall.history import prune, read_history
 from mongogate.recall.ids import in_scope, memory_id, version_id
-from mongogate.recall.listing import list_page
 from mongogate.recall.model import (
     History,
     MemoryPage,
@@ -48,7 +45,6 @@ from mongogate.recall.model import (
     RecallMethod,
     Remembered,
 )
-from mongogate.recall.on_version import update_on_version
 from mongogate.recall.repository import RecallRepository
 from mongogate.recall.setup import ensure_indexes
 from mongogate.recall.vectors import pack
@@ -102,6 +98,8 @@ class LongTermMemory(RecallRepository):
         `unchanged` remember writes no text and leaves the author as it was. `source` (a message the
         caller checked is its own) and `occurred_at` belong to the text's version, like metadata;
         `supersedes` links older memories to it (`recall/supersession.py`)."""
+        from mongogate.recall import supersession  # a call's, never a start's (tests/test_lazy.py)
+
         body = checks.check_text(text, self.settings)
         ns = checks.check_namespace(checks.DEFAULT_NAMESPACE if namespace is None else namespace)
         k = None if key is None else checks.check_key(key)
@@ -251,12 +249,16 @@ class LongTermMemory(RecallRepository):
 
     async def _update(self, scope: MemoryScope, mid: str, version: int, fields: Doc) -> bool:
         """`on_version.update_on_version`: `fields` set only on the version read, in the scope."""
+        from mongogate.recall.on_version import update_on_version
+
         return await update_on_version(self, scope, mid, version, fields)
 
     async def _set_expiry(self, scope: MemoryScope, found: Doc, expires: datetime | None) -> bool:
         """An `unchanged` remember still sets the expiry it names (a new `ttl_days`, or none): the
         last remember decides when a memory expires, whatever its status. False when the memory
         changed since it was read."""
+        from mongogate.recall import history as hist
+
         held = found.get(rd.EXPIRES_AT)
         if (None if held is None else as_utc(held)) == expires:
             return True
@@ -281,6 +283,8 @@ class LongTermMemory(RecallRepository):
     ) -> bool:
         """The previous text into the history first (idempotent), then the update on that version;
         `told`: more fields of the new version (source, occurred_at, stated_at)."""
+        from mongogate.recall import history as hist
+
         v = int(found[rd.VERSION])
         mid = str(found["_id"])
         entry: VersionDoc = {
@@ -318,13 +322,15 @@ class LongTermMemory(RecallRepository):
         await self.changed(scope, mid, expiring=expires)
         if expires != found.get(rd.EXPIRES_AT):
             await hist.set_expiry(self, scope, mid, v + 1, expires)
-        await prune(self, scope, mid, v)
+        await hist.prune(self, scope, mid, v)
         return True
 
     async def forget(
         self, scope: MemoryScope, *, id: object = None, namespace: object = None, key: object = None
     ) -> bool:
         """Erase one memory and its history; False when there is none (for this scope)."""
+        from mongogate.recall import history as hist
+
         if id is not None and (namespace is not None or key is not None):
             raise InvalidInput("forget takes either id, or namespace and key; not both")
         try:
@@ -371,6 +377,8 @@ class LongTermMemory(RecallRepository):
         return gone
 
     async def _erase(self, scope: MemoryScope, found: Doc) -> None:
+        from mongogate.recall import history as hist
+
         gone = await self._delete(scope, found)
         upto = max(int(found[rd.VERSION]), int(gone[rd.VERSION]) if gone is not None else 0)
         await hist.erase(self, scope, str(found["_id"]), upto)
@@ -378,10 +386,14 @@ class LongTermMemory(RecallRepository):
     async def list(self, scope: MemoryScope, **args: object) -> MemoryPage:
         """Newest change first (`recall/listing.py`: namespace, limit, cursor, occurred_after and
         occurred_before)."""
+        from mongogate.recall.listing import list_page
+
         return await list_page(self, scope, **args)
 
     async def history(self, scope: MemoryScope, id: object) -> History:
         """Every version, oldest first, the current one last; another scope's id is `not_found`."""
+        from mongogate.recall.history import read_history
+
         return await read_history(self, scope, id)
 
     # -- recall -------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from mongogate.recall import documents as rd
 from mongogate.recall.chain import MAX_LINKS, SIMILAR_MAX, holds
 from mongogate.recall.coherence import read_by_id
 from mongogate.recall.ids import IDENTITY_FIELDS, in_scope, memory_id
-from mongogate.recall.inprocess import chains
 from mongogate.recall.model import Link, MemoryItem, MemoryScope, Remembered, links_of
 from mongogate.recall.repository import RecallRepository
 from mongogate.values import Doc, shown
@@ -207,6 +206,8 @@ def noticed(
     idx = store.index.held(scope, store.embedder.model, store.embedder.dimensions)
     if idx is None:
         return r
+    from mongogate.recall.inprocess import chains  # loaded with the index held
+
     found = chains.similar_to(
         idx,
         vector,

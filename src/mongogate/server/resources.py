@@ -35,7 +35,7 @@ from mcp_types import (
 
 from mongogate.memory import session_shape, summary_shape
 from mongogate.policy import seg
-from mongogate.recall import item_json, read_memory, scope_for
+from mongogate.recall import item_json, scope_for
 from mongogate.server.caller import answered, caller, invalid
 from mongogate.tools.base import conversations_of
 from mongogate.tools.state import AppState
@@ -190,6 +190,8 @@ async def _read(
     long_term = state.settings.memory.long_term
     state.require_scopes(principal, list(long_term.required_scopes), "resources/read memory")
     scope = scope_for(long_term.scope, principal.tenant, principal.identity)
+    from mongogate.recall import read_memory  # a read's, never a start's (tests/test_lazy.py)
+
     return item_json(await read_memory(state.recall, scope, ident))
 
 

@@ -14,18 +14,21 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 from pymongo.asynchronous.collection import AsyncCollection
 
 from mongogate import progress
-from mongogate.indexing import QUERIES, Coherence, IndexBudget, Memo, Refreshed, read_by_id
+from mongogate.indexing import QUERIES, Coherence, IndexBudget, Memo, Refreshed, Shelf, read_by_id
 from mongogate.recall import documents as rd
 from mongogate.recall.ids import in_scope
-from mongogate.recall.inprocess.scope_index import INDEX_FIELDS, ScopeIndex
 from mongogate.recall.model import MemoryScope, scope_key
 from mongogate.textrank import fold, query_tokens
 from mongogate.values import Doc
+
+if TYPE_CHECKING:  # the indexes themselves are a call's, never a start's (tests/test_lazy.py)
+    from mongogate.recall.inprocess.scope_index import ScopeIndex
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +111,6 @@ class IndexCache:
     def __init__(self, budget: int | IndexBudget, policy: IndexPolicy = DEFAULT_POLICY) -> None:
         #: the process's one index budget (assembly hands it to message search too)
         self.budget = budget if isinstance(budget, IndexBudget) else IndexBudget(budget)
-        self._indexes = self.budget.shelf(KIND, ScopeIndex)
         self.stats = IndexStats()
         #: (model, question) -> its embedding, the last QUERIES asked (a question asked again,
         #: as agents do, skips the model: 0.6 ms of a recall)
@@ -116,6 +118,13 @@ class IndexCache:
         #: question -> its tokens and words (`query_terms`), the last QUERIES asked
         self._terms: Memo[str, QueryTerms] = Memo(QUERIES)
         self.use(policy)
+
+    @cached_property
+    def _indexes(self) -> Shelf[ScopeIndex]:
+        """The scopes' indexes on the budget, at the first index asked for (its module with it)."""
+        from mongogate.recall.inprocess.scope_index import ScopeIndex
+
+        return self.budget.shelf(KIND, ScopeIndex)
 
     @property
     def budget_bytes(self) -> int:
@@ -202,6 +211,8 @@ class IndexCache:
         self, memories: AsyncCollection[Doc], scope: MemoryScope, idx: ScopeIndex, changed: list[str]
     ) -> None:
         """The changed memories re-read by `_id`: put when still the scope's, else removed."""
+        from mongogate.recall.inprocess.rows import INDEX_FIELDS
+
         docs = await read_by_id(memories, changed, INDEX_FIELDS | {rd.TENANT: 1, rd.OWNER: 1})
         docs = {i: d for i, d in docs.items() if in_scope(d, scope)}
         for mid in changed:
@@ -213,6 +224,8 @@ class IndexCache:
     async def _rebuild(
         self, memories: AsyncCollection[Doc], scope: MemoryScope, model: str, dims: int, rev: int
     ) -> ScopeIndex:
+        from mongogate.recall.inprocess.scope_index import INDEX_FIELDS, ScopeIndex
+
         idx = ScopeIndex(model, dims, rev)
         async for d in memories.find(scope.match(), INDEX_FIELDS):
             idx.put(d)

@@ -62,6 +62,17 @@ called = {
     "mongogate.recall.inprocess.scope_index",
     "mongogate.recall.on_version",
     "mongogate.recall.supersession",
+    # mongogate's own tools: listed from their stored declarations, their modules loaded at the
+    # first call of one of them (tools/stored_tools.py)
+    "mongogate.tools.conversation_io",
+    "mongogate.tools.memory_tools",
+    "mongogate.tools.recall_common",
+    "mongogate.tools.recall_query",
+    "mongogate.tools.recall_reads",
+    "mongogate.tools.recall_tools",
+    "mongogate.tools.run_tools",
+    "mongogate.tools.session_tools",
+    "mongogate.tools.turn_io",
 }
 from mongogate.tools.base import ToolInput, ToolOutput
 
@@ -93,8 +104,11 @@ async def open_them():
 
 anyio.run(open_them)
 called = sorted(called & set(sys.modules))
-print(json.dumps({"built": built, "opened": "numpy" in sys.modules, "signing": signing, "unused": unused,
-                  "called": called, "models": built_models(), "some": len(list(models(ToolOutput)))}))
+defined = len(list(models(ToolOutput)))  # none: no tool module was imported
+import mongogate.tools.memory_tools, mongogate.tools.recall_tools, mongogate.tools.run_tools  # a first call's
+print(json.dumps({"defined": defined, "built": built, "opened": "numpy" in sys.modules, "signing": signing,
+                  "unused": unused, "called": called, "models": built_models(),
+                  "some": len(list(models(ToolOutput)))}))
 """
 
 
@@ -113,7 +127,9 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
     schemas are stored, tools/stored_schemas.py): built at the first call, not at start. Then
     (sixth pass) the in-process indexes (`indexing/` entries, rows, fusion, scope_index; recall's
     rows, chains and scope index), message search's index and derivation (`MessageSearch.index`
-    and `.fill` made at first use), supersession, history and expiry of long-term memory."""
+    and `.fill` made at first use), supersession, history and expiry of long-term memory; and
+    mongogate's own tools' modules, listed from their stored declarations (tools/stored_tools.py):
+    no tool model is even defined at start, and once a first call imports them, none is built."""
     run = subprocess.run(
         [sys.executable, "-c", SERVE, engine_uri, db_name, str(tmp_path / "data"), DEV_SECRET],
         capture_output=True,
@@ -122,8 +138,9 @@ def test_serve_builds_and_opens_without_importing_numpy_or_pyjwt(
     )
     assert run.returncode == 0, run.stderr
     found = json.loads(run.stdout.strip().splitlines()[-1])
-    assert found.pop("some") > 10  # the walk below saw the tool output models
+    assert found.pop("some") > 10  # once the tool modules are imported, the walk sees their models
     assert found == {
+        "defined": 0,
         "built": False,
         "opened": False,
         "signing": [],

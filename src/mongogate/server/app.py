@@ -43,8 +43,7 @@ from mongogate.server.startup import OpenAfterInitialize
 from mongogate.server.surface import NoEvents, UnknownTools, offer_surface
 from mongogate.server.tenant_limit import TenantConcurrency
 from mongogate.specs import RECALL_TOOL_NAMES, RUN_TOOL_NAMES
-from mongogate.tools.memory_tools import INSTRUCTIONS  # the turn protocol, sent at initialize
-from mongogate.tools.recall_tools import RECALL_INSTRUCTIONS
+from mongogate.tools.instructions import INSTRUCTIONS, RECALL_INSTRUCTIONS  # sent at initialize
 from mongogate.tools.registry import ToolRegistry
 from mongogate.tools.state import AppState, PendingState
 from mongogate.version import __version__

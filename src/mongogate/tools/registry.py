@@ -16,7 +16,7 @@ from mcp.server.mcpserver.tools import Tool
 from mongogate.config import Settings
 from mongogate.errors import ConfigError
 from mongogate.specs import SUPPORTED_OPERATORS, QueryToolSpec, check_tool_set
-from mongogate.tools.memory_tools import memory_tools
+from mongogate.tools.stored_tools import family_tools
 
 if TYPE_CHECKING:
     from mongogate.tools.state import AppState
@@ -30,18 +30,15 @@ class ToolRegistry:
         self, specs: Iterable[QueryToolSpec] = (), *, run_tools: bool = True, recall_tools: bool = True
     ) -> None:
         self._specs: dict[str, QueryToolSpec] = {}
-        self._factories: list[ToolFactory] = []
+        #: a name: a built-in family (tools/stored_tools.py), listed from its stored declarations
+        self._factories: list[ToolFactory | str] = []
         self.startup_hooks: list[StartupHook] = []
         for spec in specs:
             self.add_query_tool(spec)
         if run_tools:  # checkpoints for long runs: save/load_checkpoint, run_events, acquire/release_run
-            from mongogate.tools import run_tools as runs
-
-            self.add_tools(runs.run_tools)  # their indexes: built by the lifespan
+            self._factories.append("runs")  # their indexes: built by the lifespan
         if recall_tools:  # long-term memory: remember, recall, forget, ...; built by the lifespan
-            from mongogate.tools.recall_tools import recall_tools as recall_factory
-
-            self.add_tools(recall_factory)
+            self._factories.append("recall")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ToolRegistry:
@@ -69,13 +66,13 @@ class ToolRegistry:
 
     def build(self, settings: Settings) -> list[Tool]:
         check_tool_set(self._specs.values(), settings.policy.allowed_operators)
-        tools = memory_tools(settings)
+        tools = family_tools("memory", settings)  # sessions and turns: every server's
         for spec in self._specs.values():
             from mongogate.tools.query_tools import query_tool  # late: only when query tools exist
 
             tools.append(query_tool(spec, settings))
         for factory in self._factories:
-            tools.extend(factory(settings))
+            tools.extend(family_tools(factory, settings) if isinstance(factory, str) else factory(settings))
         names = [t.name for t in tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

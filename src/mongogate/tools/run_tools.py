@@ -14,7 +14,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from mongogate.config import MemorySettings, Settings
-from mongogate.runs import DEFAULT_EVENTS_LIMIT, MAX_EVENTS_LIMIT, RUN_STATUSES, RunStatus
+from mongogate.runs import RUN_STATUSES, RunStatus
 from mongogate.tools.base import (
     ID_RULES,
     IDEMPOTENT_WRITE,
@@ -27,6 +27,7 @@ from mongogate.tools.base import (
     limit,
     make_tool,
 )
+from mongogate.tools.limits import run_limits
 from mongogate.values import MAX_INT64
 
 
@@ -37,11 +38,6 @@ def _iso(value: datetime | None) -> str | None:
 RUN_ID = "Your id for the run, chosen once and reused to resume it; " + ID_RULES + "."
 LEASE_ID = "The lease_id returned by acquire_run; " + ID_RULES + "."
 STATUS = f"One of {', '.join(RUN_STATUSES)}."
-
-
-def limits_of(memory: MemorySettings) -> dict[str, object]:
-    """The values schema descriptions and limits are filled from: the run service's own settings."""
-    return {**memory.model_dump(), "default_events": DEFAULT_EVENTS_LIMIT, "max_events": MAX_EVENTS_LIMIT}
 
 
 class AcquireRunIn(ToolInput):
@@ -224,7 +220,7 @@ async def _run_events(call: Call, a: RunEventsIn) -> RunEventsOut:
 
 def run_tools(settings: Settings | None = None) -> list[Tool]:
     """The five run tools (`config.RUN_TOOL_NAMES`); takes the registry's factory argument."""
-    limits = limits_of(settings.memory if settings is not None else MemorySettings())
+    limits = run_limits(settings.memory if settings is not None else MemorySettings())
     return [
         make_tool(
             name="acquire_run",

@@ -7,6 +7,10 @@ They depend only on the models' code, so they are generated once and kept beside
 tools/output_schema.py), keyed by each model's module and name. A model not found there (an
 application's own tool, or a tool the default settings do not build) is generated as before.
 
+The same file declares mongogate's own tools (their names, titles, descriptions, annotations
+and which models they take and give), so that a server lists them without importing their
+modules (`tools/stored_tools.py`).
+
 `tests/tools/test_stored_schemas.py` fails when the file no longer matches the models; rewrite it
 with ``python -m mongogate.tools.write_schemas``.
 """
@@ -18,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["PATH", "generated", "key", "stored"]
+__all__ = ["PATH", "declarations", "declare", "generated", "key", "stored", "text"]
 
 PATH = Path(__file__).with_name("schemas.json")
 Kind = Literal["input", "output"]
@@ -27,6 +31,8 @@ Kind = Literal["input", "output"]
 USE = True
 #: the schemas generated from their models since recording began (a dict): kind -> key -> text
 GENERATED: dict[str, dict[str, str]] | None = None
+#: the tools declared (`make_tool`) since recording began (a list), in order
+DECLARED: list[dict[str, Any]] | None = None
 
 
 def key(model: type[Any]) -> str:
@@ -39,9 +45,9 @@ def forget() -> None:
 
 
 @functools.cache
-def _file() -> dict[str, dict[str, str]]:
+def _file() -> dict[str, Any]:
     try:
-        loaded: dict[str, dict[str, str]] = json.loads(PATH.read_text(encoding="utf-8"))
+        loaded: dict[str, Any] = json.loads(PATH.read_text(encoding="utf-8"))
     except FileNotFoundError:  # a checkout before the first `python -m mongogate.tools.write_schemas`
         return {}
     return loaded
@@ -49,7 +55,26 @@ def _file() -> dict[str, dict[str, str]]:
 
 def stored(kind: Kind, model: type[Any]) -> str | None:
     """The stored schema text of ``model``, or None: generate it."""
-    return _file().get(kind, {}).get(key(model)) if USE else None
+    return text(kind, key(model))
+
+
+def text(kind: Kind, model_key: str) -> str | None:
+    """The stored schema text of the model of that key (`key`), or None."""
+    found: str | None = _file().get(kind, {}).get(model_key) if USE else None
+    return found
+
+
+def declarations(family: str) -> list[dict[str, Any]] | None:
+    """The stored declarations of a family of mongogate's tools (`tools/stored_tools.py`), or
+    None: build them from their modules."""
+    found: list[dict[str, Any]] | None = _file().get("tools", {}).get(family) if USE else None
+    return found
+
+
+def declare(declaration: dict[str, Any]) -> None:
+    """Note a tool `make_tool` built (when recording)."""
+    if DECLARED is not None:
+        DECLARED.append(declaration)
 
 
 def generated(kind: Kind, model: type[Any], text: str) -> str:

@@ -379,6 +379,23 @@ def test_an_unknown_command_lists_every_command(capsys: pytest.CaptureFixture[st
     assert all(f"'{name}'" in err for name in COMMANDS)
 
 
+@pytest.mark.parametrize("argv", [["serve", "--bogus"], ["-v", "tools", "extra"], ["engine", "start", "x"]])
+def test_a_named_commands_mistake_shows_the_usage_with_every_command(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The usage line of a refused command line lists every command, as it did when all were
+    registered (it read `{serve} ...` with only `serve`'s module registered, as if no other
+    command existed)."""
+    from mongogate.cli import build_parser
+
+    said = []
+    for parser in (build_parser(argv), build_parser(None)):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        said.append(capsys.readouterr().err)
+    assert said[0] == said[1]
+
+
 def test_worker_and_schedule_still_parse_their_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     from mongogate.cli import build_parser
 

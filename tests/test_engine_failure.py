@@ -110,6 +110,25 @@ def test_a_failed_engine_start_exits_with_what_failed(
     assert not engine_client.engine_running(data)
 
 
+@pytest.mark.parametrize("name", [ENGINE_LOCK, START_LOCK])
+def test_a_lock_file_that_is_a_directory_is_one_line_and_2_not_a_traceback(tmp_path: Path, name: str) -> None:
+    """Something other than a regular file at one of the engine's lock files (a directory made
+    by hand or by a bad copy) is the data directory's fault: one line naming the file, exit 2
+    (it was a traceback from `os.open` and exit 1, a status only `check` and `try` give)."""
+    data = (tmp_path / "data").resolve()
+    data.mkdir(mode=0o700)
+    (data / name).mkdir()
+    done = _run(_env(tmp_path, data), "engine", "start")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"mongogate: {data / name} is not a regular file: remove it (mongogate keeps only its own "
+        "files there)"
+    )
+    (data / name).rmdir()
+    assert not engine_client.engine_running(data)
+
+
 def test_an_engine_killed_while_starting_exits_3_and_names_its_log(tmp_path: Path, data: Path) -> None:
     """The engine process dies before it could say why (the OOM killer, a signal): its starter
     hears nothing from it, a runtime failure, 3. Here its SQLite file is a FIFO, so the engine

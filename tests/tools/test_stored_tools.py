@@ -17,6 +17,7 @@ from mcp import Client
 
 from mongogate.config import Settings, load_settings
 from mongogate.server.app import build_server
+from mongogate.tools import output_schema
 from mongogate.tools.stored_tools import FAMILIES, family_tools
 from tests.conftest import make_settings
 from tests.helpers import failure, ok
@@ -64,6 +65,20 @@ def test_a_tool_listed_from_its_declaration_is_the_one_its_module_builds(family:
     built = family_tools(family, settings, declared=False)
     assert [_listed(t) for t in declared] == [_listed(t) for t in built]
     assert all(a.fn is not b.fn for a, b in zip(declared, built, strict=True))  # really from the file
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_with_pydantics_output_schemas_the_listed_tools_publish_them_too(
+    family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`output_schema.LEAN = False` (how benchmarks/recall_index.py and recall_call_path.py build
+    the server of the code before the lean schemas) reaches the listed tools too: the stored
+    declarations hold the lean form only, so the family is built from its module."""
+    monkeypatch.setattr(output_schema, "LEAN", False)
+    settings = _settings({})
+    declared = family_tools(family, settings)
+    built = family_tools(family, settings, declared=False)
+    assert [_listed(t) for t in declared] == [_listed(t) for t in built]
 
 
 def test_the_variants_change_what_is_filled_in() -> None:

@@ -78,7 +78,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "-v", "--verbose", action="store_true", help="log at INFO on stderr (default: server.log_level)"
     )
     p.add_argument("--version", action="version", version=f"mongogate {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    command = _command(argv)
+    named = COMMANDS.get(command) if command is not None else None
+    # one command's module registered: the usage line a refused command line shows still lists
+    # every command, as argparse writes it when all are registered (not `{serve}` alone)
+    every = "{" + ",".join(COMMANDS) + "}" if named is not None else None
+    sub = p.add_subparsers(dest="command", required=True, metavar=every)
 
     def with_config(sp: argparse.ArgumentParser, *, config_default: Any = None) -> argparse.ArgumentParser:
         """The options every command takes, before or after its own arguments (`-v` too);
@@ -94,8 +99,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             )
         return sp
 
-    command = _command(argv)
-    named = COMMANDS.get(command) if command is not None else None
     for name in [named] if named is not None else dict.fromkeys(COMMANDS.values()):
         module = importlib.import_module(f"mongogate.cli.{name}")
         if name in _ON_REQUEST:

@@ -189,7 +189,16 @@ def read_state(data_dir: Path) -> EngineState | None:
 
 
 def open_lock(path: Path) -> IO[str]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """One of the engine's lock files, opened (created 0600 when missing). Anything but a regular
+    file at its name (a directory, a FIFO) is the data directory's fault: ConfigError, exit 2."""
+    wrong = ConfigError(f"{path} is not a regular file: remove it (mongogate keeps only its own files there)")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except IsADirectoryError:
+        raise wrong from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise wrong
     return os.fdopen(fd, "r+", encoding="utf-8")
 
 

@@ -15,7 +15,8 @@ settings (once per server and family) and hands the call to the tool of that nam
 the same function, so the same checks, errors, scopes and output validation
 (`tests/tools/test_stored_tools.py` compares both builds for several settings). A family with no
 stored declarations (a checkout before the file was written, or `write_schemas` recording) is
-built from its module, as before.
+built from its module, as before; so is every family while `output_schema.LEAN` is off (the
+benchmarks' server of the code before the lean output schemas: the file holds only those).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from mongogate.config import Settings
 from mongogate.errors import InternalError
 from mongogate.requests import current as current_request
 from mongogate.requests import new_request_id
-from mongogate.tools import stored_schemas
+from mongogate.tools import output_schema, stored_schemas
 from mongogate.tools.base import RawArguments, error_result, fill_limits
 from mongogate.tools.limits import memory_limits, recall_limits, run_limits
 
@@ -87,6 +88,8 @@ class _Family:
 def _declared(family: str, settings: Settings) -> list[Tool] | None:
     found = stored_schemas.declarations(family)
     if not found or any(d["custom"] for d in found):
+        return None
+    if not output_schema.LEAN:  # pydantic's output schemas asked for: the file holds the lean ones
         return None
     limits = _LIMITS[family](settings)
     built = _Family(family, settings)

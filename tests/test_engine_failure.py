@@ -22,7 +22,16 @@ import pytest
 from mongogate.cli import main
 from mongogate.engine import client as engine_client
 from mongogate.engine import write_signal
-from mongogate.engine.files import DB_FILE, ENGINE_LOCK, LOG_FILE, START_LOCK, lock_pid, open_lock, try_lock
+from mongogate.engine.files import (
+    DB_FILE,
+    ENGINE_LOCK,
+    LOG_FILE,
+    START_LOCK,
+    engine_running,
+    lock_pid,
+    open_lock,
+    try_lock,
+)
 from mongogate.engine.write_signal import FILE, prepare
 from mongogate.errors import StorageError
 from tests.helpers import EXE, ROOT, free_port
@@ -107,7 +116,7 @@ def test_a_failed_engine_start_exits_with_what_failed(
     assert done.returncode == status, done.stderr
     assert lines[-1].startswith(f"mongogate: could not start the embedded engine for {data}: "), lines
     assert says.format(data=data) in lines[-1], lines[-1]
-    assert not engine_client.engine_running(data)
+    assert not engine_running(data)
 
 
 @pytest.mark.parametrize("name", [ENGINE_LOCK, START_LOCK])
@@ -126,7 +135,7 @@ def test_a_lock_file_that_is_a_directory_is_one_line_and_2_not_a_traceback(tmp_p
         "files there)"
     )
     (data / name).rmdir()
-    assert not engine_client.engine_running(data)
+    assert not engine_running(data)
 
 
 def test_an_engine_killed_while_starting_exits_3_and_names_its_log(tmp_path: Path, data: Path) -> None:

@@ -171,6 +171,13 @@ class InternalError(MongogateError):
     retryable = True
 
 
+class CodeUnavailable(InternalError):
+    """A tool whose code failed to load in this server (tools/stored_tools.py): every retry fails
+    the same way until the server is mended, so it is not retryable."""
+
+    retryable = False
+
+
 def unknown_key(key: str, known: Iterable[str]) -> str:
     """The message for a key that no setting or spec field has, with the nearest known one."""
     names = sorted(known)

@@ -33,7 +33,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 
 from mongogate.compat.sdk import tool_metadata
 from mongogate.config import Settings
-from mongogate.errors import InternalError
+from mongogate.errors import CodeUnavailable
 from mongogate.requests import current as current_request
 from mongogate.requests import new_request_id
 from mongogate.tools import output_schema, stored_schemas
@@ -123,7 +123,9 @@ def _listed(built: _Family, d: dict[str, Any], schema: dict[str, Any], output: d
             request_id = ids.request_id if ids is not None else new_request_id()
             log.error("request %s: tool %s could not be built: %s", request_id, name, type(e).__name__)
             log.debug("request %s: traceback", request_id, exc_info=True)
-            failed = InternalError(f"{name} failed unexpectedly; nothing is known to be written")
+            failed = CodeUnavailable(
+                f"{name} cannot run: its code failed to load in this server; nothing was written"
+            )
             return error_result(failed, request_id)
         result: CallToolResult = await tool.fn(ctx, **kwargs)
         return tool.fn_metadata.convert_result(result)  # the built tool's output check, as the SDK does

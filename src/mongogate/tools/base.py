@@ -330,18 +330,19 @@ def make_tool(
     title: str | None = None,
     limits: Mapping[str, object] | None = None,
 ) -> Tool:
-    stored_schemas.declare(  # what the stored declaration of this tool holds (tools/stored_tools.py)
-        {
-            "name": name,
-            "title": title,
-            "description": description,
-            "input": stored_schemas.key(input_model),
-            "output": None if output_model is None else stored_schemas.key(output_model),
-            "annotations": None if annotations is None else annotations.model_dump(by_alias=True),
-            "limits": limits is not None,
-            "custom": parameters is not None or output_schema is not None,
-        }
-    )
+    if stored_schemas.DECLARED is not None:  # recording (write_schemas): what tools/stored_tools.py lists
+        stored_schemas.declare(
+            {
+                "name": name,
+                "title": title,
+                "description": description,
+                "input": stored_schemas.key(input_model),
+                "output": None if output_model is None else stored_schemas.key(output_model),
+                "annotations": None if annotations is None else annotations.model_dump(by_alias=True),
+                "limits": limits is not None,
+                "custom": parameters is not None or output_schema is not None,
+            }
+        )
     schema = parameters or json.loads(_input_schema(input_model))
     # pydantic's lax mode would take `true` as 1; a tool with its own schema (a query tool) is
     # checked by jsonschema, which refuses booleans in its own words ([limit_invalid], audited)
